@@ -1,0 +1,7 @@
+"""``python -m openclaw_lossless``: the same CLI as the ``openclaw-lossless`` console script."""
+
+import sys
+
+from openclaw_lossless.cli import main
+
+sys.exit(main())

@@ -1,0 +1,33 @@
+"""Query endpoints for operators, tools and agents: hybrid search with citations, and session recovery."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query
+
+from openclaw_lossless.api.deps import SidecarDep
+
+router = APIRouter(prefix="/v1", tags=["query"])
+
+
+@router.get("/search")
+def search(
+    sidecar: SidecarDep,
+    q: Annotated[str, Query(min_length=1, max_length=20_000, description="What to look for, in plain words.")],
+    scope: Annotated[
+        str, Query(max_length=600, description="'all', 'agent:<agentId>' or 'session:<sessionId>'.")
+    ] = "all",
+    k: Annotated[int, Query(ge=1, le=200)] = 10,
+    mode: Literal["hybrid", "keyword", "vector"] = "hybrid",
+) -> dict[str, Any]:
+    return {"query": q, "scope": scope, "mode": mode, "hits": sidecar.search(q, scope, k, mode)}
+
+
+@router.get("/sessions/{session_id}/messages")
+def recover(
+    sidecar: SidecarDep,
+    session_id: Annotated[str, Path(min_length=1, max_length=512)],
+    last: Annotated[int, Query(ge=1, le=10_000)] = 50,
+) -> dict[str, Any]:
+    return sidecar.recover(session_id, last)

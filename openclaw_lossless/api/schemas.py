@@ -1,0 +1,166 @@
+"""Wire models: one ``...Request``/``...Response`` pair per hook, camelCase on the wire as the host speaks.
+
+Messages stay plain JSON objects here (``dict``): the host's AgentMessage has many shapes and we keep the
+original verbatim; capture (``capture/records.py``) decides what is acceptable and says why when it is not.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from openclaw_lossless.config import RecallOverrides
+
+Id = Field(min_length=1, max_length=512)
+MAX_MESSAGES = 20_000
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class SessionFields(Wire):
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=512)
+    session_key: str | None = Field(None, alias="sessionKey", min_length=1, max_length=512)
+
+
+class BootstrapRequest(SessionFields):
+    pass
+
+
+class BootstrapResponse(Wire):
+    bootstrapped: bool
+    imported_messages: int = Field(alias="importedMessages")
+    reason: str | None = None
+
+
+class DescriptorIn(Wire):
+    role: str = Field(min_length=1, max_length=64)
+    key: str = Field(min_length=1, max_length=128)
+    tokens: int = Field(ge=0, le=10_000_000)
+    timestamp: float | None = None
+    text: str | None = Field(None, max_length=200_000)
+
+
+class AssembleRequest(SessionFields):
+    messages: list[dict[str, Any]] | None = Field(None, max_length=MAX_MESSAGES)
+    descriptors: list[DescriptorIn] | None = Field(None, max_length=MAX_MESSAGES)
+    prompt: str | None = Field(None, max_length=1_000_000)
+    token_budget: int | None = Field(None, alias="tokenBudget", ge=1, le=100_000_000)
+    trace: bool = False
+    config: RecallOverrides | None = None
+    now: float | None = Field(None, description="Epoch milliseconds to score recency against (default: now).")
+
+    @model_validator(mode="after")
+    def one_history(self) -> AssembleRequest:
+        if self.messages is not None and self.descriptors is not None:
+            raise ValueError("send either 'messages' or 'descriptors', not both")
+        return self
+
+
+class RecalledItem(Wire):
+    id: int
+    citation: str
+    role: str
+    created_at: float = Field(alias="createdAt")
+    score: float
+    kind: str
+
+
+class AssembleResponse(Wire):
+    window_start: int = Field(alias="windowStart")
+    messages: list[dict[str, Any]] | None = None
+    estimated_tokens: int = Field(alias="estimatedTokens")
+    system_prompt_addition: str = Field(alias="systemPromptAddition")
+    recalled: list[RecalledItem]
+    recall_skipped: str | None = Field(None, alias="recallSkipped")
+    trace: dict[str, Any] | None = None
+
+
+class CommitTurnRequest(SessionFields):
+    advancement_key: str = Field(alias="advancementKey", min_length=1, max_length=512)
+    messages: list[dict[str, Any]] = Field(max_length=MAX_MESSAGES)
+    is_heartbeat: bool = Field(False, alias="isHeartbeat")
+    config: RecallOverrides | None = None
+
+
+class CommitTurnResponse(Wire):
+    status: Literal["committed", "duplicate"]
+    stored: int
+    skipped_heartbeat: bool = Field(alias="skippedHeartbeat")
+
+
+class IngestRequest(SessionFields):
+    message: dict[str, Any]
+    is_heartbeat: bool = Field(False, alias="isHeartbeat")
+    config: RecallOverrides | None = None
+
+
+class IngestResponse(Wire):
+    ingested: bool
+
+
+class IngestBatchRequest(SessionFields):
+    messages: list[dict[str, Any]] = Field(max_length=MAX_MESSAGES)
+    is_heartbeat: bool = Field(False, alias="isHeartbeat")
+    config: RecallOverrides | None = None
+
+
+class AfterTurnRequest(IngestBatchRequest):
+    pre_prompt_message_count: int | None = Field(None, alias="prePromptMessageCount", ge=0)
+
+
+class IngestBatchResponse(Wire):
+    ingested_count: int = Field(alias="ingestedCount")
+
+
+class CompactRequest(SessionFields):
+    compacted: bool = True
+    tokens_before: int | None = Field(None, alias="tokensBefore", ge=0)
+    tokens_after: int | None = Field(None, alias="tokensAfter", ge=0)
+    summary: str | None = Field(None, max_length=2_000_000)
+    reason: str | None = Field(None, max_length=2000)
+
+
+class CompactResponse(Wire):
+    recorded: bool
+    compaction_id: int = Field(alias="compactionId")
+    snapshot: str
+    last_message_id: int | None = Field(alias="lastMessageId")
+
+
+class SubagentSpawnRequest(Wire):
+    parent_session_key: str = Field(alias="parentSessionKey", min_length=1, max_length=512)
+    child_session_key: str = Field(alias="childSessionKey", min_length=1, max_length=512)
+    context_mode: str | None = Field(None, alias="contextMode", max_length=64)
+    ttl_ms: int | None = Field(None, alias="ttlMs", ge=0)
+
+
+class SubagentSpawnResponse(Wire):
+    spawn_id: int = Field(alias="spawnId")
+
+
+class SubagentRollbackRequest(Wire):
+    spawn_id: int | None = Field(None, alias="spawnId", ge=1)
+    child_session_key: str | None = Field(None, alias="childSessionKey", min_length=1, max_length=512)
+
+    @model_validator(mode="after")
+    def names_one(self) -> SubagentRollbackRequest:
+        if self.spawn_id is None and self.child_session_key is None:
+            raise ValueError("send 'spawnId' or 'childSessionKey'")
+        return self
+
+
+class SubagentRollbackResponse(Wire):
+    rolled_back: bool = Field(alias="rolledBack")
+
+
+class SubagentEndedRequest(Wire):
+    child_session_key: str = Field(alias="childSessionKey", min_length=1, max_length=512)
+    reason: str = Field("completed", max_length=64)
+
+
+class SubagentEndedResponse(Wire):
+    ended: bool
+    outcomes_copied: int = Field(alias="outcomesCopied")

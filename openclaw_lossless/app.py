@@ -1,0 +1,147 @@
+"""The application factory: ``create_app(settings)`` wires the Sidecar, the routers, the guard and errors.
+
+The guard is plain ASGI middleware so it runs before anything reads the body: a request without the token
+gets 401 and one too large gets 413 before a byte of it is parsed. One error handler gives every failure
+the same shape, ``{"error": {"code": ..., "message": ...}}``, with the status from the error tree.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from openclaw_lossless import __version__
+from openclaw_lossless.api import hooks, ops, query
+from openclaw_lossless.config import Settings
+from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.tokens import load_or_create_token
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PATHS = frozenset({"/healthz"})
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+class Guard:
+    """Token check and body-size limit, before routing."""
+
+    def __init__(self, app: ASGIApp, token: str, max_body_bytes: int) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if scope["path"] not in PUBLIC_PATHS and not hmac.compare_digest(
+            headers.get(b"authorization", b""), self.expected
+        ):
+            await _reject(
+                send,
+                Unauthorized(
+                    "missing or wrong token: send 'Authorization: Bearer <token>'"
+                    " with the token from the sidecar's state dir"
+                ),
+            )
+            return
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await _reject(send, self._too_large())
+            return
+        await self.app(scope, self._limited(receive), send)
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(f"request body is over the {self.max_body_bytes}-byte limit (max_body_bytes)")
+
+    def _limited(self, receive: Receive) -> Receive:
+        seen = 0
+
+        async def guarded() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body_bytes:  # a chunked body without Content-Length
+                raise StarletteHTTPException(413, self._too_large().message)
+            return message
+
+        return guarded
+
+
+async def _reject(send: Send, error: LosslessError) -> None:
+    response = JSONResponse(error_body(error.code, error.message), status_code=error.status)
+    await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(LosslessError)
+    async def lossless_error(_: Request, exc: LosslessError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body("invalid_request", _validation_message(exc)), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error"
+        )
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return JSONResponse(error_body("internal", "internal error; see the sidecar log"), status_code=500)
+
+
+def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI:
+    """Build the app; the Sidecar is opened in the lifespan (or passed in, already open)."""
+    token = load_or_create_token(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = sidecar is None
+        app.state.sidecar = sidecar or Sidecar(settings)
+        try:
+            yield
+        finally:
+            if owned:
+                app.state.sidecar.close()
+
+    app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan)
+    for router in (hooks.router, query.router, ops.router):
+        app.include_router(router)
+    install_error_handlers(app)
+    app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)
+    return app

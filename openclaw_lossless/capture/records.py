@@ -1,0 +1,94 @@
+"""AgentMessage → MessageRecord: everything the store needs to keep one message.
+
+Capture happens before any write, so a message that cannot be captured is rejected (422) and nothing of
+its turn is stored. The content hash is over the canonical JSON of the (possibly redacted) original: it is
+the message's identity within a session, which makes ``ingest`` idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from openclaw_lossless.capture import importance
+from openclaw_lossless.capture.redact import Redactor
+from openclaw_lossless.capture.text import descriptor_tokens, searchable_text, window_key
+from openclaw_lossless.errors import BadRequest
+
+KNOWN_ROLES = frozenset(
+    {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary", "system"}
+)
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    role: str
+    created_at: float
+    text: str
+    original: str
+    content_hash: bytes
+    window_key: str
+    tokens: int
+    importance: float
+    importance_label: str
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    redactor: Redactor
+    redact_originals: bool = True
+    include_thinking: bool = False
+
+
+def capture(message: Any, options: CaptureOptions, *, now: float | None = None) -> MessageRecord:
+    """Derive the record of one message; raises BadRequest when it is not an AgentMessage."""
+    if not isinstance(message, dict):
+        raise BadRequest("each message must be a JSON object with a 'role'")
+    role = message.get("role")
+    if not isinstance(role, str) or not role:
+        raise BadRequest("each message needs a non-empty string 'role' (user, assistant, toolResult, ...)")
+    key = window_key(message)
+    tokens = descriptor_tokens(message)
+    text = options.redactor.redact(searchable_text(message, include_thinking=options.include_thinking))
+    kept = options.redactor.redact_value(message) if options.redact_originals else message
+    original = canonical_json(kept)
+    grade = importance.grade(role, text)
+    return MessageRecord(
+        role=role,
+        created_at=message_time(message.get("timestamp"), now),
+        text=text,
+        original=original,
+        content_hash=hashlib.sha256(original.encode("utf-8", "surrogatepass")).digest(),
+        window_key=key,
+        tokens=tokens,
+        importance=grade.score,
+        importance_label=grade.label,
+    )
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace: the same object always serialises to the same bytes."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BadRequest(f"message is not plain JSON: {exc}") from exc
+
+
+def message_time(timestamp: Any, now: float | None) -> float:
+    """Seconds since the epoch from a host timestamp (ms number, seconds number or ISO string)."""
+    fallback = time.time() if now is None else now
+    if isinstance(timestamp, bool) or timestamp is None:
+        return fallback
+    if isinstance(timestamp, int | float):
+        seconds = float(timestamp) / 1000.0 if timestamp > 1e11 else float(timestamp)
+        return seconds if 0 < seconds < 1e11 else fallback
+    if isinstance(timestamp, str):
+        try:
+            return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return fallback
+    return fallback

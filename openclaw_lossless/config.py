@@ -1,0 +1,139 @@
+"""Settings: the one place that reads the environment.
+
+``Settings`` is built once (by the CLI or the app factory) and passed down; nothing else reads ``os.environ``.
+The six seed settings keep the seed plugin's meaning and defaults; the plugin may override the per-turn ones
+per request (``RecallOverrides``), which never changes the process-wide values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+RecallScope = Literal["agent", "session"]
+ProviderName = Literal["local", "openai-compatible", "none"]
+
+
+def openclaw_state_dir(env: dict[str, str] | None = None) -> Path:
+    """OpenClaw's own state directory, resolved the way OpenClaw resolves it."""
+    env = dict(os.environ) if env is None else env
+    if env.get("OPENCLAW_STATE_DIR"):
+        return Path(env["OPENCLAW_STATE_DIR"])
+    home = env.get("OPENCLAW_HOME") or env.get("HOME") or str(Path.home())
+    return Path(home) / ".openclaw"
+
+
+def _default_state_dir() -> Path:
+    return openclaw_state_dir() / "plugins" / "lossless"
+
+
+def _default_model_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "openclaw-lossless" / "models"
+
+
+class RecallSettings(BaseModel):
+    """The knobs of one assembly: the seed's six settings that matter per turn, plus the recall scope."""
+
+    model_config = ConfigDict(frozen=True)
+
+    retrieval_count: int = Field(20, ge=0, le=200)
+    window_share: float = Field(0.6, gt=0, le=1)
+    recency_decay_hours: float = Field(168.0, gt=0)
+    skip_heartbeats: bool = True
+    min_similarity: float = Field(0.3, ge=0, le=1)
+    recall_scope: RecallScope = "agent"
+
+
+class RecallOverrides(BaseModel):
+    """Per-request overrides sent by the plugin from the user's ``plugins.entries.lossless.config``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    retrieval_count: int | None = Field(None, ge=0, le=200, alias="retrievalCount")
+    window_share: float | None = Field(None, gt=0, le=1, alias="windowShare")
+    recency_decay_hours: float | None = Field(None, gt=0, alias="recencyDecayHours")
+    skip_heartbeats: bool | None = Field(None, alias="skipHeartbeats")
+    min_similarity: float | None = Field(None, ge=0, le=1, alias="minSimilarity")
+    recall_scope: RecallScope | None = Field(None, alias="recallScope")
+
+    def apply(self, base: RecallSettings) -> RecallSettings:
+        changes = self.model_dump(exclude_none=True)
+        return base.model_copy(update=changes) if changes else base
+
+
+class Settings(BaseSettings):
+    """Process-wide configuration; env vars are ``LOSSLESS_<FIELD>`` unless an alias says otherwise."""
+
+    model_config = SettingsConfigDict(env_prefix="LOSSLESS_", extra="ignore", populate_by_name=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(8377, ge=0, le=65535)
+    allow_remote: bool = False
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    db_path: Path | None = None
+    token: SecretStr | None = None
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+
+    retrieval_count: int = Field(20, ge=0, le=200)
+    window_share: float = Field(0.6, gt=0, le=1)
+    recency_decay_hours: float = Field(168.0, gt=0)
+    skip_heartbeats: bool = True
+    max_db_size_mb: float = Field(500.0, ge=0)
+    min_similarity: float = Field(0.3, ge=0, le=1)
+    recall_scope: RecallScope = "agent"
+    default_token_budget: int = Field(100_000, ge=1)
+    assemble_deadline_ms: int = Field(400, ge=10)
+    query_embed_deadline_ms: int = Field(250, ge=1)
+    recalled_text_chars: int = Field(1200, ge=80)
+
+    embedding_provider: ProviderName = "local"
+    model_dir: Path = Field(default_factory=_default_model_dir)
+    local_variant: Literal["fp32", "int8"] = "fp32"
+    embed_threads: int = Field(1, ge=1, le=64)
+    embed_batch_size: int = Field(32, ge=1, le=1024)
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_API_KEY", "LOSSLESS_OPENAI_API_KEY")
+    )
+    embedding_model: str = Field(
+        "text-embedding-3-small", validation_alias=AliasChoices("EMBEDDING_MODEL", "LOSSLESS_EMBEDDING_MODEL")
+    )
+    embedding_base_url: str = Field(
+        "https://api.openai.com/v1",
+        validation_alias=AliasChoices("EMBEDDING_BASE_URL", "LOSSLESS_EMBEDDING_BASE_URL"),
+    )
+    embedding_dimensions: int | None = Field(
+        None, ge=1, validation_alias=AliasChoices("EMBEDDING_DIMENSIONS", "LOSSLESS_EMBEDDING_DIMENSIONS")
+    )
+    embedding_timeout_s: float = Field(10.0, gt=0)
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    redact_originals: bool = True
+    redact_patterns: list[str] = Field(default_factory=list)
+    include_thinking: bool = False
+
+    @property
+    def database_path(self) -> Path:
+        return self.db_path or self.state_dir / "lossless.sqlite"
+
+    @property
+    def token_path(self) -> Path:
+        return self.state_dir / "token"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.state_dir / "archive"
+
+    @property
+    def recall(self) -> RecallSettings:
+        return RecallSettings(
+            retrieval_count=self.retrieval_count,
+            window_share=self.window_share,
+            recency_decay_hours=self.recency_decay_hours,
+            skip_heartbeats=self.skip_heartbeats,
+            min_similarity=self.min_similarity,
+            recall_scope=self.recall_scope,
+        )

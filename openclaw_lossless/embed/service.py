@@ -1,0 +1,109 @@
+"""The embedding service: builds the configured provider, embeds queries under a deadline, counts fallbacks.
+
+The fallback is explicit: when the provider cannot be built (model files missing, bad configuration) or a
+query cannot be embedded in time (API down, too slow), recall runs on keyword search alone, and the reason
+is counted and shown in ``/stats`` and ``/healthz``. Messages are never lost to it: they stay on the backlog.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
+from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
+
+log = logging.getLogger(__name__)
+
+QUERY_CACHE_SIZE = 512
+
+
+def build_provider(settings: Settings) -> EmbeddingProvider:
+    """The provider the settings name; raises a LosslessError saying what to fix when it cannot start."""
+    if settings.embedding_provider == "openai-compatible":
+        from openclaw_lossless.embed.openai_compat import OpenAIEmbedder
+
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return OpenAIEmbedder(
+            base_url=settings.embedding_base_url,
+            api_key=key,
+            model=settings.embedding_model,
+            dimensions=settings.embedding_dimensions,
+            timeout_s=settings.embedding_timeout_s,
+        )
+    if settings.embedding_provider == "local":
+        from openclaw_lossless.embed.local import LocalEmbedder
+
+        return LocalEmbedder(settings.model_dir, variant=settings.local_variant, threads=settings.embed_threads)
+    raise EmbeddingUnavailable("embedding provider 'none' configured: recall uses keyword search only")
+
+
+@dataclass
+class EmbedderStatus:
+    configured: str
+    active: str | None = None
+    model: str | None = None
+    variant: str | None = None
+    dimension: int | None = None
+    ready: bool = False
+    reason: str | None = None
+    fallbacks: Counter[str] = field(default_factory=Counter)
+
+
+class EmbeddingService:
+    """Owns the provider for the process; ``embed_query`` never blocks the turn past its deadline."""
+
+    def __init__(self, settings: Settings, provider: EmbeddingProvider | None = None) -> None:
+        self.status = EmbedderStatus(configured=settings.embedding_provider)
+        self.provider: EmbeddingProvider | None = None
+        self._deadline_s = settings.query_embed_deadline_ms / 1000
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="lossless-query")
+        try:
+            self.provider = provider or build_provider(settings)
+        except LosslessError as exc:
+            self.status.reason = exc.message
+            self.status.fallbacks["provider_unavailable"] += 1
+            log.warning("embeddings unavailable, keyword search only: %s", exc.message)
+            return
+        identity = self.provider.identity
+        self.status.active = identity.provider
+        self.status.model = identity.model
+        self.status.variant = identity.variant
+        self.status.dimension = identity.dimension
+        self.status.ready = True
+
+    def embed_query(self, text: str) -> Vectors | None:
+        """The query's vector, or None (counted as a fallback) when it cannot be had within the deadline."""
+        if self.provider is None:
+            self.status.fallbacks["no_provider"] += 1
+            return None
+        with self._cache_lock:
+            if text in self._cache:
+                self._cache.move_to_end(text)
+                return self._cache[text]
+        future = self._pool.submit(self.provider.embed, [text])
+        try:
+            vector: Vectors = future.result(timeout=self._deadline_s)[0]
+        except concurrent.futures.TimeoutError:
+            self.status.fallbacks["query_deadline"] += 1
+            return None
+        except EmbeddingUnavailable as exc:
+            self.status.fallbacks["query_failed"] += 1
+            self.status.reason = exc.message
+            return None
+        with self._cache_lock:
+            self._cache[text] = vector
+            if len(self._cache) > QUERY_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return vector
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.provider is not None:
+            self.provider.close()

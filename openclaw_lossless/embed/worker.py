@@ -1,0 +1,179 @@
+"""The backlog worker: embeds committed messages in the background, and survives provider outages.
+
+Commits only queue message ids in ``embedding_backlog``; this thread drains it in batches. When the
+provider is down the batch stays queued, the failure is counted, and the worker backs off (up to a minute)
+before trying again, so an outage costs vectors for a while, never messages. For paid API providers the
+worker consults ``embedding_cache`` first, so a rebuild never pays twice for the same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from openclaw_lossless.embed.index import VectorIndex, store_vectors
+from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
+from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
+from openclaw_lossless.store.connection import Connection, Database
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+
+
+@dataclass
+class WorkerStats:
+    embedded: int = 0
+    batches: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    backoff_s: float = 0.0
+    rates: list[tuple[float, int]] = field(default_factory=list)
+
+    def drain_rate(self) -> float:
+        """Messages per second over the last minute of work."""
+        cutoff = time.monotonic() - 60
+        recent = [(t, n) for t, n in self.rates if t >= cutoff]
+        self.rates = recent
+        if len(recent) < 2:
+            return 0.0
+        span = recent[-1][0] - recent[0][0]
+        return sum(n for _, n in recent[1:]) / span if span > 0 else 0.0
+
+
+class EmbeddingWorker:
+    def __init__(self, db: Database, provider: EmbeddingProvider, index: VectorIndex, *, batch_size: int = 32) -> None:
+        self.db = db
+        self.provider = provider
+        self.index = index
+        self.batch_size = batch_size
+        self.stats = WorkerStats()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lossless-embed", daemon=True)
+        self._use_cache = provider.identity.provider != "local"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def notify(self) -> None:
+        """Wake the worker: new messages are on the backlog."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        delay = 0.0
+        while not self._stop.is_set():
+            if delay:
+                self._stop.wait(delay)
+            try:
+                worked = self.drain_once()
+                delay = 0.0
+                self.stats.backoff_s = 0.0
+            except EmbeddingUnavailable as exc:
+                delay = min(MAX_BACKOFF_S, max(1.0, delay * 2))
+                self._record_failure(exc.message, delay)
+                continue
+            except LosslessError as exc:  # e.g. disk full while storing vectors: keep the backlog, retry later
+                delay = min(MAX_BACKOFF_S, max(1.0, delay * 2))
+                self._record_failure(exc.message, delay)
+                continue
+            if not worked:
+                self._wake.wait(1.0)
+                self._wake.clear()
+
+    def _record_failure(self, message: str, delay: float) -> None:
+        self.stats.failures += 1
+        self.stats.last_error = message
+        self.stats.last_error_at = time.time()
+        self.stats.backoff_s = delay
+        log.warning("embedding backlog paused %.0fs: %s", delay, message)
+
+    def drain_once(self) -> int:
+        """Embed one batch of the backlog; returns how many messages it embedded (0 when empty)."""
+        rows = self._next_batch()
+        if not rows:
+            return 0
+        ids = [int(r[0]) for r in rows]
+        texts = [str(r[1]) for r in rows]
+        vectors = self._embed(texts)
+        self.db.write(lambda conn: self._persist(conn, ids, texts, vectors))
+        self.index.add(ids, vectors, [str(r[2]) for r in rows], [int(r[3]) for r in rows])
+        self.stats.embedded += len(ids)
+        self.stats.batches += 1
+        self.stats.rates.append((time.monotonic(), len(ids)))
+        return len(ids)
+
+    def _next_batch(self) -> list[tuple[int, str, str, int]]:
+        conn = self.db.reader()
+        rows = conn.execute(
+            "SELECT b.message_id, m.text, m.agent_id, m.session_rowid FROM embedding_backlog b"
+            " LEFT JOIN messages m ON m.id = b.message_id ORDER BY b.message_id LIMIT ?",
+            (self.batch_size,),
+        ).fetchall()
+        orphans = [int(r[0]) for r in rows if r[1] is None]
+        if orphans:  # messages pruned while queued
+            self.db.write(
+                lambda c: c.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(i,) for i in orphans])
+            )
+        return [(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows if r[1] is not None]
+
+    def _embed(self, texts: list[str]) -> Vectors:
+        if not self._use_cache:
+            return self.provider.embed(texts)
+        identity = self.provider.identity
+        hashes = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        cached = _cached_vectors(self.db.reader(), identity.provider, identity.model, hashes)
+        missing = [k for k, h in enumerate(hashes) if h not in cached]
+        vectors = np.zeros((len(texts), identity.dimension), dtype=np.float32)
+        if missing:
+            fresh = self.provider.embed([texts[k] for k in missing])
+            for k, vector in zip(missing, fresh, strict=True):
+                vectors[k] = vector
+                cached[hashes[k]] = vector
+        for k, digest in enumerate(hashes):
+            vectors[k] = cached[digest]
+        return vectors
+
+    def _persist(self, conn: Connection, ids: list[int], texts: list[str], vectors: Vectors) -> None:
+        store_vectors(conn, ids, vectors)
+        if self._use_cache:
+            identity = self.provider.identity
+            conn.executemany(
+                "INSERT OR IGNORE INTO embedding_cache (provider, model, text_hash, vector) VALUES (?, ?, ?, ?)",
+                [
+                    (
+                        identity.provider,
+                        identity.model,
+                        hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest(),
+                        v.astype(np.float32).tobytes(),
+                    )
+                    for t, v in zip(texts, vectors, strict=True)
+                ],
+            )
+
+
+def _cached_vectors(conn: Connection, provider: str, model: str, hashes: list[bytes]) -> dict[bytes, Vectors]:
+    if not hashes:
+        return {}
+    marks = ",".join("?" * len(hashes))
+    rows = conn.execute(
+        f"SELECT text_hash, vector FROM embedding_cache WHERE provider = ? AND model = ? AND text_hash IN ({marks})",
+        [provider, model, *hashes],
+    )
+    return {bytes(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
+
+
+def backlog_size(conn: Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0])

@@ -1,0 +1,217 @@
+"""Assembly: the recent window plus a Recalled Context block of the most relevant older messages.
+
+1. Window: the newest host messages within ``windowShare × budget`` (``window.py``).
+2. Query: the prompt plus the last three user messages of the window.
+3. Candidates from the vector and keyword lanes, over the recall scope, minus what the window already holds.
+4. Scoring (``scoring.py``); drop below ``minSimilarity``.
+5. The best ``retrievalCount`` that fit the rest of the budget, rendered oldest first (``render.py``).
+The work is read-only: assemble never writes, so it never waits on the writer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from openclaw_lossless.config import RecallSettings
+from openclaw_lossless.embed.index import VectorIndex
+from openclaw_lossless.embed.service import EmbeddingService
+from openclaw_lossless.recall import render
+from openclaw_lossless.recall.scoring import Candidate, score
+from openclaw_lossless.recall.search import keyword_search
+from openclaw_lossless.recall.window import Descriptor, query_text, window_start
+from openclaw_lossless.store import messages
+from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sessions import DEFAULT_AGENT, Scope, SessionRef, agent_of, find_session, recall_scope
+
+LANE_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class AssembleInput:
+    session_id: str
+    session_key: str | None
+    descriptors: Sequence[Descriptor]
+    prompt: str | None
+    token_budget: int
+    settings: RecallSettings
+    now: float
+    deadline_s: float
+    recalled_text_chars: int
+
+
+@dataclass
+class AssembleResult:
+    window_start: int
+    window_tokens: int
+    estimated_tokens: int
+    system_prompt_addition: str
+    recalled: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    skipped: str | None = None
+    query: str = ""
+
+    def trace(self) -> list[dict[str, Any]]:
+        return [asdict(c) | {"lanes": sorted(c.lanes), "citation": f"msg:{c.message_id}"} for c in self.candidates]
+
+
+class Assembler:
+    def __init__(self, index: VectorIndex | None, embedding: EmbeddingService) -> None:
+        self.index = index
+        self.embedding = embedding
+
+    def assemble(self, conn: Connection, request: AssembleInput) -> AssembleResult:
+        deadline = time.monotonic() + request.deadline_s
+        descriptors = request.descriptors
+        start = window_start(descriptors, int(request.settings.window_share * request.token_budget))
+        window = descriptors[start:]
+        window_tokens = sum(d.tokens for d in window)
+        result = AssembleResult(start, window_tokens, window_tokens, "")
+        result.query = query_text(request.prompt, window)
+        room = request.token_budget - window_tokens - render.frame_tokens()
+        if request.settings.retrieval_count == 0 or room <= 0 or not result.query:
+            result.skipped = "no_room" if room <= 0 else ("no_query" if not result.query else None)
+            return result
+        scope = recall_scope(conn, self._session(conn, request), request.settings.recall_scope)
+        candidates = self._candidates(conn, result, scope, deadline)
+        self._choose(conn, request, result, candidates, {d.key for d in window}, room)
+        return result
+
+    @staticmethod
+    def _session(conn: Connection, request: AssembleInput) -> SessionRef:
+        known = find_session(conn, request.session_id)
+        if known is not None:
+            return known
+        agent = agent_of(request.session_key) if request.session_key else DEFAULT_AGENT
+        return SessionRef(-1, request.session_id, request.session_key, agent)
+
+    def search(
+        self,
+        conn: Connection,
+        text: str,
+        scope: Scope,
+        k: int,
+        mode: str,
+        settings: RecallSettings,
+        now: float,
+        deadline_s: float,
+    ) -> list[tuple[Candidate, messages.StoredMessage]]:
+        """Ranked hits for an operator or agent query: the same lanes and score parts as recall."""
+        probe = AssembleResult(0, 0, 0, "", query=text)
+        found = self._candidates(conn, probe, scope, time.monotonic() + deadline_s, lanes=mode)
+        stored = messages.fetch(conn, list(found))
+        hits = []
+        for candidate in found.values():
+            message = stored.get(candidate.message_id)
+            if message is None:
+                continue
+            score(
+                candidate,
+                role=message.role,
+                importance_score=message.importance,
+                age_hours=(now - message.created_at) / 3600,
+                half_life_hours=settings.recency_decay_hours,
+            )
+            hits.append((candidate, message))
+        hits.sort(key=lambda pair: (-pair[0].similarity * pair[0].weight, pair[0].message_id))
+        return hits[:k]
+
+    def _candidates(
+        self, conn: Connection, result: AssembleResult, scope: Scope, deadline: float, lanes: str = "hybrid"
+    ) -> dict[int, Candidate]:
+        found: dict[int, Candidate] = {}
+        wants_vector = lanes in ("hybrid", "vector") and self.index is not None
+        query_vector = self.embedding.embed_query(result.query) if wants_vector else None
+        if query_vector is not None and self.index is not None:
+            for message_id, cosine in self.index.search(query_vector, scope, LANE_DEPTH):
+                found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
+                found[message_id].cosine = cosine
+        try:
+            depth = LANE_DEPTH if lanes in ("hybrid", "keyword") else 0
+            hits = keyword_search(conn, result.query, scope, depth, deadline)
+        except TimeoutError:
+            hits = []
+            result.skipped = "keyword_deadline" if query_vector is not None else "deadline"
+        best = max((h.bm25 for h in hits), default=0.0)
+        for hit in hits:
+            candidate = found.setdefault(hit.message_id, Candidate(hit.message_id))
+            candidate.lanes.add("keyword")
+            candidate.bm25 = hit.bm25
+            candidate.keyword = hit.bm25 / best if best > 0 else 0.0
+            if candidate.cosine is None and query_vector is not None and self.index is not None:
+                vector = self.index.vector(hit.message_id)
+                candidate.cosine = None if vector is None else float(vector @ query_vector)
+        return found
+
+    def _choose(
+        self,
+        conn: Connection,
+        request: AssembleInput,
+        result: AssembleResult,
+        found: dict[int, Candidate],
+        window_keys: set[str],
+        room: int,
+    ) -> None:
+        if not found:
+            return
+        stored = messages.fetch(conn, list(found))
+        keys = messages.window_keys(conn, list(found))
+        for candidate in found.values():
+            message = stored.get(candidate.message_id)
+            if message is None:
+                candidate.decision = "missing"
+                continue
+            age = (request.now - message.created_at) / 3600
+            score(
+                candidate,
+                role=message.role,
+                importance_score=message.importance,
+                age_hours=age,
+                half_life_hours=request.settings.recency_decay_hours,
+            )
+            if keys.get(candidate.message_id) in window_keys:
+                candidate.decision = "in_window"
+            elif candidate.similarity < request.settings.min_similarity:
+                candidate.decision = "below_min_similarity"
+        ranked = sorted(found.values(), key=lambda c: (-c.score, c.message_id))
+        chosen: list[tuple[Candidate, str]] = []
+        for candidate in ranked:
+            if candidate.decision != "considered":
+                continue
+            if len(chosen) >= request.settings.retrieval_count:
+                candidate.decision = "over_count"
+                continue
+            text = render.line(stored[candidate.message_id], request.recalled_text_chars)
+            cost = render.estimate_tokens(text) + 1
+            if cost > room:
+                candidate.decision = "over_budget"
+                continue
+            room -= cost
+            candidate.decision = "kept"
+            chosen.append((candidate, text))
+        result.candidates = ranked
+        self._render(result, chosen, stored)
+
+    @staticmethod
+    def _render(
+        result: AssembleResult, chosen: list[tuple[Candidate, str]], stored: dict[int, messages.StoredMessage]
+    ) -> None:
+        if not chosen:
+            return
+        chosen.sort(key=lambda pair: (stored[pair[0].message_id].created_at, pair[0].message_id))
+        result.system_prompt_addition = render.block([text for _, text in chosen])
+        result.estimated_tokens = result.window_tokens + render.estimate_tokens(result.system_prompt_addition)
+        for candidate, _ in chosen:
+            message = stored[candidate.message_id]
+            result.recalled.append(
+                {
+                    "id": message.id,
+                    "citation": message.citation,
+                    "role": message.role,
+                    "createdAt": message.created_at,
+                    "score": round(candidate.score, 6),
+                    "kind": message.kind,
+                }
+            )

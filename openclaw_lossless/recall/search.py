@@ -1,0 +1,215 @@
+"""The two candidate lanes: vector (cosine over the in-memory index) and keyword (FTS5 / BM25).
+
+User text never reaches FTS5 as syntax: it is split into words, stop words dropped, and each word quoted,
+so operators, quotes, column filters and SQL fragments in a query are just words. A keyword search that runs
+past its deadline is interrupted (SQLite progress handler) and reported, never left to stall the turn.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from openclaw_lossless.store.connection import Connection, sqlite_module
+from openclaw_lossless.store.sessions import Scope
+
+MAX_QUERY_TERMS = 32
+_WORD = re.compile(r"\w+", re.UNICODE)
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "s",
+        "t",
+        "don",
+        "didn",
+        "doesn",
+        "isn",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
+        "ll",
+        "re",
+        "ve",
+        "d",
+        "m",
+        "o",
+        "y",
+        "also",
+        "get",
+        "got",
+        "let",
+        "lets",
+        "like",
+        "ok",
+        "okay",
+        "yes",
+        "yeah",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    message_id: int
+    bm25: float
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression: the distinct non-stop words of ``text``, quoted, OR-ed."""
+    terms: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()) or word in terms:
+            continue
+        terms.append(word)
+        if len(terms) == MAX_QUERY_TERMS:
+            break
+    return " OR ".join(f'"{term}"' for term in terms) if terms else None
+
+
+def keyword_search(conn: Connection, text: str, scope: Scope, k: int, deadline: float) -> list[KeywordHit]:
+    """Best BM25 matches in scope; raises TimeoutError when ``deadline`` (monotonic) passes first."""
+    expression = fts_query(text)
+    if expression is None or k <= 0:
+        return []
+    where, params = scope.sql("m")
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 2000)
+    try:
+        rows = conn.execute(
+            "SELECT m.id, bm25(messages_fts) FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
+            [expression, *params, k],
+        ).fetchall()
+    except sqlite_module().OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise TimeoutError("keyword search passed its deadline") from exc
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
+    return [KeywordHit(int(r[0]), -float(r[1])) for r in rows]

@@ -1,0 +1,43 @@
+"""The recent window: the newest host messages that fit the window's share of the token budget.
+
+The host sends its whole history every turn; the sidecar answers only where the window starts, so the shim
+slices its own array. The window holds at least one message and never starts on a tool result (that would
+split the result from the assistant message that called the tool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """What the sidecar needs of one host message (see plugin-manifest.json, ``descriptor``)."""
+
+    role: str
+    key: str
+    tokens: int
+    timestamp: float | None = None
+    text: str | None = None
+
+
+def window_start(descriptors: Sequence[Descriptor], budget: int) -> int:
+    """Index of the first message of the window (``len(descriptors)`` when there are none)."""
+    start, used = len(descriptors), 0
+    while start > 0:
+        cost = descriptors[start - 1].tokens
+        if start < len(descriptors) and used + cost > budget:
+            break
+        used += cost
+        start -= 1
+    while 0 < start < len(descriptors) and descriptors[start].role == "toolResult":
+        start -= 1
+    return start
+
+
+def query_text(prompt: str | None, window: Sequence[Descriptor], user_turns: int = 3) -> str:
+    """The prompt plus the last few user messages of the window: what recall searches for."""
+    users = [d.text for d in window if d.role == "user" and d.text]
+    parts = [prompt or "", *users[-user_turns:][::-1]]
+    return "\n".join(p for p in parts if p.strip())

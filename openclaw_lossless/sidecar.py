@@ -1,0 +1,351 @@
+"""The sidecar: one object that owns the store, the embedder, the index and the worker for the process.
+
+Routers stay thin by calling these methods; the CLI uses the same object when it works on the database
+file directly. Every hook's semantics live here (or below it), in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from openclaw_lossless import __version__
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
+from openclaw_lossless.capture.redact import build_redactor
+from openclaw_lossless.config import RecallOverrides, RecallSettings, Settings
+from openclaw_lossless.embed.index import VectorIndex, prepare_table
+from openclaw_lossless.embed.provider import EmbeddingProvider
+from openclaw_lossless.embed.service import EmbeddingService
+from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
+from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
+from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
+from openclaw_lossless.recall.window import Descriptor
+from openclaw_lossless.store import archive, messages, snapshots, subagents
+from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.migrations import migrate
+from openclaw_lossless.store.sessions import Scope, SessionRef, check_identifier, ensure_session, find_session
+
+log = logging.getLogger(__name__)
+
+PRUNE_CHECK_EVERY_S = 30.0
+
+
+class Sidecar:
+    def __init__(
+        self, settings: Settings, *, start_worker: bool = True, provider: EmbeddingProvider | None = None
+    ) -> None:
+        self.settings = settings
+        self.started = time.monotonic()
+        self.metrics = Metrics()
+        self.db = Database(settings.database_path, synchronous=settings.synchronous)
+        migrate(self.db)
+        self.capture_options = CaptureOptions(
+            redactor=build_redactor(settings.redact_patterns),
+            redact_originals=settings.redact_originals,
+            include_thinking=settings.include_thinking,
+        )
+        self.embedding = EmbeddingService(settings, provider)
+        self.index: VectorIndex | None = None
+        self.worker: EmbeddingWorker | None = None
+        self.rebuilding = False
+        if self.embedding.provider is not None:
+            identity = self.embedding.provider.identity
+            self.rebuilding = prepare_table(self.db, identity)
+            self.index = VectorIndex(identity.dimension)
+            self.index.load(self.db.reader())
+            self.worker = EmbeddingWorker(
+                self.db, self.embedding.provider, self.index, batch_size=settings.embed_batch_size
+            )
+            if start_worker:
+                self.worker.start()
+        self.assembler = Assembler(self.index, self.embedding)
+        self._last_prune_check = 0.0
+        self._prune_lock = threading.Lock()
+        self.last_prune: dict[str, Any] | None = None
+
+    # -- capture -------------------------------------------------------------------------------------------
+
+    def _records(self, raw: Sequence[Any]) -> list[MessageRecord]:
+        """Capture every message before any write: one bad message rejects the whole request."""
+        now = time.time()
+        return [capture(message, self.capture_options, now=now) for message in raw]
+
+    def _after_write(self, stored: int) -> None:
+        if stored and self.worker is not None:
+            self.worker.notify()
+        self.maybe_prune()
+
+    def commit_turn(
+        self,
+        advancement_key: str,
+        session_id: str,
+        session_key: str | None,
+        raw: Sequence[Any],
+        *,
+        heartbeat: bool,
+        recall: RecallSettings,
+    ) -> dict[str, Any]:
+        check_identifier(advancement_key, "advancementKey")
+        skip = heartbeat and recall.skip_heartbeats
+        records = [] if skip else self._records(raw)
+
+        def work(conn: Connection) -> tuple[str, list[int]]:
+            session = ensure_session(conn, session_id, session_key)
+            return messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
+
+        began = time.perf_counter()
+        status, ids = self.db.write(work)
+        self.metrics.observe("commit-turn", time.perf_counter() - began)
+        self.metrics.counters[f"turns_{status}"] += 1
+        self._after_write(len(ids))
+        return {"status": status, "stored": len(ids), "skippedHeartbeat": skip}
+
+    def ingest(
+        self, session_id: str, session_key: str | None, raw: Sequence[Any], *, heartbeat: bool, recall: RecallSettings
+    ) -> int:
+        """Store messages outside a durable turn; re-sent messages are stored once (content identity)."""
+        if heartbeat and recall.skip_heartbeats:
+            return 0
+        records = self._records(raw)
+
+        def work(conn: Connection) -> list[int]:
+            return messages.insert_records(conn, ensure_session(conn, session_id, session_key), records)
+
+        ids = self.db.write(work)
+        self._after_write(len(ids))
+        return len(ids)
+
+    def bootstrap(self, session_id: str, session_key: str | None) -> dict[str, Any]:
+        """Register the session; cheap when it is already known (a read, no write)."""
+        check_identifier(session_id, "sessionId")
+        known = find_session(self.db.reader(), session_id)
+        if known is None or (known.session_key is None and session_key is not None):
+            self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
+            return {"bootstrapped": True, "importedMessages": 0, "reason": "registered"}
+        return {"bootstrapped": True, "importedMessages": 0, "reason": "known"}
+
+    # -- recall --------------------------------------------------------------------------------------------
+
+    def assemble(
+        self,
+        session_id: str,
+        session_key: str | None,
+        descriptors: Sequence[Descriptor],
+        prompt: str | None,
+        token_budget: int | None,
+        recall: RecallSettings,
+        now: float | None = None,
+    ) -> AssembleResult:
+        check_identifier(session_id, "sessionId")
+        began = time.perf_counter()
+        request = AssembleInput(
+            session_id=session_id,
+            session_key=session_key,
+            descriptors=descriptors,
+            prompt=prompt,
+            token_budget=token_budget or self.settings.default_token_budget,
+            settings=recall,
+            now=time.time() if now is None else now,
+            deadline_s=self.settings.assemble_deadline_ms / 1000,
+            recalled_text_chars=self.settings.recalled_text_chars,
+        )
+        result = self.assembler.assemble(self.db.reader(), request)
+        self.metrics.observe("assemble", time.perf_counter() - began)
+        if result.skipped:
+            self.metrics.recall_skips[result.skipped] += 1
+        return result
+
+    def search(self, text: str, scope: str, k: int, mode: str) -> list[dict[str, Any]]:
+        conn = self.db.reader()
+        hits = self.assembler.search(
+            conn,
+            text,
+            self.scope(conn, scope),
+            k,
+            mode,
+            self.settings.recall,
+            time.time(),
+            self.settings.assemble_deadline_ms / 1000,
+        )
+        sessions = dict(conn.execute("SELECT id, session_id FROM sessions").fetchall()) if hits else {}
+        return [
+            {
+                "id": m.id,
+                "citation": m.citation,
+                "role": m.role,
+                "kind": m.kind,
+                "createdAt": m.created_at,
+                "sessionId": sessions.get(m.session_rowid),
+                "agentId": m.agent_id,
+                "text": m.text,
+                "score": round(c.similarity * c.weight, 6),
+                "similarity": round(c.similarity, 6),
+                "cosine": c.cosine,
+                "keyword": c.keyword,
+                "lanes": sorted(c.lanes),
+            }
+            for c, m in hits
+        ]
+
+    def scope(self, conn: Connection, spec: str) -> Scope:
+        """Parse a search scope: 'all', 'agent:<agentId>' or 'session:<sessionId>'."""
+        if spec == "all":
+            agents = frozenset(str(r[0]) for r in conn.execute("SELECT DISTINCT agent_id FROM sessions"))
+            return Scope(agent_ids=agents)
+        kind, _, value = spec.partition(":")
+        if kind == "agent" and value:
+            return Scope(agent_ids=frozenset({value}))
+        if kind == "session" and value:
+            return Scope(session_rowids=frozenset({self.session(value).rowid}))
+        raise BadRequest("scope must be 'all', 'agent:<agentId>' or 'session:<sessionId>'")
+
+    def recall_settings(self, overrides: RecallOverrides | None) -> RecallSettings:
+        base = self.settings.recall
+        return overrides.apply(base) if overrides is not None else base
+
+    # -- compaction, subagents -----------------------------------------------------------------------------
+
+    def compact(self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord) -> dict[str, Any]:
+        def work(conn: Connection) -> dict[str, Any]:
+            return snapshots.record_compaction(conn, ensure_session(conn, session_id, session_key), record)
+
+        return {"recorded": True, **self.db.write(work)}
+
+    def subagent_spawn(self, parent_key: str, child_key: str, context_mode: str | None) -> int:
+        return self.db.write(lambda conn: subagents.link(conn, parent_key, child_key, context_mode))
+
+    def subagent_rollback(self, spawn_id: int | None, child_key: str | None) -> bool:
+        return self.db.write(lambda conn: subagents.unlink(conn, spawn_id, child_key))
+
+    def subagent_ended(self, child_key: str, reason: str) -> dict[str, Any]:
+        linked, copied = self.db.write(lambda conn: subagents.end(conn, child_key, reason))
+        self._after_write(copied)
+        return {"ended": linked, "outcomesCopied": copied}
+
+    # -- operators -----------------------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionRef:
+        found = find_session(self.db.reader(), session_id)
+        if found is None:
+            raise NotFound(f"no session {session_id[:80]!r} is stored")
+        return found
+
+    def recover(self, session_id: str, last: int) -> dict[str, Any]:
+        session = self.session(session_id)
+        return {
+            "sessionId": session.session_id,
+            "sessionKey": session.session_key,
+            "agentId": session.agent_id,
+            "messages": messages.recent(self.db.reader(), session.rowid, last),
+        }
+
+    def maybe_prune(self, force: bool = False) -> None:
+        """Keep the store under maxDbSizeMb; checked at most every 30 s, off the caller's transaction."""
+        now = time.monotonic()
+        if not force and now - self._last_prune_check < PRUNE_CHECK_EVERY_S:
+            return
+        if not self._prune_lock.acquire(blocking=False):
+            return
+        try:
+            self._last_prune_check = now
+            result = archive.prune(self.db, self.settings.archive_dir, self.settings.max_db_size_mb)
+            if result["pruned"]:
+                self.last_prune = result | {"at": time.time()}
+                self.metrics.counters["messages_archived"] += int(result["pruned"])
+                if self.index is not None:
+                    self.index.forget_through(int(result["lastMessageId"]))
+        except LosslessError as exc:
+            log.warning("archiving to stay under maxDbSizeMb failed: %s", exc.message)
+        finally:
+            self._prune_lock.release()
+
+    def health(self) -> dict[str, Any]:
+        writable, problem = True, None
+        try:
+            self.db.write(lambda conn: conn.execute("SELECT 1").fetchone())
+        except LosslessError as exc:
+            writable, problem = False, exc.message
+        vec_version = self.db.reader().execute("SELECT vec_version()").fetchone()[0]
+        status = self.embedding.status
+        ready = writable and status.ready
+        return {
+            "status": "ok" if ready else ("degraded" if writable else "unavailable"),
+            "version": __version__,
+            "pid": os.getpid(),
+            "database": {"writable": writable, "problem": problem},
+            "sqliteVec": vec_version,
+            "embedder": self._embedder_view(),
+            "backlog": backlog_size(self.db.reader()),
+        }
+
+    def _embedder_view(self) -> dict[str, Any]:
+        status = self.embedding.status
+        worker = self.worker.stats if self.worker is not None else None
+        return {
+            "configured": status.configured,
+            "active": status.active,
+            "model": status.model,
+            "variant": status.variant,
+            "dimension": status.dimension,
+            "ready": status.ready,
+            "reason": status.reason,
+            "fallbacks": dict(status.fallbacks),
+            "rebuilding": self.rebuilding,
+            "worker": None
+            if worker is None
+            else {
+                "embedded": worker.embedded,
+                "failures": worker.failures,
+                "lastError": worker.last_error,
+                "backoffS": worker.backoff_s,
+                "drainRatePerS": round(worker.drain_rate(), 2),
+            },
+        }
+
+    def stats(self) -> dict[str, Any]:
+        conn = self.db.reader()
+
+        def count(sql: str) -> int:
+            return int(conn.execute(sql).fetchone()[0])
+
+        return {
+            "version": __version__,
+            "uptimeS": round(time.monotonic() - self.started, 1),
+            "messages": count("SELECT count(*) FROM messages"),
+            "sessions": count("SELECT count(*) FROM sessions"),
+            "agents": count("SELECT count(DISTINCT agent_id) FROM sessions"),
+            "turns": count("SELECT count(*) FROM turns"),
+            "compactions": count("SELECT count(*) FROM compactions"),
+            "snapshots": count("SELECT count(*) FROM snapshots"),
+            "subagents": count("SELECT count(*) FROM subagent_links"),
+            "vectors": len(self.index) if self.index is not None else 0,
+            "backlog": backlog_size(conn),
+            "embedder": self._embedder_view(),
+            "database": {
+                "path": str(self.db.path),
+                "bytes": self.db.file_bytes(),
+                "usedBytes": archive.used_bytes(conn),
+                "maxDbSizeMb": self.settings.max_db_size_mb,
+            },
+            "archive": {
+                "archivedMessages": count("SELECT coalesce(sum(message_count), 0) FROM archives"),
+                "archives": count("SELECT count(*) FROM archives"),
+                "last": self.last_prune,
+            },
+            "latency": self.metrics.latency(),
+            "recallSkips": dict(self.metrics.recall_skips),
+            "counters": dict(self.metrics.counters),
+        }
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+        self.embedding.close()
+        with contextlib.suppress(LosslessError):
+            self.db.close()

@@ -1,0 +1,121 @@
+"""Archiving: how the store stays under ``maxDbSizeMb`` without losing anything.
+
+When the database outgrows its limit, its oldest messages are first written, with their full original
+objects and metadata, to a gzip-compressed JSONL file next to the database (fsynced), and only then removed
+from the hot store in one transaction. The archive is a normal export: ``import --jsonl`` brings it back.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openclaw_lossless.store.connection import Connection, Database
+
+HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    used_bytes: int
+    limit_bytes: int
+    message_count: int
+    last_message_id: int | None
+
+
+def used_bytes(conn: Connection) -> int:
+    """Bytes of the database holding data (free pages excluded, so deleting shows up at once)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return int(page_size * (pages - free))
+
+
+def plan(conn: Connection, limit_mb: float) -> PrunePlan | None:
+    """How many of the oldest messages must go to get under the limit (None when under it or disabled)."""
+    if limit_mb <= 0:
+        return None
+    limit, used = int(limit_mb * 1024 * 1024), used_bytes(conn)
+    if used <= limit:
+        return None
+    total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    if total == 0:
+        return None
+    per_message = used / total
+    count = min(total, max(1, int((used - limit * HEADROOM) / per_message) + 1))
+    row = conn.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET ?", (count - 1,)).fetchone()
+    return PrunePlan(used, limit, count, None if row is None else int(row[0]))
+
+
+def export_rows(conn: Connection, where: str = "1", params: tuple[Any, ...] = ()) -> Any:
+    """Every message with its session, as the dicts ``export`` and archives write (one per line)."""
+    cursor = conn.execute(
+        "SELECT m.id, s.session_id, s.session_key, m.agent_id, m.role, m.kind, m.created_at, m.original, m.text,"
+        " m.importance, m.importance_label, m.cites FROM messages m JOIN sessions s ON s.id = m.session_rowid"
+        f" WHERE {where} ORDER BY m.id",
+        params,
+    )
+    for row in cursor:
+        yield {
+            "id": row[0],
+            "sessionId": row[1],
+            "sessionKey": row[2],
+            "agentId": row[3],
+            "role": row[4],
+            "kind": row[5],
+            "createdAt": row[6],
+            "message": json.loads(row[7]),
+            "text": row[8],
+            "importance": row[9],
+            "importanceLabel": row[10],
+            "cites": row[11],
+        }
+
+
+def prune(db: Database, archive_dir: Path, limit_mb: float, *, dry_run: bool = False) -> dict[str, Any]:
+    """Archive then remove the oldest messages until the store is under ``limit_mb``."""
+    todo = plan(db.reader(), limit_mb)
+    if todo is None or todo.last_message_id is None:
+        return {"pruned": 0, "archive": None}
+    if dry_run:
+        return {"pruned": todo.message_count, "archive": None, "usedBytes": todo.used_bytes, "dryRun": True}
+    path = _write_archive(db.reader(), archive_dir, todo.last_message_id)
+    removed = db.write(lambda conn: _remove(conn, path, todo.last_message_id or 0))
+    with db.writer() as conn:
+        conn.execute("PRAGMA incremental_vacuum")
+    return {"pruned": removed, "archive": str(path), "lastMessageId": todo.last_message_id}
+
+
+def _write_archive(conn: Connection, archive_dir: Path, last_id: int) -> Path:
+    archive_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(archive_dir, 0o700)
+    path = archive_dir / f"messages-{time.strftime('%Y%m%dT%H%M%S')}-{last_id}.jsonl.gz"
+    partial = path.with_suffix(".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
+        for record in export_rows(conn, "m.id <= ?", (last_id,)):
+            out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
+        out.flush()
+        raw.flush()
+        os.fsync(raw.fileno())
+    os.replace(partial, path)
+    return path
+
+
+def _remove(conn: Connection, path: Path, last_id: int) -> int:
+    first = conn.execute("SELECT min(id) FROM messages").fetchone()[0]
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
+        conn.execute("DELETE FROM message_vectors WHERE message_id <= ?", (last_id,))
+    conn.execute("DELETE FROM embedding_backlog WHERE message_id <= ?", (last_id,))
+    removed = int(conn.execute("DELETE FROM messages WHERE id <= ?", (last_id,)).rowcount)
+    conn.execute(
+        "INSERT INTO archives (path, created_at, first_message_id, last_message_id, message_count)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (str(path), time.time(), first, last_id, removed),
+    )
+    return removed

@@ -1,0 +1,160 @@
+"""The SQLite connection: a binding that can load sqlite-vec, WAL, one writer and parallel readers.
+
+Why not just ``sqlite3``: many CPython builds (pyenv's among them) lack ``enable_load_extension``, so
+sqlite-vec cannot load. ``sqlean.py`` ships an SQLite that can, on Linux, macOS and Windows; the stdlib
+module is used when it can load extensions itself.
+
+Why one writer: SQLite allows one writer at a time. All writes go through ``Database.write``, which holds a
+lock and runs the whole unit of work in ``BEGIN IMMEDIATE … COMMIT`` on the one write connection, so a turn
+is atomic and writers never see ``database is locked``. Readers use their own connection per thread and run
+in parallel thanks to WAL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import sqlite_vec
+
+from openclaw_lossless.errors import StorageFull, StoreCorrupt, StoreUnavailable
+
+T = TypeVar("T")
+Connection = Any  # sqlite3.Connection or sqlean's equivalent: same DB-API surface
+
+_FULL_MARKERS = ("database or disk is full", "disk i/o error", "no space left")
+_CORRUPT_MARKERS = ("file is not a database", "database disk image is malformed")
+
+
+def sqlite_module() -> ModuleType:
+    """The DB-API module to use: sqlean when installed, else the stdlib if it can load extensions."""
+    try:
+        import sqlean
+
+        module: ModuleType = sqlean
+        return module
+    except ImportError:
+        probe = sqlite3.connect(":memory:")
+        try:
+            if hasattr(probe, "enable_load_extension"):
+                return sqlite3
+        finally:
+            probe.close()
+    raise StoreUnavailable(
+        "no SQLite binding here can load sqlite-vec: install the 'sqlean.py' package (pip install sqlean.py)"
+    )
+
+
+def open_connection(path: Path, *, synchronous: str = "FULL", readonly: bool = False) -> Connection:
+    """Open one connection with sqlite-vec loaded and this project's pragmas set."""
+    module = sqlite_module()
+    target = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+    conn = module.connect(target, uri=True, check_same_thread=False, isolation_level=None, timeout=30.0)
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        if not readonly:
+            # Only takes effect on a new, empty file; lets prune give space back without a full VACUUM.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -32000")
+    except module.DatabaseError as exc:
+        conn.close()
+        raise translate_error(exc) from exc
+    return conn
+
+
+def translate_error(exc: Exception) -> Exception:
+    """Map an SQLite error to the project's error tree (disk full → 507, corrupt → clear message)."""
+    text = str(exc).lower()
+    if any(marker in text for marker in _FULL_MARKERS):
+        return StorageFull("the disk holding the database is full: nothing was stored; free space and retry")
+    if any(marker in text for marker in _CORRUPT_MARKERS):
+        return StoreCorrupt(f"the database file is damaged or not a database ({exc}); run 'openclaw-lossless doctor'")
+    return exc
+
+
+class Database:
+    """One write connection behind a lock, one read connection per thread."""
+
+    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+        self.path = path
+        self.synchronous = synchronous
+        _ensure_private_dir(path.parent)
+        self._writer = open_connection(path, synchronous=synchronous)
+        _restrict_files(path)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[Connection] = []
+        self._readers_lock = threading.Lock()
+        self.module = sqlite_module()
+
+    def write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction on the write connection; all or nothing."""
+        with self._write_lock:
+            conn = self._writer
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                result = work(conn)
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, self.module.Error):
+                    raise translate_error(exc) from exc
+                raise
+            return result
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Connection]:
+        """The raw write connection, for statements that cannot run in a transaction (VACUUM, checkpoint)."""
+        with self._write_lock:
+            yield self._writer
+
+    def reader(self) -> Connection:
+        """This thread's read connection (opened on first use)."""
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = open_connection(self.path, synchronous=self.synchronous)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def file_bytes(self) -> int:
+        """Bytes the database occupies on disk (main file + WAL)."""
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(f"{self.path}{suffix}").st_size
+        return total
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        with self._write_lock:
+            self._writer.close()
+
+
+def _ensure_private_dir(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+
+
+def _restrict_files(path: Path) -> None:
+    """Keep the database and its WAL/SHM files user-only."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(f"{path}{suffix}", 0o600)

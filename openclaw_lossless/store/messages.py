@@ -1,0 +1,152 @@
+"""Messages and turns: the append-only heart of the store.
+
+A committed turn is one transaction: its advancement key and every message it carries, each queued in
+``embedding_backlog`` for the background worker. No embedding happens here; a message is durable (and
+keyword-searchable) the moment its turn commits. A message's identity within a session is its content hash,
+so re-sending the same message stores it once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from openclaw_lossless.capture.records import MessageRecord
+from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sessions import SessionRef
+
+CommitStatus = Literal["committed", "duplicate"]
+
+_COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: str
+    kind: str
+    created_at: float
+    text: str
+    session_rowid: int
+    agent_id: str
+    cites: int | None
+    importance: float | None
+
+    @property
+    def citation(self) -> str:
+        return f"msg:{self.id}"
+
+
+def _stored(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(
+        int(row[0]),
+        str(row[1]),
+        str(row[2]),
+        float(row[3]),
+        str(row[4]),
+        int(row[5]),
+        str(row[6]),
+        None if row[7] is None else int(row[7]),
+        None if row[8] is None else float(row[8]),
+    )
+
+
+def insert_records(
+    conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
+) -> list[int]:
+    """Insert the records not already stored in this session; returns the ids of the new ones."""
+    now = time.time()
+    new_ids: list[int] = []
+    for record in records:
+        cursor = conn.execute(
+            "INSERT OR IGNORE INTO messages (session_rowid, agent_id, turn_rowid, role, created_at, stored_at,"
+            " text, original, content_hash, window_key, tokens, importance, importance_label)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session.rowid,
+                session.agent_id,
+                turn_rowid,
+                record.role,
+                record.created_at,
+                now,
+                record.text,
+                record.original,
+                record.content_hash,
+                record.window_key,
+                record.tokens,
+                record.importance,
+                record.importance_label,
+            ),
+        )
+        if cursor.rowcount:
+            new_ids.append(int(cursor.lastrowid))
+    queue_for_embedding(conn, new_ids)
+    return new_ids
+
+
+def queue_for_embedding(conn: Connection, message_ids: Sequence[int]) -> None:
+    conn.executemany("INSERT OR IGNORE INTO embedding_backlog (message_id) VALUES (?)", [(i,) for i in message_ids])
+
+
+def commit_turn(
+    conn: Connection,
+    session: SessionRef,
+    advancement_key: str,
+    records: Sequence[MessageRecord],
+    *,
+    heartbeat: bool,
+) -> tuple[CommitStatus, list[int]]:
+    """Store a turn once: a known key writes nothing and answers ``duplicate``."""
+    if conn.execute("SELECT 1 FROM turns WHERE advancement_key = ?", (advancement_key,)).fetchone():
+        return "duplicate", []
+    cursor = conn.execute(
+        "INSERT INTO turns (advancement_key, session_rowid, committed_at, message_count, heartbeat)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (advancement_key, session.rowid, time.time(), len(records), int(heartbeat)),
+    )
+    return "committed", insert_records(conn, session, records, turn_rowid=int(cursor.lastrowid))
+
+
+def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
+    """Messages by id (missing ids are simply absent)."""
+    found: dict[int, StoredMessage] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(f"SELECT {_COLUMNS} FROM messages m WHERE m.id IN ({marks})", chunk):
+            found[int(row[0])] = _stored(row)
+    return found
+
+
+def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT id, window_key FROM messages WHERE id IN ({marks})", list(ids))
+    return {int(row[0]): str(row[1]) for row in rows}
+
+
+def recent(conn: Connection, session_rowid: int, last: int) -> list[dict[str, Any]]:
+    """The last ``last`` messages of a session, oldest first, with their original objects."""
+    rows = conn.execute(
+        "SELECT id, role, kind, created_at, text, original, importance, importance_label, cites FROM messages"
+        " WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
+        (session_rowid, last),
+    ).fetchall()
+    return [message_view(row) for row in reversed(rows)]
+
+
+def message_view(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "id": int(row[0]),
+        "citation": f"msg:{row[0]}",
+        "role": row[1],
+        "kind": row[2],
+        "createdAt": float(row[3]),
+        "text": row[4],
+        "original": json.loads(row[5]),
+        "importance": row[6],
+        "importanceLabel": row[7],
+        "cites": None if row[8] is None else f"msg:{row[8]}",
+    }

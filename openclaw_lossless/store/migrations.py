@@ -1,0 +1,171 @@
+"""Schema migrations: ordered named functions, each applied in the same transaction as the row recording it.
+
+Rules: a migration that has shipped is never edited; a change is a new function appended to ``MIGRATIONS``.
+A database that records a migration this code does not know was written by a newer version: we refuse to
+touch it (``SchemaTooNew``) rather than guess.
+
+The vector table is not created here: its dimension depends on the embedding provider, so ``embed/index.py``
+creates it and records what built it in ``meta``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+
+from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.store.connection import Connection, Database
+
+Migration = Callable[[Connection], None]
+
+
+def m001_initial(conn: Connection) -> None:
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(
+        """CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL UNIQUE,
+            session_key TEXT,
+            agent_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_seen_at REAL NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX sessions_by_key ON sessions(session_key)")
+    conn.execute("CREATE INDEX sessions_by_agent ON sessions(agent_id)")
+    conn.execute(
+        """CREATE TABLE turns (
+            id INTEGER PRIMARY KEY,
+            advancement_key TEXT NOT NULL UNIQUE,
+            session_rowid INTEGER NOT NULL REFERENCES sessions(id),
+            committed_at REAL NOT NULL,
+            message_count INTEGER NOT NULL,
+            heartbeat INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    # Append-only. The explicit INTEGER PRIMARY KEY keeps ids (citations, FTS rowids) stable across VACUUM.
+    conn.execute(
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            session_rowid INTEGER NOT NULL REFERENCES sessions(id),
+            agent_id TEXT NOT NULL,
+            turn_rowid INTEGER REFERENCES turns(id),
+            role TEXT NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'message',
+            created_at REAL NOT NULL,
+            stored_at REAL NOT NULL,
+            text TEXT NOT NULL,
+            original TEXT NOT NULL,
+            content_hash BLOB NOT NULL,
+            window_key TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            importance REAL,
+            importance_label TEXT,
+            cites INTEGER,
+            UNIQUE (session_rowid, content_hash)
+        )"""
+    )
+    conn.execute("CREATE INDEX messages_by_agent ON messages(agent_id, id)")
+    conn.execute(
+        """CREATE VIRTUAL TABLE messages_fts USING fts5(
+            text, content='messages', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+        )"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, text) VALUES (new.id, new.text);
+        END"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END"""
+    )
+    conn.execute("CREATE TABLE embedding_backlog (message_id INTEGER PRIMARY KEY)")
+    conn.execute(
+        """CREATE TABLE embedding_cache (
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            text_hash BLOB NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (provider, model, text_hash)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        """CREATE TABLE compactions (
+            id INTEGER PRIMARY KEY,
+            session_rowid INTEGER NOT NULL REFERENCES sessions(id),
+            recorded_at REAL NOT NULL,
+            tokens_before INTEGER,
+            tokens_after INTEGER,
+            compacted INTEGER NOT NULL,
+            summary TEXT,
+            reason TEXT,
+            last_message_id INTEGER
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            session_rowid INTEGER NOT NULL REFERENCES sessions(id),
+            last_message_id INTEGER,
+            created_at REAL NOT NULL,
+            automatic INTEGER NOT NULL DEFAULT 0,
+            compaction_id INTEGER REFERENCES compactions(id)
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE subagent_links (
+            id INTEGER PRIMARY KEY,
+            parent_session_key TEXT NOT NULL,
+            child_session_key TEXT NOT NULL UNIQUE,
+            context_mode TEXT,
+            spawned_at REAL NOT NULL,
+            ended_at REAL,
+            ended_reason TEXT
+        )"""
+    )
+    conn.execute("CREATE INDEX subagent_links_by_parent ON subagent_links(parent_session_key)")
+    conn.execute(
+        """CREATE TABLE archives (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            first_message_id INTEGER NOT NULL,
+            last_message_id INTEGER NOT NULL,
+            message_count INTEGER NOT NULL
+        )"""
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial]
+
+
+def migrate(db: Database) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied."""
+    known = [fn.__name__ for fn in MIGRATIONS]
+    applied = db.write(_applied_names)
+    unknown = sorted(set(applied) - set(known))
+    if unknown:
+        raise SchemaTooNew(
+            f"this database was written by a newer openclaw-lossless (migrations {', '.join(unknown)}); "
+            "upgrade openclaw-lossless or point it at another --state-dir"
+        )
+    done: list[str] = []
+    for fn in MIGRATIONS:
+        if fn.__name__ not in applied:
+            db.write(functools.partial(_apply, fn=fn))
+            done.append(fn.__name__)
+    return done
+
+
+def _applied_names(conn: Connection) -> list[str]:
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    return [row[0] for row in conn.execute("SELECT name FROM migrations")]
+
+
+def _apply(conn: Connection, fn: Migration) -> None:
+    fn(conn)
+    conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, time.time()))

@@ -1,0 +1,80 @@
+"""Compactions and snapshots: named pointers into a session's history, never destructive.
+
+When the host compacts a session it summarises old turns away from its own transcript; here nothing is
+removed. We record the compaction and take an automatic ``pre-compaction`` snapshot: a name for the last
+message the session had, so ``recover --snapshot`` can show the conversation exactly as it was.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from openclaw_lossless.errors import InvalidName
+from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sessions import SessionRef
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    tokens_before: int | None
+    tokens_after: int | None
+    compacted: bool
+    summary: str | None
+    reason: str | None
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise InvalidName(
+            "a snapshot name is 1-128 characters of letters, digits, '_', '.', ':' or '-', starting with a"
+            f" letter or digit; got {name[:80]!r}"
+        )
+    return name
+
+
+def last_message_id(conn: Connection, session_rowid: int) -> int | None:
+    row = conn.execute("SELECT max(id) FROM messages WHERE session_rowid = ?", (session_rowid,)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def record_compaction(conn: Connection, session: SessionRef, record: CompactionRecord) -> dict[str, Any]:
+    """Record the host's compaction and snapshot the session as it stood before it."""
+    last_id = last_message_id(conn, session.rowid)
+    cursor = conn.execute(
+        "INSERT INTO compactions (session_rowid, recorded_at, tokens_before, tokens_after, compacted, summary,"
+        " reason, last_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session.rowid,
+            time.time(),
+            record.tokens_before,
+            record.tokens_after,
+            int(record.compacted),
+            record.summary,
+            record.reason,
+            last_id,
+        ),
+    )
+    compaction_id = int(cursor.lastrowid)
+    name = f"pre-compaction-{compaction_id}"
+    create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id)
+    return {"compactionId": compaction_id, "snapshot": name, "lastMessageId": last_id}
+
+
+def create_snapshot(
+    conn: Connection, session: SessionRef, name: str, *, automatic: bool = False, compaction_id: int | None = None
+) -> int | None:
+    check_name(name)
+    if conn.execute("SELECT 1 FROM snapshots WHERE name = ?", (name,)).fetchone():
+        raise InvalidName(f"a snapshot named {name!r} already exists; snapshots are never overwritten")
+    last_id = last_message_id(conn, session.rowid)
+    conn.execute(
+        "INSERT INTO snapshots (name, session_rowid, last_message_id, created_at, automatic, compaction_id)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (name, session.rowid, last_id, time.time(), int(automatic), compaction_id),
+    )
+    return last_id

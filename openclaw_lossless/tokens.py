@@ -1,0 +1,32 @@
+"""The sidecar token: generated on first start into a user-only file the plugin reads.
+
+An explicit ``LOSSLESS_TOKEN`` wins (and is never written to disk). The file is created with mode 0600 in
+one ``open`` call, so the token is never readable by others even for an instant.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from openclaw_lossless.config import Settings
+
+
+def load_or_create_token(settings: Settings) -> str:
+    if settings.token is not None:
+        return settings.token.get_secret_value()
+    path = settings.token_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    try:
+        token = path.read_text().strip()
+        if token:
+            os.chmod(path, 0o600)
+            return token
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return token

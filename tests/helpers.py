@@ -1,0 +1,142 @@
+"""Test support: a deterministic fake embedder, a live sidecar on loopback, and the one error-shape check."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import uvicorn
+
+from openclaw_lossless.app import create_app
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.connection import open_connection
+
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """Bag of hashed words: different texts get different vectors, shared words make them similar.
+
+    Counts batches and texts so tests can see what was embedded; never a constant vector.
+    """
+
+    def __init__(self, dimension: int = 64, model: str = "hash-words") -> None:
+        self._identity = ProviderIdentity("test-hash", model, "words", dimension)
+        self.batches = 0
+        self.texts: list[str] = []
+
+    @property
+    def identity(self) -> ProviderIdentity:
+        return self._identity
+
+    def embed(self, texts: list[str]) -> Vectors:
+        self.batches += 1
+        self.texts += texts
+        out = np.zeros((len(texts), self._identity.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                out[row, int.from_bytes(digest[:4], "little") % self._identity.dimension] += 1.0
+            out[row, -1] += 0.01
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    def close(self) -> None:
+        return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def make_settings(state_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"state_dir": state_dir, "port": free_port(), "synchronous": "NORMAL"}
+    return Settings(**(values | overrides))
+
+
+class LiveSidecar:
+    """The real app served by uvicorn in a thread on 127.0.0.1, reached over real HTTP."""
+
+    def __init__(self, settings: Settings, provider: EmbeddingProvider | None) -> None:
+        self.settings = settings
+        self.sidecar = Sidecar(settings, provider=provider)
+        config = uvicorn.Config(create_app(settings, sidecar=self.sidecar), host="127.0.0.1",
+                                port=settings.port, log_level="warning", access_log=False)  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{settings.port}"
+        self.token = settings.token_path.read_text().strip()
+        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+    def start(self) -> LiveSidecar:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("sidecar did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sidecar.close()
+
+    def post(self, hook: str, body: dict[str, Any]) -> httpx.Response:
+        return self.client.post(f"/v1/hooks/{hook}", json=body)
+
+    def wait_for_backlog(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.client.get("/stats").json()["backlog"] > 0:
+            if time.monotonic() > deadline:
+                raise AssertionError("embedding backlog did not drain")
+            time.sleep(0.05)
+
+
+@contextmanager
+def live_sidecar(settings: Settings, provider: EmbeddingProvider | None) -> Iterator[LiveSidecar]:
+    server = LiveSidecar(settings, provider).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Every error has one shape: {"error": {"code": <stable code>, "message": <what to fix>}}."""
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body
+
+
+def db_fingerprint(path: Path) -> dict[str, Any]:
+    """Row counts of every table and a checksum of every message: what 'the database is unchanged' means."""
+    conn = open_connection(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                             " AND name NOT LIKE '%_fts%' AND name NOT LIKE 'message_vectors%'")]  # fmt: skip
+        counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+        digest = hashlib.sha256()
+        for row in conn.execute("SELECT id, session_rowid, role, text, original, content_hash FROM messages ORDER BY id"):
+            digest.update(repr(tuple(row)).encode())
+        turns = hashlib.sha256(repr(conn.execute("SELECT advancement_key FROM turns ORDER BY id").fetchall()).encode())
+        return {"counts": counts, "messages": digest.hexdigest(), "turns": turns.hexdigest()}
+    finally:
+        conn.close()
