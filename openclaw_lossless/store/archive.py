@@ -18,6 +18,7 @@ from typing import Any
 from openclaw_lossless.store.connection import Connection, Database
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
+MAX_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,27 @@ def prune(db: Database, archive_dir: Path, limit_mb: float, *, dry_run: bool = F
     """Archive then remove the oldest messages until the store is under ``limit_mb``."""
     todo = plan(db.reader(), limit_mb)
     if todo is None or todo.last_message_id is None:
-        return {"pruned": 0, "archive": None}
+        return {"pruned": 0, "archives": [], "lastMessageId": None}
     if dry_run:
-        return {"pruned": todo.message_count, "archive": None, "usedBytes": todo.used_bytes, "dryRun": True}
-    path = _write_archive(db.reader(), archive_dir, todo.last_message_id)
-    removed = db.write(lambda conn: _remove(conn, path, todo.last_message_id or 0))
+        return {"pruned": todo.message_count, "usedBytes": todo.used_bytes, "dryRun": True}
+    pruned, paths = 0, []
+    for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
+        last_id = todo.last_message_id or 0
+        path = _write_archive(db.reader(), archive_dir, last_id)
+        pruned += db.write(lambda conn: _remove(conn, path, last_id))
+        paths.append(str(path))
+        _reclaim(db)
+        todo = plan(db.reader(), limit_mb)
+        if todo is None or todo.last_message_id is None:
+            break
+    return {"pruned": pruned, "archives": paths, "lastMessageId": last_id}
+
+
+def _reclaim(db: Database) -> None:
+    """Give deleted pages back: merge FTS segments (drops deleted entries), then free the pages."""
+    db.write(lambda conn: conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')"))
     with db.writer() as conn:
         conn.execute("PRAGMA incremental_vacuum")
-    return {"pruned": removed, "archive": str(path), "lastMessageId": todo.last_message_id}
 
 
 def _write_archive(conn: Connection, archive_dir: Path, last_id: int) -> Path:

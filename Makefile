@@ -1,0 +1,38 @@
+# Two commands for a fresh machine with Python 3.11+:
+#   make serve   install the sidecar and its local model, then run it on 127.0.0.1:8377
+#   make test    install the test tools, then run ruff, mypy and the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test install install-test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/openclaw-lossless model fetch
+
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/openclaw-lossless model fetch
+
+serve: install
+	$(BIN)/openclaw-lossless serve
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck:
+	$(BIN)/mypy
+
+pytest:
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
+
+test: install-test lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

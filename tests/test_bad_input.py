@@ -1,0 +1,109 @@
+"""Bad input changes nothing: malformed bodies get 422, oversized 413, missing or wrong tokens 401."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conversation import commit_body, conversation
+from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
+
+MANIFEST = json.loads((Path(__file__).parents[1] / "plugin-manifest.json").read_text())
+HOOK_PATHS = [hook["path"] for hook in MANIFEST["hooks"].values()]
+GOOD = {"sessionId": "s", "sessionKey": "agent:main:main"}
+
+MALFORMED: list[tuple[str, Any]] = [
+    ("/v1/hooks/commit-turn", {"sessionId": "s", "messages": []}),
+    ("/v1/hooks/commit-turn", GOOD | {"advancementKey": "k", "messages": "not a list"}),
+    ("/v1/hooks/commit-turn", GOOD | {"advancementKey": "k", "messages": [{"content": "no role"}]}),
+    ("/v1/hooks/commit-turn", GOOD | {"advancementKey": "k", "messages": [{"role": "user"}, 42]}),
+    ("/v1/hooks/commit-turn", GOOD | {"advancementKey": "", "messages": []}),
+    ("/v1/hooks/commit-turn", {"sessionId": "s", "sessionKey": "not-a-key", "advancementKey": "k", "messages": []}),
+    ("/v1/hooks/commit-turn", GOOD | {"advancementKey": "k", "messages": [], "config": {"windowShare": 7}}),
+    ("/v1/hooks/commit-turn", GOOD | {"advancementKey": "k", "messages": [], "config": {"bogus": 1}}),
+    ("/v1/hooks/ingest", GOOD | {"message": []}),
+    ("/v1/hooks/ingest-batch", GOOD | {"messages": [{"role": 3}]}),
+    ("/v1/hooks/after-turn", GOOD | {"messages": None}),
+    ("/v1/hooks/assemble", GOOD | {"messages": [], "descriptors": []}),
+    ("/v1/hooks/assemble", GOOD | {"tokenBudget": -5}),
+    ("/v1/hooks/assemble", {"sessionKey": "agent:main:main"}),
+    ("/v1/hooks/assemble", GOOD | {"descriptors": [{"role": "user"}]}),
+    ("/v1/hooks/bootstrap", {"sessionId": ""}),
+    ("/v1/hooks/bootstrap", {"sessionId": "s\u0001"}),
+    ("/v1/hooks/compact", GOOD | {"tokensBefore": "many"}),
+    ("/v1/hooks/subagent-spawn", {"parentSessionKey": "agent:main:main"}),
+    ("/v1/hooks/subagent-spawn", {"parentSessionKey": "agent:main:main", "childSessionKey": "../etc"}),
+    ("/v1/hooks/subagent-spawn/rollback", {}),
+    ("/v1/hooks/subagent-ended", {"reason": "completed"}),
+]
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Any:
+    settings = make_settings(tmp_path / "state", max_body_bytes=64 * 1024)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        for turn in conversation(3):
+            server.post("commit-turn", commit_body(turn))
+        server.wait_for_backlog()
+        yield server, db_fingerprint(settings.database_path)
+
+
+@pytest.mark.parametrize(("path", "body"), MALFORMED)
+def test_malformed_bodies_get_422_and_write_nothing(seeded: tuple[LiveSidecar, Any], path: str, body: Any) -> None:
+    server, before = seeded
+    assert_error(server.client.post(path, json=body), 422, _expected_code(body))
+    assert db_fingerprint(server.settings.database_path) == before
+
+
+def _expected_code(body: Any) -> str:
+    keys = (body.get("sessionKey"), body.get("childSessionKey"))
+    return "invalid_session_key" if "not-a-key" in keys or "../etc" in keys else "invalid_request"
+
+
+@pytest.mark.parametrize("path", HOOK_PATHS)
+def test_every_hook_rejects_non_json_and_non_objects(seeded: tuple[LiveSidecar, Any], path: str) -> None:
+    server, before = seeded
+    raw = server.client.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
+    assert_error(raw, 422, "invalid_request")
+    assert_error(server.client.post(path, json=[1, 2]), 422, "invalid_request")
+    assert db_fingerprint(server.settings.database_path) == before
+
+
+@pytest.mark.parametrize("path", HOOK_PATHS)
+def test_every_hook_refuses_oversized_bodies_with_413(seeded: tuple[LiveSidecar, Any], path: str) -> None:
+    server, before = seeded
+    huge = GOOD | {"advancementKey": "big", "messages": [{"role": "user", "content": "x" * 100_000}]}
+    assert_error(server.client.post(path, json=huge), 413, "payload_too_large")
+
+    def chunks() -> Any:
+        yield json.dumps(huge).encode()
+
+    assert_error(server.client.post(path, content=chunks()), 413, "payload_too_large")
+    assert db_fingerprint(server.settings.database_path) == before
+
+
+@pytest.mark.parametrize("path", [*HOOK_PATHS, "/stats", "/v1/search?q=x", "/v1/sessions/s-main/messages"])
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Bearer", "Basic dXNlcjpwYXNz"])
+def test_every_endpoint_but_healthz_needs_the_token(
+    seeded: tuple[LiveSidecar, Any], path: str, authorization: str | None
+) -> None:
+    server, before = seeded
+    headers = {} if authorization is None else {"Authorization": authorization}
+    method = "GET" if path.startswith(("/stats", "/v1/search", "/v1/sessions")) else "POST"
+    body = commit_body(conversation(1)[0]) | {"advancementKey": "sneaky"}
+    response = httpx.request(method, server.url + path, headers=headers, json=body if method == "POST" else None)
+    assert_error(response, 401, "unauthorized")
+    assert db_fingerprint(server.settings.database_path) == before
+    assert httpx.get(server.url + "/healthz").status_code == 200
+
+
+def test_unknown_routes_and_sessions_have_the_error_shape(seeded: tuple[LiveSidecar, Any]) -> None:
+    server, _ = seeded
+    assert_error(server.client.get("/v1/nope"), 404, "not_found")
+    assert_error(server.client.get("/v1/sessions/unknown/messages"), 404, "not_found")
+    assert_error(server.client.get("/v1/search", params={"q": "x", "scope": "planet:mars"}), 422, "invalid_request")
+    assert_error(server.client.get("/v1/search", params={"q": ""}), 422, "invalid_request")

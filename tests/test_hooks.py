@@ -1,0 +1,165 @@
+"""The hooks over real HTTP: durable turns, idempotency across restarts, ingest, compaction and subagents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openclaw_lossless.config import Settings
+from tests.conversation import QUESTION, commit_body, conversation
+from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
+
+MAIN = "agent:main:main"
+
+
+def test_replaying_every_turn_is_duplicate_and_changes_nothing_even_after_restart(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    turns = conversation(200)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        assert {server.post("commit-turn", commit_body(t)).json()["status"] for t in turns} == {"committed"}
+        server.wait_for_backlog()
+        before = db_fingerprint(settings.database_path)
+        assert before["counts"]["messages"] == 400 and before["counts"]["turns"] == 200
+        assert {server.post("commit-turn", commit_body(t)).json()["status"] for t in turns} == {"duplicate"}
+        assert db_fingerprint(settings.database_path) == before
+    with live_sidecar(settings, HashEmbedder()) as server:
+        replies = [server.post("commit-turn", commit_body(t)).json() for t in turns]
+        assert {r["status"] for r in replies} == {"duplicate"} and {r["stored"] for r in replies} == {0}
+        assert db_fingerprint(settings.database_path) == before
+
+
+def test_a_committed_turn_survives_a_restart_and_is_recoverable(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    turn = conversation(1)[0]
+    with live_sidecar(settings, HashEmbedder()) as server:
+        server.post("commit-turn", commit_body(turn))
+    with live_sidecar(settings, HashEmbedder()) as server:
+        recovered = server.client.get("/v1/sessions/s-main/messages", params={"last": 10}).json()
+        assert [m["original"] for m in recovered["messages"]] == turn.messages
+        assert recovered["agentId"] == "main"
+
+
+def test_ingest_is_idempotent_on_message_identity(sidecar: LiveSidecar) -> None:
+    message = {"role": "user", "content": "ingested once", "timestamp": 1_700_000_000_000}
+    body = {"sessionId": "s-cli", "sessionKey": MAIN, "message": message}
+    assert sidecar.post("ingest", body).json() == {"ingested": True}
+    assert sidecar.post("ingest", body).json() == {"ingested": False}
+    batch = {"sessionId": "s-cli", "sessionKey": MAIN, "messages": [message, {"role": "assistant", "content": "ok"}]}
+    assert sidecar.post("ingest-batch", batch).json() == {"ingestedCount": 1}
+    assert sidecar.post("after-turn", batch).json() == {"ingestedCount": 0}
+    assert sidecar.client.get("/stats").json()["messages"] == 2
+
+
+def test_heartbeat_turns_are_skipped_unless_configured(sidecar: LiveSidecar) -> None:
+    beat = {"role": "user", "content": "HEARTBEAT", "timestamp": 1}
+    body = {"advancementKey": "hb-1", "sessionId": "s", "sessionKey": MAIN, "messages": [beat], "isHeartbeat": True}
+    assert sidecar.post("commit-turn", body).json()["stored"] == 0
+    assert sidecar.post("commit-turn", body).json()["status"] == "duplicate"
+    kept = body | {"advancementKey": "hb-2", "config": {"skipHeartbeats": False}}
+    assert sidecar.post("commit-turn", kept).json()["stored"] == 1
+
+
+def test_bootstrap_is_cheap_and_idempotent(sidecar: LiveSidecar) -> None:
+    body = {"sessionId": "s-boot", "sessionKey": MAIN}
+    first = sidecar.post("bootstrap", body).json()
+    again = sidecar.post("bootstrap", body).json()
+    assert first["bootstrapped"] and again["bootstrapped"]
+    assert (first["reason"], again["reason"]) == ("registered", "known")
+    assert sidecar.client.get("/stats").json()["sessions"] == 1
+
+
+def test_compaction_is_recorded_with_a_pre_compaction_snapshot(sidecar: LiveSidecar) -> None:
+    for turn in conversation(3):
+        sidecar.post("commit-turn", commit_body(turn))
+    body = {"sessionId": "s-main", "sessionKey": MAIN, "tokensBefore": 9000, "tokensAfter": 1200,
+            "summary": "## Goal\nShip it"}  # fmt: skip
+    recorded = sidecar.post("compact", body).json()
+    assert recorded["recorded"] and recorded["snapshot"].startswith("pre-compaction-")
+    assert recorded["lastMessageId"] == 6
+    stats = sidecar.client.get("/stats").json()
+    assert (stats["compactions"], stats["snapshots"], stats["messages"]) == (1, 1, 6)
+
+
+def test_subagent_outcome_reaches_the_parent_and_rollback_undoes_a_spawn(sidecar: LiveSidecar) -> None:
+    child = "agent:main:subagent:42"
+    spawn = sidecar.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": child}).json()
+    sidecar.post("commit-turn", commit_body(conversation(1)[0], session="s-parent"))
+    child_turn = {"advancementKey": "child-1", "sessionId": "s-child", "sessionKey": child, "messages": [
+        {"role": "user", "content": "Find which region hosts the audit bucket.", "timestamp": 1_700_000_000_000},
+        {"role": "assistant", "content": "The audit bucket lives in eu-north-1.", "timestamp": 1_700_000_001_000},
+    ]}  # fmt: skip
+    assert sidecar.post("commit-turn", child_turn).json()["stored"] == 2
+    ended = sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()
+    assert ended == {"ended": True, "outcomesCopied": 1}
+    assert sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()["outcomesCopied"] == 0
+    sidecar.wait_for_backlog()
+    parent_view = {"sessionId": "s-parent", "sessionKey": MAIN, "messages": [], "prompt": "audit bucket region?",
+                   "config": {"recallScope": "session"}}  # fmt: skip
+    result = sidecar.post("assemble", parent_view).json()
+    assert "[subagent result] The audit bucket lives in eu-north-1." in result["systemPromptAddition"]
+    assert "Find which region" not in result["systemPromptAddition"]
+    assert spawn["spawnId"] >= 1
+    other = sidecar.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": "agent:main:subagent:43"})
+    rollback = sidecar.post("subagent-spawn/rollback", {"spawnId": other.json()["spawnId"]}).json()
+    assert rollback == {"rolledBack": True}
+    assert sidecar.client.get("/stats").json()["subagents"] == 1
+
+
+def test_a_child_recalls_its_parents_history_in_session_scope(sidecar: LiveSidecar) -> None:
+    for turn in conversation(6, session="s-parent"):
+        sidecar.post("commit-turn", commit_body(turn, session="s-parent"))
+    child = "agent:main:subagent:7"
+    sidecar.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": child})
+    sidecar.wait_for_backlog()
+    body = {"sessionId": "s-kid", "sessionKey": child, "messages": [], "prompt": QUESTION,
+            "config": {"recallScope": "session"}}  # fmt: skip
+    assert "rotates every Tuesday" in sidecar.post("assemble", body).json()["systemPromptAddition"]
+
+
+def test_stats_and_healthz_report_the_store(sidecar: LiveSidecar) -> None:
+    for turn in conversation(3):
+        sidecar.post("commit-turn", commit_body(turn))
+    sidecar.post("assemble", {"sessionId": "s-main", "sessionKey": MAIN, "messages": [], "prompt": "billing"})
+    sidecar.wait_for_backlog()
+    stats = sidecar.client.get("/stats").json()
+    assert (stats["messages"], stats["sessions"], stats["agents"], stats["turns"]) == (6, 1, 1, 3)
+    assert stats["vectors"] == 6 and stats["backlog"] == 0
+    assert {"commit-turn", "assemble"} <= set(stats["latency"])
+    assert stats["embedder"]["active"] == "test-hash"
+    health = sidecar.client.get("/healthz", headers={"Authorization": ""}).json()
+    assert health["status"] == "ok" and health["database"]["writable"] and health["sqliteVec"].startswith("v0.1")
+
+
+def test_a_changed_embedding_model_rebuilds_vectors_without_mixing(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    with live_sidecar(settings, HashEmbedder(dimension=64)) as server:
+        for turn in conversation(5):
+            server.post("commit-turn", commit_body(turn))
+        server.wait_for_backlog()
+    replacement = HashEmbedder(dimension=32, model="hash-words-v2")
+    with live_sidecar(settings, replacement) as server:
+        server.wait_for_backlog()
+        stats = server.client.get("/stats").json()
+        assert stats["embedder"]["rebuilding"] and stats["embedder"]["dimension"] == 32
+        assert stats["vectors"] == 10 and len(replacement.texts) == 10
+
+
+def test_the_store_stays_under_max_db_size_by_archiving_not_losing(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        big = "lorem ipsum dolor sit amet " * 200
+        for n in range(120):
+            message = {"role": "user", "content": f"note {n}: {big}", "timestamp": 1_700_000_000_000 + n}
+            server.post("commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN,
+                                        "messages": [message]})  # fmt: skip
+        server.sidecar.maybe_prune(force=True)
+        stats = server.client.get("/stats").json()
+        assert stats["database"]["usedBytes"] <= 1024 * 1024
+        archived = stats["archive"]["archivedMessages"]
+        assert archived > 0 and stats["messages"] + archived == 120
+        files = list(settings.archive_dir.glob("*.jsonl.gz"))
+        lines = [json.loads(x) for f in files for x in gzip.open(f).read().splitlines()]
+        assert sorted(r["message"]["content"].split(":")[0] for r in lines) == sorted(f"note {n}" for n in range(archived))
+        assert oct(files[0].stat().st_mode & 0o777) == "0o600"
