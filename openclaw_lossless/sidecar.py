@@ -44,7 +44,11 @@ class Sidecar:
         self.started = time.monotonic()
         self.metrics = Metrics()
         self.db = Database(settings.database_path, synchronous=settings.synchronous)
-        migrate(self.db)
+        try:
+            migrate(self.db)
+        except LosslessError:
+            self.db.close()
+            raise
         self.capture_options = CaptureOptions(
             redactor=build_redactor(settings.redact_patterns),
             redact_originals=settings.redact_originals,

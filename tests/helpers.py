@@ -49,7 +49,8 @@ class HashEmbedder:
                 digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
                 out[row, int.from_bytes(digest[:4], "little") % self._identity.dimension] += 1.0
             out[row, -1] += 0.01
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        normalised: Vectors = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return normalised
 
     def close(self) -> None:
         return None
@@ -134,7 +135,9 @@ def db_fingerprint(path: Path) -> dict[str, Any]:
                                              " AND name NOT LIKE '%_fts%' AND name NOT LIKE 'message_vectors%'")]  # fmt: skip
         counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
         digest = hashlib.sha256()
-        for row in conn.execute("SELECT id, session_rowid, role, text, original, content_hash FROM messages ORDER BY id"):
+        for row in conn.execute(
+            "SELECT id, session_rowid, role, text, original, content_hash FROM messages ORDER BY id"
+        ):
             digest.update(repr(tuple(row)).encode())
         turns = hashlib.sha256(repr(conn.execute("SELECT advancement_key FROM turns ORDER BY id").fetchall()).encode())
         return {"counts": counts, "messages": digest.hexdigest(), "turns": turns.hexdigest()}

@@ -90,7 +90,9 @@ def test_subagent_outcome_reaches_the_parent_and_rollback_undoes_a_spawn(sidecar
     assert sidecar.post("commit-turn", child_turn).json()["stored"] == 2
     ended = sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()
     assert ended == {"ended": True, "outcomesCopied": 1}
-    assert sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()["outcomesCopied"] == 0
+    assert (
+        sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()["outcomesCopied"] == 0
+    )
     sidecar.wait_for_backlog()
     parent_view = {"sessionId": "s-parent", "sessionKey": MAIN, "messages": [], "prompt": "audit bucket region?",
                    "config": {"recallScope": "session"}}  # fmt: skip
@@ -160,6 +162,8 @@ def test_the_store_stays_under_max_db_size_by_archiving_not_losing(tmp_path: Pat
         archived = stats["archive"]["archivedMessages"]
         assert archived > 0 and stats["messages"] + archived == 120
         files = list(settings.archive_dir.glob("*.jsonl.gz"))
-        lines = [json.loads(x) for f in files for x in gzip.open(f).read().splitlines()]
-        assert sorted(r["message"]["content"].split(":")[0] for r in lines) == sorted(f"note {n}" for n in range(archived))
+        lines = [json.loads(x) for f in files for x in gzip.decompress(f.read_bytes()).splitlines()]
+        assert sorted(r["message"]["content"].split(":")[0] for r in lines) == sorted(
+            f"note {n}" for n in range(archived)
+        )
         assert oct(files[0].stat().st_mode & 0o777) == "0o600"

@@ -28,9 +28,8 @@ _SIGNALS: list[tuple[float, re.Pattern[str]]] = [
     (0.05, re.compile(r"\b\d+(?:[.,]\d+)?\b")),
     (0.05, re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")),
 ]
-_SMALL_TALK = re.compile(
-    r"^\s*(ok(ay)?|thanks?( you)?|thx|cool|great|nice|sure|yes|no|yep|nope|got it|hi|hello|hey|bye)[\s.!?]*$", re.I
-)
+_ACK = r"(ok(ay)?|thanks?( you)?|thank you|thx|ty|cool|great|nice|sure|yes|no|yep|nope|got it|hi|hello|hey|bye|perfect)"
+_SMALL_TALK = re.compile(rf"^\s*{_ACK}([\s,.!?]+{_ACK})*[\s.!?]*$", re.I)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from openclaw_lossless.capture import importance
@@ -22,6 +23,9 @@ from openclaw_lossless.errors import BadRequest
 KNOWN_ROLES = frozenset(
     {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary", "system"}
 )
+
+
+_ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,8 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
     if not isinstance(message, dict):
         raise BadRequest("each message must be a JSON object with a 'role'")
     role = message.get("role")
-    if not isinstance(role, str) or not role:
-        raise BadRequest("each message needs a non-empty string 'role' (user, assistant, toolResult, ...)")
+    if not isinstance(role, str) or not _ROLE.match(role):
+        raise BadRequest("each message needs a 'role' of 1-64 letters, digits, '_' or '-' (user, assistant, ...)")
     key = window_key(message)
     tokens = descriptor_tokens(message)
     text = options.redactor.redact(searchable_text(message, include_thinking=options.include_thinking))
@@ -88,7 +92,8 @@ def message_time(timestamp: Any, now: float | None) -> float:
         return seconds if 0 < seconds < 1e11 else fallback
     if isinstance(timestamp, str):
         try:
-            return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+            parsed = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
         except ValueError:
             return fallback
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
     return fallback

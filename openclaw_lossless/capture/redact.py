@@ -35,10 +35,15 @@ _BUILTIN: list[tuple[str, str]] = [
     ("url_password", r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
     (
         "secret_assignment",
-        r"(?i)(?<![A-Za-z0-9])(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token"
-        r"|client[_-]?secret|private[_-]?key)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{4,}",
+        r"(?i)(?P<key>(?<![A-Za-z0-9])(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?token"
+        r"|auth[_-]?token|client[_-]?secret|private[_-]?key)[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)"
+        r"(?P<value>[^\s\"',;]{4,})",
     ),
 ]
+_SECRET_FIELD = re.compile(
+    r"(?i)^(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret"
+    r"|private[_-]?key|token|authorization)$"
+)
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,8 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         for kind, pattern in self.patterns:
-            if kind == "secret_assignment":
-                text = pattern.sub(_keep_key(kind), text)
-            else:
-                text = pattern.sub(f"[REDACTED:{kind}]", text)
+            replacement = rf"\g<key>[REDACTED:{kind}]" if "key" in pattern.groupindex else f"[REDACTED:{kind}]"
+            text = pattern.sub(replacement, text)
         return text
 
     def redact_value(self, value: Any) -> Any:
@@ -62,17 +65,14 @@ class Redactor:
         if isinstance(value, list):
             return [self.redact_value(item) for item in value]
         if isinstance(value, dict):
-            return {key: self.redact_value(item) for key, item in value.items()}
+            return {key: self._redact_field(key, item) for key, item in value.items()}
         return value
 
-
-def _keep_key(kind: str) -> Any:
-    def replace(match: re.Match[str]) -> str:
-        text = match.group(0)
-        cut = max(text.find("="), text.find(":"))
-        return f"{text[: cut + 1]}[REDACTED:{kind}]"
-
-    return replace
+    def _redact_field(self, key: Any, item: Any) -> Any:
+        """A string under a secret-named key (``{"password": ...}`` in tool arguments) goes whole."""
+        if isinstance(item, str) and isinstance(key, str) and _SECRET_FIELD.match(key) and len(item) >= 4:
+            return "[REDACTED:secret_field]"
+        return self.redact_value(item)
 
 
 def build_redactor(extra_patterns: Iterable[str] = ()) -> Redactor:

@@ -97,6 +97,8 @@ def descriptor_tokens(message: dict[str, Any]) -> int:
 def window_key(message: dict[str, Any]) -> str:
     """sha256 of role, timestamp and descriptor text: how a host message is matched to a stored one."""
     timestamp = message.get("timestamp")
-    stamp = str(int(timestamp)) if isinstance(timestamp, int | float) and not isinstance(timestamp, bool) else ""
+    stamp = ""
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool) and math.isfinite(timestamp):
+        stamp = str(int(timestamp))
     raw = f"{message.get('role') or ''}\n{stamp}\n{descriptor_text(message)}"
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()

@@ -134,7 +134,7 @@ class OpenAIEmbedder:
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
         self._sleep = sleep
-        self._rng = random.Random()  # noqa: S311 - jitter, not security
+        self._rng = random.Random()
         self._counters = _Counters()
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport, headers=self._headers())
 

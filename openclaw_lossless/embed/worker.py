@@ -89,6 +89,11 @@ class EmbeddingWorker:
                 delay = min(MAX_BACKOFF_S, max(1.0, delay * 2))
                 self._record_failure(exc.message, delay)
                 continue
+            except Exception as exc:  # the thread's edge: a bug must not silently stop all embedding
+                log.exception("embedding worker error")
+                delay = min(MAX_BACKOFF_S, max(1.0, delay * 2))
+                self._record_failure(f"{type(exc).__name__}: see the sidecar log", delay)
+                continue
             if not worked:
                 self._wake.wait(1.0)
                 self._wake.clear()

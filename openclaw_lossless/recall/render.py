@@ -20,6 +20,7 @@ PREAMBLE = (
     " by its [msg:ID]."
 )
 OPEN_TAG, CLOSE_TAG = "<recalled-context>", "</recalled-context>"
+_UNSAFE_ROLE = re.compile(r"[^A-Za-z0-9_\-]")
 _TAG = re.compile(r"<\s*/?\s*recalled[-_\s]*context[^>]*>", re.I)
 
 
@@ -36,7 +37,8 @@ def line(message: StoredMessage, max_chars: int) -> str:
     text = message.text if len(message.text) <= max_chars else message.text[:max_chars].rstrip() + " …"
     text = _TAG.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
     text = "\n    ".join(part.rstrip() for part in text.strip().splitlines()) or "(no text)"
-    return f"[{stamp} UTC | {message.role}]: {text} [{message.citation}]"
+    role = _UNSAFE_ROLE.sub("", message.role)[:64] or "unknown"
+    return f"[{stamp} UTC | {role}]: {text} [{message.citation}]"
 
 
 def block(lines: list[str]) -> str:

@@ -7,6 +7,7 @@ from the hot store in one transaction. The archive is a normal export: ``import 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -89,7 +90,7 @@ def prune(db: Database, archive_dir: Path, limit_mb: float, *, dry_run: bool = F
     for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
         last_id = todo.last_message_id or 0
         path = _write_archive(db.reader(), archive_dir, last_id)
-        pruned += db.write(lambda conn: _remove(conn, path, last_id))
+        pruned += db.write(functools.partial(_remove, path=path, last_id=last_id))
         paths.append(str(path))
         _reclaim(db)
         todo = plan(db.reader(), limit_mb)
