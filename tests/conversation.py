@@ -21,10 +21,19 @@ _TOPICS = [
     ("the quarterly roadmap", ["the analytics dashboard", "SSO for enterprise", "the export API"]),
     ("the office move", ["desk booking", "the new coffee machine", "parking permits"]),
 ]
-_ASKS = ["Can you summarise where we are with {x}?", "What do you think about {x}?", "Draft a short note on {x}.",
-         "List the open questions about {x}.", "How should we handle {x} next sprint?"]  # fmt: skip
-_ANSWERS = ["For {x}, I suggest we start small and measure.", "Here is a summary of {x}: two items are done.",
-            "The main risk with {x} is scope creep.", "I drafted a note on {x} and left two TODOs."]  # fmt: skip
+_ASKS = [
+    "Can you summarise where we are with {x}?",
+    "What do you think about {x}?",
+    "Draft a short note on {x}.",
+    "List the open questions about {x}.",
+    "How should we handle {x} next sprint?",
+]
+_ANSWERS = [
+    "For {x}, I suggest we start small and measure.",
+    "Here is a summary of {x}: two items are done.",
+    "The main risk with {x} is scope creep.",
+    "I drafted a note on {x} and left two TODOs.",
+]
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,21 @@ def conversation(turns: int = 200, *, session: str = "s-main", seed: int = 7, st
         user = FACT if n == FACT_TURN else rng.choice(_ASKS).format(x=detail)
         answer = "Noted: staging rotation is on Tuesdays." if n == FACT_TURN else rng.choice(_ANSWERS).format(x=detail)
         stamp = int((begin + n * 60) * 1000)
-        out.append(Turn(f"{session}:turn:{n}", [
-            {"role": "user", "content": user, "timestamp": stamp},
-            {"role": "assistant", "content": [{"type": "text", "text": answer}], "timestamp": stamp + 1500,
-             "model": "fake-model", "usage": {"input": 10, "output": 12}},
-        ]))  # fmt: skip
+        out.append(
+            Turn(
+                f"{session}:turn:{n}",
+                [
+                    {"role": "user", "content": user, "timestamp": stamp},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": answer}],
+                        "timestamp": stamp + 1500,
+                        "model": "fake-model",
+                        "usage": {"input": 10, "output": 12},
+                    },
+                ],
+            )
+        )
     return out
 
 

@@ -74,8 +74,13 @@ class LiveSidecar:
     def __init__(self, settings: Settings, provider: EmbeddingProvider | None) -> None:
         self.settings = settings
         self.sidecar = Sidecar(settings, provider=provider)
-        config = uvicorn.Config(create_app(settings, sidecar=self.sidecar), host="127.0.0.1",
-                                port=settings.port, log_level="warning", access_log=False)  # fmt: skip
+        config = uvicorn.Config(
+            create_app(settings, sidecar=self.sidecar),
+            host="127.0.0.1",
+            port=settings.port,
+            log_level="warning",
+            access_log=False,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{settings.port}"
@@ -131,8 +136,11 @@ def db_fingerprint(path: Path) -> dict[str, Any]:
     """Row counts of every table and a checksum of every message: what 'the database is unchanged' means."""
     conn = open_connection(path)
     try:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                             " AND name NOT LIKE '%_fts%' AND name NOT LIKE 'message_vectors%'")]  # fmt: skip
+        listing = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE '%_fts%' AND name NOT LIKE 'message_vectors%'"
+        )
+        tables = [r[0] for r in listing]
         counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
         digest = hashlib.sha256()
         for row in conn.execute(

@@ -51,8 +51,15 @@ def api() -> FakeEmbeddingApi:
 @pytest.fixture
 def server(tmp_path: Path, api: FakeEmbeddingApi) -> Iterator[LiveSidecar]:
     settings = make_settings(tmp_path / "state", embedding_provider="openai-compatible", query_embed_deadline_ms=300)
-    provider = OpenAIEmbedder(base_url=API, api_key="sk-test-not-real-000000000000", dimensions=64,
-                              max_retries=1, backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=1.0)  # fmt: skip
+    provider = OpenAIEmbedder(
+        base_url=API,
+        api_key="sk-test-not-real-000000000000",
+        dimensions=64,
+        max_retries=1,
+        backoff_base_s=0.01,
+        backoff_max_s=0.05,
+        timeout_s=1.0,
+    )
     with respx.mock(assert_all_called=False) as mock:
         mock.route(host="127.0.0.1", port=settings.port).pass_through()
         mock.post(f"{API}/embeddings").mock(side_effect=api)

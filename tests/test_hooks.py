@@ -70,8 +70,13 @@ def test_bootstrap_is_cheap_and_idempotent(sidecar: LiveSidecar) -> None:
 def test_compaction_is_recorded_with_a_pre_compaction_snapshot(sidecar: LiveSidecar) -> None:
     for turn in conversation(3):
         sidecar.post("commit-turn", commit_body(turn))
-    body = {"sessionId": "s-main", "sessionKey": MAIN, "tokensBefore": 9000, "tokensAfter": 1200,
-            "summary": "## Goal\nShip it"}  # fmt: skip
+    body = {
+        "sessionId": "s-main",
+        "sessionKey": MAIN,
+        "tokensBefore": 9000,
+        "tokensAfter": 1200,
+        "summary": "## Goal\nShip it",
+    }
     recorded = sidecar.post("compact", body).json()
     assert recorded["recorded"] and recorded["snapshot"].startswith("pre-compaction-")
     assert recorded["lastMessageId"] == 6
@@ -83,10 +88,15 @@ def test_subagent_outcome_reaches_the_parent_and_rollback_undoes_a_spawn(sidecar
     child = "agent:main:subagent:42"
     spawn = sidecar.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": child}).json()
     sidecar.post("commit-turn", commit_body(conversation(1)[0], session="s-parent"))
-    child_turn = {"advancementKey": "child-1", "sessionId": "s-child", "sessionKey": child, "messages": [
-        {"role": "user", "content": "Find which region hosts the audit bucket.", "timestamp": 1_700_000_000_000},
-        {"role": "assistant", "content": "The audit bucket lives in eu-north-1.", "timestamp": 1_700_000_001_000},
-    ]}  # fmt: skip
+    child_turn = {
+        "advancementKey": "child-1",
+        "sessionId": "s-child",
+        "sessionKey": child,
+        "messages": [
+            {"role": "user", "content": "Find which region hosts the audit bucket.", "timestamp": 1_700_000_000_000},
+            {"role": "assistant", "content": "The audit bucket lives in eu-north-1.", "timestamp": 1_700_000_001_000},
+        ],
+    }
     assert sidecar.post("commit-turn", child_turn).json()["stored"] == 2
     ended = sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()
     assert ended == {"ended": True, "outcomesCopied": 1}
@@ -94,8 +104,13 @@ def test_subagent_outcome_reaches_the_parent_and_rollback_undoes_a_spawn(sidecar
         sidecar.post("subagent-ended", {"childSessionKey": child, "reason": "completed"}).json()["outcomesCopied"] == 0
     )
     sidecar.wait_for_backlog()
-    parent_view = {"sessionId": "s-parent", "sessionKey": MAIN, "messages": [], "prompt": "audit bucket region?",
-                   "config": {"recallScope": "session"}}  # fmt: skip
+    parent_view = {
+        "sessionId": "s-parent",
+        "sessionKey": MAIN,
+        "messages": [],
+        "prompt": "audit bucket region?",
+        "config": {"recallScope": "session"},
+    }
     result = sidecar.post("assemble", parent_view).json()
     assert "[subagent result] The audit bucket lives in eu-north-1." in result["systemPromptAddition"]
     assert "Find which region" not in result["systemPromptAddition"]
@@ -112,8 +127,13 @@ def test_a_child_recalls_its_parents_history_in_session_scope(sidecar: LiveSidec
     child = "agent:main:subagent:7"
     sidecar.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": child})
     sidecar.wait_for_backlog()
-    body = {"sessionId": "s-kid", "sessionKey": child, "messages": [], "prompt": QUESTION,
-            "config": {"recallScope": "session"}}  # fmt: skip
+    body = {
+        "sessionId": "s-kid",
+        "sessionKey": child,
+        "messages": [],
+        "prompt": QUESTION,
+        "config": {"recallScope": "session"},
+    }
     assert "rotates every Tuesday" in sidecar.post("assemble", body).json()["systemPromptAddition"]
 
 
@@ -154,8 +174,9 @@ def test_the_store_stays_under_max_db_size_by_archiving_not_losing(tmp_path: Pat
         big = "lorem ipsum dolor sit amet " * 200
         for n in range(120):
             message = {"role": "user", "content": f"note {n}: {big}", "timestamp": 1_700_000_000_000 + n}
-            server.post("commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN,
-                                        "messages": [message]})  # fmt: skip
+            server.post(
+                "commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN, "messages": [message]}
+            )
         server.sidecar.maybe_prune(force=True)
         stats = server.client.get("/stats").json()
         assert stats["database"]["usedBytes"] <= 1024 * 1024

@@ -184,9 +184,7 @@ def test_rows_are_l2_normalised_float32_keeping_direction(api: Any, make: Factor
 # --- retries ---------------------------------------------------------------------------------------------
 
 
-def test_server_error_is_retried_with_backoff_then_succeeds(
-    api: Any, make: Factory, sleeps: RecordingSleep
-) -> None:
+def test_server_error_is_retried_with_backoff_then_succeeds(api: Any, make: Factory, sleeps: RecordingSleep) -> None:
     route = api.post("/embeddings").mock(side_effect=[httpx.Response(500), _ok([[1, 0, 0, 0]])])
     embedder = make(backoff_base_s=0.5)
 
@@ -212,9 +210,7 @@ def test_429_waits_for_retry_after_seconds(api: Any, make: Factory, sleeps: Reco
     assert embedder.stats.failures["http_429"] == 1
 
 
-def test_retry_after_http_date_is_capped_at_backoff_max(
-    api: Any, make: Factory, sleeps: RecordingSleep
-) -> None:
+def test_retry_after_http_date_is_capped_at_backoff_max(api: Any, make: Factory, sleeps: RecordingSleep) -> None:
     limited = httpx.Response(429, headers={"Retry-After": "Fri, 31 Dec 2100 23:59:59 GMT"})
     api.post("/embeddings").mock(side_effect=[limited, _ok([[1, 0, 0, 0]])])
 
@@ -261,9 +257,7 @@ def test_exhausted_retries_raise_unavailable_after_max_retries_plus_one_attempts
     assert embedder.stats.failures["http_5xx"] == 4
 
 
-def test_401_is_not_retried_and_reports_status_and_api_message(
-    api: Any, make: Factory, sleeps: RecordingSleep
-) -> None:
+def test_401_is_not_retried_and_reports_status_and_api_message(api: Any, make: Factory, sleeps: RecordingSleep) -> None:
     denied = httpx.Response(401, json={"error": {"message": "Incorrect API key provided", "type": "auth"}})
     route = api.post("/embeddings").mock(return_value=denied)
     embedder = make()

@@ -1,0 +1,295 @@
+"""The migrated schema, pinned; migrations that are idempotent and refuse a newer database; private files."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.connection import Database, open_connection
+from openclaw_lossless.store.migrations import MIGRATIONS, migrate
+from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
+
+TABLES = {
+    "meta",
+    "migrations",
+    "sessions",
+    "turns",
+    "messages",
+    "messages_fts",
+    "messages_fts_config",
+    "messages_fts_data",
+    "messages_fts_docsize",
+    "messages_fts_idx",
+    "embedding_backlog",
+    "embedding_cache",
+    "compactions",
+    "snapshots",
+    "subagent_links",
+    "archives",
+}
+
+# (name, type, not null, default, primary-key position) as PRAGMA table_info reports them
+COLUMNS: dict[str, list[tuple[Any, ...]]] = {
+    "messages": [
+        ("id", "INTEGER", 0, None, 1),
+        ("session_rowid", "INTEGER", 1, None, 0),
+        ("agent_id", "TEXT", 1, None, 0),
+        ("turn_rowid", "INTEGER", 0, None, 0),
+        ("role", "TEXT", 1, None, 0),
+        ("kind", "TEXT", 1, "'message'", 0),
+        ("created_at", "REAL", 1, None, 0),
+        ("stored_at", "REAL", 1, None, 0),
+        ("text", "TEXT", 1, None, 0),
+        ("original", "TEXT", 1, None, 0),
+        ("content_hash", "BLOB", 1, None, 0),
+        ("window_key", "TEXT", 1, None, 0),
+        ("tokens", "INTEGER", 1, None, 0),
+        ("importance", "REAL", 0, None, 0),
+        ("importance_label", "TEXT", 0, None, 0),
+        ("cites", "INTEGER", 0, None, 0),
+    ],
+    "sessions": [
+        ("id", "INTEGER", 0, None, 1),
+        ("session_id", "TEXT", 1, None, 0),
+        ("session_key", "TEXT", 0, None, 0),
+        ("agent_id", "TEXT", 1, None, 0),
+        ("created_at", "REAL", 1, None, 0),
+        ("last_seen_at", "REAL", 1, None, 0),
+    ],
+    "turns": [
+        ("id", "INTEGER", 0, None, 1),
+        ("advancement_key", "TEXT", 1, None, 0),
+        ("session_rowid", "INTEGER", 1, None, 0),
+        ("committed_at", "REAL", 1, None, 0),
+        ("message_count", "INTEGER", 1, None, 0),
+        ("heartbeat", "INTEGER", 1, "0", 0),
+    ],
+    "compactions": [
+        ("id", "INTEGER", 0, None, 1),
+        ("session_rowid", "INTEGER", 1, None, 0),
+        ("recorded_at", "REAL", 1, None, 0),
+        ("tokens_before", "INTEGER", 0, None, 0),
+        ("tokens_after", "INTEGER", 0, None, 0),
+        ("compacted", "INTEGER", 1, None, 0),
+        ("summary", "TEXT", 0, None, 0),
+        ("reason", "TEXT", 0, None, 0),
+        ("last_message_id", "INTEGER", 0, None, 0),
+    ],
+    "snapshots": [
+        ("id", "INTEGER", 0, None, 1),
+        ("name", "TEXT", 1, None, 0),
+        ("session_rowid", "INTEGER", 1, None, 0),
+        ("last_message_id", "INTEGER", 0, None, 0),
+        ("created_at", "REAL", 1, None, 0),
+        ("automatic", "INTEGER", 1, "0", 0),
+        ("compaction_id", "INTEGER", 0, None, 0),
+    ],
+    "subagent_links": [
+        ("id", "INTEGER", 0, None, 1),
+        ("parent_session_key", "TEXT", 1, None, 0),
+        ("child_session_key", "TEXT", 1, None, 0),
+        ("context_mode", "TEXT", 0, None, 0),
+        ("spawned_at", "REAL", 1, None, 0),
+        ("ended_at", "REAL", 0, None, 0),
+        ("ended_reason", "TEXT", 0, None, 0),
+    ],
+    "embedding_cache": [
+        ("provider", "TEXT", 1, None, 1),
+        ("model", "TEXT", 1, None, 2),
+        ("text_hash", "BLOB", 1, None, 3),
+        ("vector", "BLOB", 1, None, 0),
+    ],
+    "embedding_backlog": [("message_id", "INTEGER", 0, None, 1)],
+    "archives": [
+        ("id", "INTEGER", 0, None, 1),
+        ("path", "TEXT", 1, None, 0),
+        ("created_at", "REAL", 1, None, 0),
+        ("first_message_id", "INTEGER", 1, None, 0),
+        ("last_message_id", "INTEGER", 1, None, 0),
+        ("message_count", "INTEGER", 1, None, 0),
+    ],
+    "meta": [("key", "TEXT", 0, None, 1), ("value", "TEXT", 1, None, 0)],
+    "migrations": [("name", "TEXT", 0, None, 1), ("applied_at", "REAL", 1, None, 0)],
+}
+INDEXES_AND_TRIGGERS = {
+    "messages_by_agent",
+    "messages_fts_delete",
+    "messages_fts_insert",
+    "sessions_by_agent",
+    "sessions_by_key",
+    "subagent_links_by_parent",
+}
+
+
+def _migrated(path: Path) -> list[str]:
+    db = Database(path)
+    try:
+        return migrate(db)
+    finally:
+        db.close()
+
+
+def _schema(path: Path) -> list[tuple[Any, ...]]:
+    conn = open_connection(path, readonly=True)
+    try:
+        return list(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"))
+    finally:
+        conn.close()
+
+
+def _rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn = open_connection(path, readonly=True)
+    try:
+        return [tuple(row) for row in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+def test_fresh_database_gets_every_migration(tmp_path: Path) -> None:
+    assert _migrated(tmp_path / "db.sqlite") == [fn.__name__ for fn in MIGRATIONS]
+    names = [row[0] for row in _rows(tmp_path / "db.sqlite", "SELECT name FROM migrations ORDER BY name")]
+    assert names == sorted(fn.__name__ for fn in MIGRATIONS)
+
+
+def test_migrated_schema_is_pinned(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    _migrated(path)
+    tables = {row[0] for row in _rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == TABLES
+    for table, columns in COLUMNS.items():
+        info = [tuple(row[1:]) for row in _rows(path, f"PRAGMA table_info({table})")]
+        assert info == columns, table
+    others = _rows(path, "SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') AND sql IS NOT NULL")
+    assert {row[0] for row in others} == INDEXES_AND_TRIGGERS
+
+
+def test_messages_are_unique_per_session_by_content(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    _migrated(path)
+    indexes = _rows(path, "PRAGMA index_list(messages)")
+    unique = [row[1] for row in indexes if row[2] == 1]
+    columns = [[c[2] for c in _rows(path, f"PRAGMA index_info('{name}')")] for name in unique]
+    assert ["session_rowid", "content_hash"] in columns
+
+
+def test_a_running_sidecar_adds_only_the_vector_table(sidecar: LiveSidecar) -> None:
+    path = sidecar.settings.database_path
+    tables = {row[0] for row in _rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    extra = tables - TABLES
+    assert "message_vectors" in extra
+    assert all(name.startswith("message_vectors") or name == "sqlite_sequence" for name in extra), extra
+
+
+def test_migrating_twice_changes_nothing(sidecar: LiveSidecar) -> None:
+    messages = [{"role": "user", "content": "keep me", "timestamp": 1}, {"role": "assistant", "content": "kept"}]
+    sidecar.post("commit-turn", {"sessionId": "s1", "advancementKey": "t1", "messages": messages})
+    path = sidecar.settings.database_path
+    schema, data = _schema(path), db_fingerprint(path)
+    applied = _rows(path, "SELECT name, applied_at FROM migrations")
+    assert migrate(sidecar.sidecar.db) == []
+    assert migrate(sidecar.sidecar.db) == []
+    assert _schema(path) == schema
+    assert db_fingerprint(path) == data
+    assert _rows(path, "SELECT name, applied_at FROM migrations") == applied
+
+
+def _record_future_migration(path: Path, name: str) -> None:
+    conn = open_connection(path)
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, 1)", (name,))
+    finally:
+        conn.close()
+
+
+def test_database_from_a_newer_version_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    db = Database(path)
+    migrate(db)
+    db.write(
+        lambda conn: conn.execute(
+            "INSERT INTO sessions (session_id, agent_id, created_at, last_seen_at) VALUES ('s', 'main', 1, 1)"
+        )
+    )
+    db.close()
+    _record_future_migration(path, "m999_from_the_future")
+    schema, data = _schema(path), db_fingerprint(path)
+
+    db = Database(path)
+    try:
+        with pytest.raises(SchemaTooNew, match="m999_from_the_future") as raised:
+            migrate(db)
+    finally:
+        db.close()
+    assert raised.value.status == 500
+    assert raised.value.code == "schema_too_new"
+    assert _schema(path) == schema
+    assert db_fingerprint(path) == data
+
+
+def test_unknown_migration_stops_even_the_first_migration(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    _record_future_migration(path, "m002_zz_unknown")
+    schema = _schema(path)
+    db = Database(path)
+    try:
+        with pytest.raises(SchemaTooNew, match="m002_zz_unknown"):
+            migrate(db)
+    finally:
+        db.close()
+    assert _schema(path) == schema
+    assert _rows(path, "SELECT name FROM migrations") == [("m002_zz_unknown",)]
+
+
+def test_sidecar_refuses_to_start_on_a_newer_database(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    _migrated(settings.database_path)
+    _record_future_migration(settings.database_path, "m500_newer")
+    schema = _schema(settings.database_path)
+    with pytest.raises(SchemaTooNew, match="m500_newer"):
+        Sidecar(settings, start_worker=False, provider=HashEmbedder())
+    assert _schema(settings.database_path) == schema
+
+
+# -- file permissions -----------------------------------------------------------------------------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _assert_private(state_dir: Path, db_path: Path, token_path: Path) -> None:
+    assert _mode(state_dir) == 0o700
+    assert _mode(db_path) == 0o600
+    assert _mode(token_path) == 0o600
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{db_path}{suffix}")
+        if side.exists():
+            assert _mode(side) == 0o600, suffix
+
+
+def test_state_is_private_after_start(sidecar: LiveSidecar) -> None:
+    settings = sidecar.settings
+    sidecar.post("commit-turn", {"sessionId": "s1", "advancementKey": "t1", "messages": [{"role": "user"}]})
+    _assert_private(settings.state_dir, settings.database_path, settings.token_path)
+
+
+def test_loose_permissions_are_tightened_on_start(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    settings.state_dir.mkdir(mode=0o755)
+    os.chmod(settings.state_dir, 0o755)  # noqa: S103
+    _migrated(settings.database_path)
+    os.chmod(settings.database_path, 0o644)
+    settings.token_path.write_text("an-old-token\n")
+    os.chmod(settings.token_path, 0o644)
+    os.chmod(settings.state_dir, 0o755)  # noqa: S103
+    with live_sidecar(settings, HashEmbedder()) as sidecar:
+        assert sidecar.token == "an-old-token"  # noqa: S105
+        assert sidecar.client.get("/stats").status_code == 200
+        _assert_private(settings.state_dir, settings.database_path, settings.token_path)
