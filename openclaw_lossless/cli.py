@@ -1,7 +1,10 @@
 """The command line: ``openclaw-lossless <command>`` (also ``python -m openclaw_lossless``).
 
-Every command prints a one-line error and exits non-zero on bad input (never a traceback): 2 for usage and
-bad input, 1 for a failure of the store or the embedder, 0 for success.
+Queries (search, pack, recover, stats) go to the running sidecar when it answers on its port (warm model,
+warm index) and open the database file directly when it does not. Writes (snapshot, import, prune,
+reindex) always go to the file: SQLite's locking makes that safe next to a running sidecar, whose worker
+then embeds whatever was queued. Exit codes: 0 success, 1 a failure of the store or embedder (or a doctor
+finding), 2 bad input; errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,17 +15,22 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import ValidationError
+from tqdm import tqdm
 
 from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+Handler = Callable[[argparse.Namespace], int]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -45,6 +53,59 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@contextmanager
+def open_sidecar(settings: Settings, *, embeddings: bool = False) -> Iterator[Any]:
+    """The store opened in this process (no worker); without embeddings it loads no model and no vectors."""
+    from openclaw_lossless.sidecar import Sidecar
+
+    if not embeddings:
+        settings = settings.model_copy(update={"embedding_provider": "none"})
+    sidecar = Sidecar(settings, start_worker=False)
+    try:
+        yield sidecar
+    finally:
+        sidecar.close()
+
+
+def remote(settings: Settings) -> httpx.Client | None:
+    """A client for the running sidecar, or None when none answers on the configured port."""
+    url = f"http://{settings.host}:{settings.port}"
+    try:
+        token = settings.token.get_secret_value() if settings.token else settings.token_path.read_text().strip()
+        httpx.get(f"{url}/healthz", timeout=0.5).raise_for_status()
+    except (OSError, httpx.HTTPError):
+        return None
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def _query(settings: Settings, path: str, params: dict[str, Any], local: Callable[[Any], Any]) -> Any:
+    client = remote(settings)
+    if client is None:
+        with open_sidecar(settings, embeddings=True) as sidecar:
+            return local(sidecar)
+    with client:
+        response = client.get(path, params={k: v for k, v in params.items() if v is not None})
+    if response.status_code >= 400:
+        error = response.json().get("error", {})
+        raise (
+            BadRequest(error.get("message", response.text))
+            if response.status_code < 500
+            else LosslessError(error.get("message", response.text))
+        )
+    return response.json()
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
+    print(json.dumps(data, indent=2, default=str, ensure_ascii=False) if as_json else human(data))
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# -- serve, model -------------------------------------------------------------------------------------------
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -63,58 +124,341 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_model_fetch(args: argparse.Namespace) -> int:
     from openclaw_lossless.embed.model_files import fetch_model
 
-    settings = _settings(args)
-    path = fetch_model(settings.model_dir)
+    path = fetch_model(_settings(args).model_dir, progress=lambda line: print(line, file=sys.stderr))
     print(f"model ready in {path}")
     return EXIT_OK
 
 
-def _print(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
-    print(json.dumps(data, indent=2, default=str) if as_json else human(data))
+# -- queries ------------------------------------------------------------------------------------------------
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
-    from openclaw_lossless.sidecar import Sidecar
+def _scope(args: argparse.Namespace) -> str:
+    if args.session:
+        return f"session:{args.session}"
+    return f"agent:{args.agent}" if args.agent else "all"
 
-    sidecar = Sidecar(_settings(args), start_worker=False)
-    try:
-        data = sidecar.stats()
-    finally:
-        sidecar.close()
-    _print(data, args.json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items() if not isinstance(v, dict)))
+
+def cmd_search(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    fetch = max(args.k * 5, 50) if (args.role or args.since or args.until) else args.k
+    params = {"q": args.query, "scope": _scope(args), "k": min(fetch, 200), "mode": args.mode}
+    data = _query(
+        settings,
+        "/v1/search",
+        params,
+        lambda s: {"hits": s.search(args.query, params["scope"], params["k"], args.mode)},
+    )
+    hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
+    _emit({"query": args.query, "hits": hits}, args.json, _human_hits)
     return EXIT_OK
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _keep(hit: dict[str, Any], args: argparse.Namespace) -> bool:
+    if args.role and hit["role"] != args.role:
+        return False
+    if args.since and hit["createdAt"] < args.since:
+        return False
+    return not (args.until and hit["createdAt"] > args.until)
+
+
+def _human_hits(data: dict[str, Any]) -> str:
+    if not data["hits"]:
+        return "no matches"
+    lines = []
+    for hit in data["hits"]:
+        text = " ".join(hit["text"].split())
+        lines.append(
+            f"[{hit['citation']}] {_when(hit['createdAt'])} {hit['role']} in {hit['sessionId']} "
+            f"(score {hit['score']:.3f})\n    {text[:300]}"
+        )
+    return "\n".join(lines)
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    params = {"q": args.query, "budgetTokens": args.budget_tokens, "scope": _scope(args), "k": args.k}
+    data = _query(
+        settings, "/v1/pack", params, lambda s: s.pack(args.query, args.budget_tokens, params["scope"], args.k)
+    )
+    if not args.trace:
+        data.pop("trace", None)
+    _emit(data, args.json, lambda d: d["block"] or "nothing relevant found")
+    return EXIT_OK
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with open_sidecar(settings) as sidecar:
+        session, up_to = args.session, None
+        if args.snapshot:
+            snap = sidecar.snapshot(args.snapshot)
+            session, up_to = snap["sessionId"], snap["lastMessageId"]
+        elif args.before_compaction is not None:
+            point = sidecar.compaction(args.before_compaction)
+            session, up_to = point["sessionId"], point["lastMessageId"]
+        data = sidecar.recover(session, args.last, up_to)
+    _emit(data, args.json, _markdown)
+    return EXIT_OK
+
+
+def _markdown(data: dict[str, Any]) -> str:
+    lines = [f"# Conversation {data['sessionId']} (agent {data['agentId']})", ""]
+    for message in data["messages"]:
+        lines += [
+            f"**{message['role']}** — {_when(message['createdAt'])} [{message['citation']}]",
+            "",
+            message["text"],
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    data = _query(settings, "/stats", {}, lambda s: s.stats())
+    _emit(data, args.json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items() if not isinstance(v, dict | list)))
+    return EXIT_OK
+
+
+# -- snapshots ----------------------------------------------------------------------------------------------
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    with open_sidecar(_settings(args)) as sidecar:
+        if args.snapshot_command == "create":
+            data: Any = sidecar.snapshot_create(args.name, args.session)
+            human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
+        elif args.snapshot_command == "list":
+            data = {"snapshots": sidecar.snapshots()}
+            human = _human_snapshots
+        else:
+            snap = sidecar.snapshot(args.name)
+            data = snap | {"messages": sidecar.recover(snap["sessionId"], args.last, snap["lastMessageId"])["messages"]}
+            human = lambda d: _markdown({"sessionId": d["sessionId"], "agentId": d["name"], **d})  # noqa: E731
+    _emit(data, args.json, human)
+    return EXIT_OK
+
+
+def _human_snapshots(data: dict[str, Any]) -> str:
+    rows = []
+    for snap in data["snapshots"]:
+        kind = " (automatic)" if snap["automatic"] else ""
+        rows.append(
+            f"{snap['name']}  {snap['sessionId']}  msg:{snap['lastMessageId']}  {_when(snap['createdAt'])}{kind}"
+        )
+    return "\n".join(rows) or "no snapshots"
+
+
+# -- export, import -----------------------------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from openclaw_lossless.store.transfer import export_records, scope_filter, write_jsonl
+
+    with open_sidecar(_settings(args)) as sidecar:
+        where, params = scope_filter(args.agent, args.session)
+        records = export_records(sidecar.db.reader(), where, params)
+        if args.output in (None, "-"):
+            count = write_jsonl(records, sys.stdout)
+        else:
+            fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                count = write_jsonl(tqdm(records, desc="export", unit="msg", disable=None), out)
+    print(f"exported {count} messages", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with open_sidecar(settings) as sidecar:
+        if args.jsonl:
+            from openclaw_lossless.store.transfer import import_jsonl
+
+            with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
+                report: Any = import_jsonl(sidecar.db, Path(args.jsonl), progress=bar.update)
+            data = vars(report)
+        else:
+            data = _import_openclaw(sidecar, args)
+    _emit(
+        data,
+        args.json,
+        lambda d: ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in d.items() if not isinstance(v, list | dict)),
+    )
+    return EXIT_OK
+
+
+def _import_openclaw(sidecar: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from openclaw_lossless.config import openclaw_state_dir
+    from openclaw_lossless.history import import_history
+
+    source = Path(args.openclaw_state) if args.openclaw_state else openclaw_state_dir()
+    with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
+        report = import_history(
+            sidecar,
+            source,
+            agent=args.agent,
+            session_id=args.session,
+            progress=lambda done, total: bar.update(done - bar.n),
+        )
+    result: dict[str, Any] = asdict(report)
+    return result
+
+
+# -- maintenance --------------------------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from openclaw_lossless import doctor
+
+    findings = doctor.run(_settings(args))
+    data = {"ok": all(f.ok for f in findings), "findings": [f.view() for f in findings]}
+
+    def human(d: dict[str, Any]) -> str:
+        lines = [
+            f"{'ok ' if f['ok'] else 'BAD'} {f['check']}: {f['detail']}"
+            + ("" if f["ok"] or not f["fix"] else f"\n    fix: {f['fix']}")
+            for f in d["findings"]
+        ]
+        return "\n".join(lines)
+
+    _emit(data, args.json, human)
+    return EXIT_OK if data["ok"] else EXIT_FAILURE
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from openclaw_lossless.store import archive
+
+    settings = _settings(args)
+    limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb
+    with open_sidecar(settings) as sidecar:
+        data = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run)
+    verb = "would archive" if args.dry_run else "archived"
+    _emit(data, args.json, lambda d: f"{verb} {d['pruned']} messages (limit {limit} MB)")
+    return EXIT_OK
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from openclaw_lossless import reindex
+
+    settings = _settings(args)
+    want_fts, want_vectors = args.fts or not args.vectors, args.vectors or not args.fts
+    data: dict[str, Any] = {}
+    if want_fts:
+        with open_sidecar(settings) as sidecar:
+            data["fts"] = reindex.rebuild_fts(sidecar.db)
+    if want_vectors:
+        running = remote(settings) is not None
+        with open_sidecar(settings, embeddings=not running) as sidecar:
+            data["vectors"] = reindex.rebuild_vectors(
+                sidecar, missing_only=args.missing, drain=not running, progress_file=sys.stderr
+            )
+    _emit(data, args.json, lambda d: ", ".join(f"{k}: {v}" for k, v in d.items()))
+    return EXIT_OK
+
+
+# -- wiring -------------------------------------------------------------------------------------------------
+
+
+def _common(parser: argparse.ArgumentParser, *, output: bool = True) -> None:
     parser.add_argument("--state-dir", type=Path, help="where the database and token live")
     parser.add_argument("--db-path", type=Path, help="the database file (default: <state-dir>/lossless.sqlite)")
     parser.add_argument("--model-dir", type=Path, help="where the local embedding model is kept")
+    parser.add_argument("--port", type=int, help="the running sidecar's port (default 8377)")
+    if output:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _timestamp(value: str) -> float:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=UTC).timestamp()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a date: {value!r} (use YYYY-MM-DD or an ISO time)") from exc
+
+
+def _add(commands: Any, name: str, handler: Handler, help_text: str, **kw: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
+    _common(parser, **kw)
+    parser.set_defaults(func=handler)
+    return parser
+
+
+def _scope_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", help="only this agent's history")
+    parser.add_argument("--session", help="only this session")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openclaw-lossless", description="A lossless context engine for OpenClaw.")
     parser.add_argument("--version", action="version", version=f"openclaw-lossless {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    serve = commands.add_parser("serve", help="start the sidecar (what the plugin auto-starts)")
-    _common(serve)
+    serve = _add(commands, "serve", cmd_serve, "start the sidecar (what the plugin auto-starts)", output=False)
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port to listen on (default 8377)")
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--embedding-provider", choices=["local", "openai-compatible", "none"])
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    serve.set_defaults(func=cmd_serve)
 
     model = commands.add_parser("model", help="manage the local embedding model")
-    model_commands = model.add_subparsers(dest="model_command", required=True)
-    fetch = model_commands.add_parser("fetch", help="download and build the local model (idempotent)")
-    _common(fetch)
-    fetch.set_defaults(func=cmd_model_fetch)
+    model_commands = model.add_subparsers(dest="model_command", required=True, metavar="command")
+    _add(model_commands, "fetch", cmd_model_fetch, "download and build the local model (idempotent)", output=False)
 
-    stats = commands.add_parser("stats", help="counts, sizes and backlog of the store")
-    _common(stats)
-    stats.add_argument("--json", action="store_true", help="machine-readable output")
-    stats.set_defaults(func=cmd_stats)
+    search = _add(commands, "search", cmd_search, "hybrid search over the stored history")
+    search.add_argument("query", help="what to look for, in plain words")
+    _scope_flags(search)
+    search.add_argument("--role", help="only messages of this role (user, assistant, toolResult, ...)")
+    search.add_argument("--since", type=_timestamp, help="only messages from this time on (ISO date)")
+    search.add_argument("--until", type=_timestamp, help="only messages up to this time (ISO date)")
+    search.add_argument("--mode", choices=["hybrid", "keyword", "vector"], default="hybrid")
+    search.add_argument("-k", type=int, default=10, help="how many hits (default 10)")
+
+    pack = _add(commands, "pack", cmd_pack, "the bounded, cited context bundle for a query")
+    pack.add_argument("--query", required=True, help="what the bundle is for")
+    pack.add_argument("--budget-tokens", type=int, default=2000, help="token budget of the bundle (default 2000)")
+    pack.add_argument("--trace", action="store_true", help="include every candidate's score parts and fate")
+    pack.add_argument("-k", type=int, help="at most this many items (default: retrievalCount)")
+    _scope_flags(pack)
+
+    recover = _add(commands, "recover", cmd_recover, "print a conversation as it was, ready to paste back")
+    recover.add_argument("--last", type=int, default=50, help="how many messages (default 50)")
+    recover.add_argument("--session", help="the session (default: the most recent one)")
+    point = recover.add_mutually_exclusive_group()
+    point.add_argument("--snapshot", help="as it was at this snapshot")
+    point.add_argument("--before-compaction", type=int, metavar="N", help="as it was before compaction N")
+
+    snapshot = commands.add_parser("snapshot", help="named checkpoints of a session (never destructive)")
+    snapshot_commands = snapshot.add_subparsers(dest="snapshot_command", required=True, metavar="command")
+    create = _add(snapshot_commands, "create", cmd_snapshot, "name the current end of a session")
+    create.add_argument("name")
+    create.add_argument("--session", help="the session (default: the most recent one)")
+    _add(snapshot_commands, "list", cmd_snapshot, "list snapshots, manual and automatic")
+    show = _add(snapshot_commands, "show", cmd_snapshot, "show a snapshot and the conversation up to it")
+    show.add_argument("name")
+    show.add_argument("--last", type=int, default=50, help="how many messages (default 50)")
+
+    export = _add(
+        commands, "export", cmd_export, "write messages as JSONL (whole store, an agent or a session)", output=False
+    )
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    _scope_flags(export)
+
+    imp = _add(commands, "import", cmd_import, "bring in an OpenClaw installation's history, or a JSONL export")
+    imp.add_argument("--jsonl", help="an export or archive file (.jsonl or .jsonl.gz) instead of OpenClaw's history")
+    imp.add_argument("--openclaw-state", help="OpenClaw's state dir (default: $OPENCLAW_STATE_DIR or ~/.openclaw)")
+    _scope_flags(imp)
+
+    _add(commands, "stats", cmd_stats, "counts, sizes, backlog and latencies")
+    _add(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")
+
+    prune = _add(commands, "prune", cmd_prune, "archive the oldest messages to compressed JSONL, then remove them")
+    prune.add_argument("--dry-run", action="store_true", help="say what would be archived, change nothing")
+    prune.add_argument("--max-db-size-mb", type=float, help="the limit to prune to (default: maxDbSizeMb)")
+
+    reindex = _add(commands, "reindex", cmd_reindex, "rebuild the full-text index and/or the vectors (resumable)")
+    reindex.add_argument("--fts", action="store_true", help="rebuild the full-text index")
+    reindex.add_argument("--vectors", action="store_true", help="re-embed messages")
+    reindex.add_argument("--missing", action="store_true", help="with --vectors: only messages without a vector")
     return parser
 
 
@@ -131,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = exc.errors()[0]
         print(f"openclaw-lossless: bad setting {'.'.join(map(str, first['loc']))}: {first['msg']}", file=sys.stderr)
         return EXIT_USAGE
+    except (OSError, httpx.HTTPError) as exc:
+        print(f"openclaw-lossless: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130
 

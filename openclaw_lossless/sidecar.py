@@ -240,13 +240,72 @@ class Sidecar:
             raise NotFound(f"no session {session_id[:80]!r} is stored")
         return found
 
-    def recover(self, session_id: str, last: int) -> dict[str, Any]:
-        session = self.session(session_id)
+    def recover(self, session_id: str | None, last: int, up_to: int | None = None) -> dict[str, Any]:
+        """A session's last messages (the most recently active session when none is named)."""
+        session = self.session(session_id) if session_id else self.latest_session()
         return {
             "sessionId": session.session_id,
             "sessionKey": session.session_key,
             "agentId": session.agent_id,
-            "messages": messages.recent(self.db.reader(), session.rowid, last),
+            "upTo": None if up_to is None else f"msg:{up_to}",
+            "messages": messages.recent(self.db.reader(), session.rowid, last, up_to),
+        }
+
+    def latest_session(self) -> SessionRef:
+        row = self.db.reader().execute("SELECT session_id FROM sessions ORDER BY last_seen_at DESC LIMIT 1").fetchone()
+        if row is None:
+            raise NotFound("the store holds no sessions yet")
+        return self.session(str(row[0]))
+
+    def snapshot_create(self, name: str, session_id: str | None) -> dict[str, Any]:
+        session = self.session(session_id) if session_id else self.latest_session()
+        last = self.db.write(lambda conn: snapshots.create_snapshot(conn, session, name))
+        return {"name": name, "sessionId": session.session_id, "lastMessageId": last}
+
+    def snapshot(self, name: str) -> dict[str, Any]:
+        found = snapshots.find_snapshot(self.db.reader(), name)
+        if found is None:
+            raise NotFound(f"no snapshot named {name!r}; 'openclaw-lossless snapshot list' shows them")
+        return found
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        return snapshots.list_snapshots(self.db.reader())
+
+    def compaction(self, compaction_id: int) -> dict[str, Any]:
+        found = snapshots.find_compaction(self.db.reader(), compaction_id)
+        if found is None:
+            raise NotFound(f"no compaction {compaction_id}; 'openclaw-lossless stats' counts them")
+        return found
+
+    def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> dict[str, Any]:
+        """The bounded, cited context bundle for a query: what assemble would recall with an empty window."""
+        conn = self.db.reader()
+        recall = self.settings.recall
+        if count is not None:
+            recall = recall.model_copy(update={"retrieval_count": count})
+        request = AssembleInput(
+            session_id="pack",
+            session_key=None,
+            descriptors=[],
+            prompt=query,
+            token_budget=budget_tokens,
+            settings=recall,
+            now=time.time(),
+            deadline_s=self.settings.assemble_deadline_ms / 1000,
+            recalled_text_chars=self.settings.recalled_text_chars,
+            scope=self.scope(conn, scope),
+        )
+        result = self.assembler.assemble(conn, request)
+        texts = messages.fetch(conn, [item["id"] for item in result.recalled])
+        items = [item | {"text": texts[item["id"]].text} for item in result.recalled]
+        return {
+            "query": query,
+            "budgetTokens": budget_tokens,
+            "estimatedTokens": result.estimated_tokens,
+            "items": items,
+            "block": result.system_prompt_addition,
+            "recallSkipped": result.skipped,
+            "trace": {"query": result.query, "candidates": result.trace()},
         }
 
     def maybe_prune(self, force: bool = False) -> None:

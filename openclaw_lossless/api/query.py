@@ -31,3 +31,20 @@ def recover(
     last: Annotated[int, Query(ge=1, le=10_000)] = 50,
 ) -> dict[str, Any]:
     return sidecar.recover(session_id, last)
+
+
+@router.get("/pack")
+def pack(
+    sidecar: SidecarDep,
+    q: Annotated[str, Query(min_length=1, max_length=20_000)],
+    budget_tokens: Annotated[int, Query(alias="budgetTokens", ge=100, le=1_000_000)] = 2000,
+    scope: Annotated[str, Query(max_length=600)] = "all",
+    k: Annotated[int | None, Query(ge=1, le=200)] = None,
+) -> dict[str, Any]:
+    """The bounded context bundle for a query, each item cited ``msg:<id>``, with the full trace."""
+    return sidecar.pack(q, budget_tokens, scope, k)
+
+
+@router.get("/snapshots")
+def snapshots(sidecar: SidecarDep) -> dict[str, Any]:
+    return {"snapshots": sidecar.snapshots()}

@@ -40,6 +40,7 @@ class AssembleInput:
     now: float
     deadline_s: float
     recalled_text_chars: int
+    scope: Scope | None = None
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Assembler:
         if request.settings.retrieval_count == 0 or room <= 0 or not result.query:
             result.skipped = "no_room" if room <= 0 else ("no_query" if not result.query else None)
             return result
-        scope = recall_scope(conn, self._session(conn, request), request.settings.recall_scope)
+        scope = request.scope or recall_scope(conn, self._session(conn, request), request.settings.recall_scope)
         candidates = self._candidates(conn, result, scope, deadline)
         self._choose(conn, request, result, candidates, {d.key for d in window}, room)
         return result

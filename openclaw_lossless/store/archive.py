@@ -2,7 +2,8 @@
 
 When the database outgrows its limit, its oldest messages are first written, with their full original
 objects and metadata, to a gzip-compressed JSONL file next to the database (fsynced), and only then removed
-from the hot store in one transaction. The archive is a normal export: ``import --jsonl`` brings it back.
+from the hot store in one transaction. The archive is a normal export (``transfer.py``): ``import --jsonl``
+brings it back.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.transfer import export_records
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
 MAX_ROUNDS = 4
@@ -54,31 +56,6 @@ def plan(conn: Connection, limit_mb: float) -> PrunePlan | None:
     return PrunePlan(used, limit, count, None if row is None else int(row[0]))
 
 
-def export_rows(conn: Connection, where: str = "1", params: tuple[Any, ...] = ()) -> Any:
-    """Every message with its session, as the dicts ``export`` and archives write (one per line)."""
-    cursor = conn.execute(
-        "SELECT m.id, s.session_id, s.session_key, m.agent_id, m.role, m.kind, m.created_at, m.original, m.text,"
-        " m.importance, m.importance_label, m.cites FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        f" WHERE {where} ORDER BY m.id",
-        params,
-    )
-    for row in cursor:
-        yield {
-            "id": row[0],
-            "sessionId": row[1],
-            "sessionKey": row[2],
-            "agentId": row[3],
-            "role": row[4],
-            "kind": row[5],
-            "createdAt": row[6],
-            "message": json.loads(row[7]),
-            "text": row[8],
-            "importance": row[9],
-            "importanceLabel": row[10],
-            "cites": row[11],
-        }
-
-
 def prune(db: Database, archive_dir: Path, limit_mb: float, *, dry_run: bool = False) -> dict[str, Any]:
     """Archive then remove the oldest messages until the store is under ``limit_mb``."""
     todo = plan(db.reader(), limit_mb)
@@ -113,7 +90,7 @@ def _write_archive(conn: Connection, archive_dir: Path, last_id: int) -> Path:
     partial = path.with_suffix(".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
-        for record in export_rows(conn, "m.id <= ?", (last_id,)):
+        for record in export_records(conn, "m.id <= ?", (last_id,)):
             out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
         out.flush()
         raw.flush()

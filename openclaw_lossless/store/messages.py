@@ -127,12 +127,12 @@ def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     return {int(row[0]): str(row[1]) for row in rows}
 
 
-def recent(conn: Connection, session_rowid: int, last: int) -> list[dict[str, Any]]:
-    """The last ``last`` messages of a session, oldest first, with their original objects."""
+def recent(conn: Connection, session_rowid: int, last: int, up_to: int | None = None) -> list[dict[str, Any]]:
+    """The last ``last`` messages of a session (up to message ``up_to``), oldest first, originals included."""
     rows = conn.execute(
         "SELECT id, role, kind, created_at, text, original, importance, importance_label, cites FROM messages"
-        " WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
-        (session_rowid, last),
+        " WHERE session_rowid = ? AND id <= ? ORDER BY id DESC LIMIT ?",
+        (session_rowid, up_to if up_to is not None else 2**62, last),
     ).fetchall()
     return [message_view(row) for row in reversed(rows)]
 

@@ -78,3 +78,51 @@ def create_snapshot(
         (name, session.rowid, last_id, time.time(), int(automatic), compaction_id),
     )
     return last_id
+
+
+def list_snapshots(conn: Connection) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
+        " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid ORDER BY sn.id"
+    ).fetchall()
+    return [_snapshot_view(row) for row in rows]
+
+
+def find_snapshot(conn: Connection, name: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
+        " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid WHERE sn.name = ?",
+        (check_name(name),),
+    ).fetchone()
+    return None if row is None else _snapshot_view(row)
+
+
+def _snapshot_view(row: Any) -> dict[str, Any]:
+    return {
+        "name": row[0],
+        "sessionId": row[1],
+        "sessionKey": row[2],
+        "lastMessageId": row[3],
+        "createdAt": row[4],
+        "automatic": bool(row[5]),
+        "compactionId": row[6],
+    }
+
+
+def find_compaction(conn: Connection, compaction_id: int) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT c.id, s.session_id, c.last_message_id, c.recorded_at, c.tokens_before, c.tokens_after, c.summary"
+        " FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = ?",
+        (compaction_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return {
+        "compactionId": row[0],
+        "sessionId": row[1],
+        "lastMessageId": row[2],
+        "recordedAt": row[3],
+        "tokensBefore": row[4],
+        "tokensAfter": row[5],
+        "summary": row[6],
+    }

@@ -1,0 +1,187 @@
+"""``doctor``: read-only checks of an installation, each finding with the command that fixes it.
+
+It never writes and never starts the sidecar's machinery (no migration, no vector rebuild), so it can be
+pointed at a damaged or foreign database and say what is wrong instead of making it worse.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.index import recorded_identity
+from openclaw_lossless.embed.service import build_provider
+from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.store.connection import Connection, open_connection, sqlite_module, translate_error
+
+MIN_FREE_BYTES = 200 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def view(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run(settings: Settings) -> list[Finding]:
+    findings = [_binding(), _embedder(settings), _permissions(settings), _disk(settings)]
+    path = settings.database_path
+    if not path.exists():
+        return [*findings, Finding("database", True, f"no database yet at {path}; it is created on first start")]
+    try:
+        conn = open_connection(path, readonly=True)
+    except LosslessError as exc:
+        return [*findings, Finding("database", False, exc.message, "openclaw-lossless salvage")]
+    try:
+        checks: list[Callable[[Connection], Finding]] = [_integrity, _fts, _vectors, _backlog]
+        for check in checks:
+            findings.append(_guarded(check, conn))
+        findings.append(_guarded(lambda c: _index_identity(c, settings), conn))
+    finally:
+        conn.close()
+    return findings
+
+
+def _guarded(check: Callable[[Connection], Finding], conn: Connection) -> Finding:
+    try:
+        return check(conn)
+    except sqlite_module().DatabaseError as exc:
+        error = translate_error(exc)
+        message = error.message if isinstance(error, LosslessError) else str(exc)
+        return Finding(getattr(check, "__name__", "check").strip("_"), False, message, "openclaw-lossless salvage")
+
+
+def _binding() -> Finding:
+    module = sqlite_module()
+    conn = module.connect(":memory:")
+    try:
+        conn.enable_load_extension(True)
+        import sqlite_vec
+
+        sqlite_vec.load(conn)
+        version = conn.execute("SELECT sqlite_version(), vec_version()").fetchone()
+    finally:
+        conn.close()
+    return Finding("binding", True, f"{module.__name__} with SQLite {version[0]}, sqlite-vec {version[1]}")
+
+
+def _embedder(settings: Settings) -> Finding:
+    try:
+        provider = build_provider(settings)
+    except LosslessError as exc:
+        return Finding(
+            "embedder", False, f"{settings.embedding_provider}: {exc.message}", "openclaw-lossless model fetch"
+        )
+    identity = provider.identity
+    provider.close()
+    return Finding(
+        "embedder", True, f"{identity.provider} {identity.model} ({identity.variant}, {identity.dimension}-d)"
+    )
+
+
+def _index_identity(conn: Connection, settings: Settings) -> Finding:
+    recorded = recorded_identity(conn)
+    if recorded is None:
+        return Finding("index", True, "no vectors built yet")
+    try:
+        wanted = build_provider(settings).identity
+    except LosslessError:
+        return Finding("index", True, f"built with {recorded.model} ({recorded.dimension}-d)")
+    if wanted != recorded:
+        return Finding(
+            "index",
+            False,
+            f"vectors were built with {recorded.model}/{recorded.variant}/"
+            f"{recorded.dimension}-d but {wanted.model}/{wanted.variant}/{wanted.dimension}-d is"
+            " configured; the sidecar rebuilds them at its next start",
+            "openclaw-lossless serve",
+        )
+    return Finding("index", True, f"vectors match {wanted.model} ({wanted.dimension}-d)")
+
+
+def _integrity(conn: Connection) -> Finding:
+    result = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    if result == ["ok"]:
+        return Finding("integrity", True, "integrity_check ok")
+    return Finding("integrity", False, "; ".join(result[:5]), "openclaw-lossless salvage")
+
+
+def _fts(conn: Connection) -> Finding:
+    """FTS5's own check against the content table. It is spelled as an INSERT but writes nothing, so it runs
+    on a plain connection of its own (the doctor's is read-only) inside a transaction that is rolled back."""
+    messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    checker = sqlite_module().connect(path, isolation_level=None)
+    try:
+        checker.execute("BEGIN")
+        checker.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+    except sqlite_module().DatabaseError as exc:
+        return Finding(
+            "fts", False, f"full-text index out of step with messages: {exc}", "openclaw-lossless reindex --fts"
+        )
+    finally:
+        if checker.in_transaction:
+            checker.execute("ROLLBACK")
+        checker.close()
+    return Finding("fts", True, f"full-text index covers {messages} messages")
+
+
+def _vectors(conn: Connection) -> Finding:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
+        return Finding("vectors", True, "no vector table yet (created on first start)")
+    orphans = conn.execute(
+        "SELECT count(*) FROM message_vectors v WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = v.message_id)"
+    ).fetchone()[0]
+    missing = conn.execute(
+        "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id)"
+        " AND NOT EXISTS (SELECT 1 FROM embedding_backlog b WHERE b.message_id = m.id)"
+    ).fetchone()[0]
+    if orphans or missing:
+        return Finding(
+            "vectors",
+            False,
+            f"{missing} messages have no vector and are not queued; {orphans} vectors belong to no message",
+            "openclaw-lossless reindex --vectors",
+        )
+    return Finding("vectors", True, "every message has a vector or is queued for one")
+
+
+def _backlog(conn: Connection) -> Finding:
+    backlog = conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0]
+    return Finding("backlog", True, f"{backlog} messages waiting to be embedded")
+
+
+def _permissions(settings: Settings) -> Finding:
+    loose = []
+    state = settings.state_dir
+    if state.exists() and stat.S_IMODE(state.stat().st_mode) & 0o077:
+        loose.append(f"{state} is {oct(stat.S_IMODE(state.stat().st_mode))}, not 0o700")
+    files = [settings.database_path, Path(f"{settings.database_path}-wal"), settings.token_path]
+    for path in files:
+        if path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077:
+            loose.append(f"{path} is {oct(stat.S_IMODE(path.stat().st_mode))}, not 0o600")
+    if loose:
+        fix = f"chmod 700 {state} && chmod 600 {state}/*"
+        return Finding("permissions", False, "; ".join(loose), fix)
+    return Finding("permissions", True, "state directory 0700, files 0600")
+
+
+def _disk(settings: Settings) -> Finding:
+    target = settings.state_dir if settings.state_dir.exists() else settings.state_dir.parent
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    free = shutil.disk_usage(target).free
+    detail = f"{free // (1024 * 1024)} MiB free on the state directory's disk"
+    if free < MIN_FREE_BYTES:
+        return Finding("disk", False, detail, "free disk space, or 'openclaw-lossless prune' to archive old messages")
+    return Finding("disk", True, detail)

@@ -1,0 +1,172 @@
+"""The operator's CLI against a real database: every command, human and --json output, and clean errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openclaw_lossless.cli import main
+from tests.conversation import commit_body, conversation
+from tests.helpers import HashEmbedder, live_sidecar, make_settings
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with two sessions, a compaction and its snapshot, written through the real hooks."""
+    state_dir = tmp_path_factory.mktemp("cli") / "state"
+    with live_sidecar(make_settings(state_dir), HashEmbedder()) as server:
+        for turn in conversation(12):
+            server.post("commit-turn", commit_body(turn))
+        server.post("compact", {"sessionId": "s-main", "sessionKey": "agent:main:main", "tokensBefore": 5000})
+        for turn in conversation(3, session="s-two", seed=3):
+            server.post("commit-turn", commit_body(turn, session="s-two"))
+        server.wait_for_backlog()
+    return state_dir
+
+
+def run(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tuple[int, str, str]:
+    code = main([*args, "--state-dir", str(state), "--port", "9"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> Any:
+    code, out, err = run(capsys, state, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_search_finds_the_fact_with_citations(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    data = run_json(capsys, state, "search", "staging database password", "-k", "3", "--mode", "keyword")
+    assert "rotates every Tuesday" in data["hits"][0]["text"]
+    assert data["hits"][0]["citation"].startswith("msg:")
+    code, out, _ = run(capsys, state, "search", "staging database password", "--role", "assistant")
+    assert code == 0 and "user" not in out.split("\n")[0]
+    only_user = run_json(capsys, state, "search", "staging password", "--role", "user")
+    assert only_user["hits"] and {h["role"] for h in only_user["hits"]} == {"user"}
+    assert run_json(capsys, state, "search", "staging password", "--until", "2001-01-01")["hits"] == []
+
+
+def test_recover_prints_the_conversation_as_it_was(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    data = run_json(capsys, state, "recover", "--last", "4", "--session", "s-main")
+    assert len(data["messages"]) == 4 and data["messages"][-1]["original"]["role"] == "assistant"
+    before = run_json(capsys, state, "recover", "--before-compaction", "1", "--last", "100")
+    assert len(before["messages"]) == 24
+    code, out, _ = run(capsys, state, "recover", "--snapshot", "pre-compaction-1", "--last", "2")
+    assert code == 0 and out.startswith("# Conversation s-main") and "**assistant**" in out
+
+
+def test_snapshots_are_created_listed_shown_and_never_overwritten(
+    capsys: pytest.CaptureFixture[str], state: Path
+) -> None:
+    created = run_json(capsys, state, "snapshot", "create", "before-refactor", "--session", "s-two")
+    assert created["lastMessageId"] is not None
+    names = [s["name"] for s in run_json(capsys, state, "snapshot", "list")["snapshots"]]
+    assert names == ["pre-compaction-1", "before-refactor"]
+    shown = run_json(capsys, state, "snapshot", "show", "before-refactor")
+    assert len(shown["messages"]) == 6
+    code, _, err = run(capsys, state, "snapshot", "create", "before-refactor")
+    assert code == 2 and "already exists" in err and "Traceback" not in err
+    code, _, err = run(capsys, state, "snapshot", "create", "../../etc/passwd")
+    assert code == 2 and "snapshot name" in err
+
+
+def test_export_then_import_reproduces_the_store_exactly(
+    capsys: pytest.CaptureFixture[str], state: Path, tmp_path: Path
+) -> None:
+    first = tmp_path / "first.jsonl"
+    assert run(capsys, state, "export", "-o", str(first))[0] == 0
+    assert oct(first.stat().st_mode & 0o777) == "0o600"
+    copy = tmp_path / "copy"
+    imported = run_json(capsys, copy, "import", "--jsonl", str(first))
+    assert imported["imported"] == 30 and imported["malformed"] == 0
+    again = run_json(capsys, copy, "import", "--jsonl", str(first))
+    assert (again["imported"], again["already_present"]) == (0, 30)
+    second = tmp_path / "second.jsonl"
+    run(capsys, copy, "export", "-o", str(second))
+    assert _without_stored_at(second) == _without_stored_at(first)
+
+
+def _without_stored_at(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_import_counts_malformed_lines_and_goes_on(
+    capsys: pytest.CaptureFixture[str], state: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "mixed.jsonl"
+    run(capsys, state, "export", "--session", "s-two", "-o", str(source))
+    lines = source.read_text().splitlines()
+    source.write_text("\n".join(["{broken", lines[0], "[1, 2]", '{"id": 1}', *lines[1:]]) + "\n")
+    data = run_json(capsys, tmp_path / "other", "import", "--jsonl", str(source))
+    assert (data["imported"], data["malformed"]) == (6, 3)
+
+
+def test_pack_is_bounded_and_cited_with_a_trace(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    data = run_json(capsys, state, "pack", "--query", "staging database password", "--budget-tokens", "300", "--trace")
+    assert data["items"] and all(item["citation"].startswith("msg:") for item in data["items"])
+    assert data["estimatedTokens"] <= 300
+    assert any("rotates every Tuesday" in item["text"] for item in data["items"])
+    candidates = data["trace"]["candidates"]
+    assert {"lanes", "similarity", "recency", "decision"} <= set(candidates[0])
+    assert {c["decision"] for c in candidates} >= {"kept"}
+
+
+def test_stats_and_doctor(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    stats = run_json(capsys, state, "stats")
+    assert stats["messages"] == 30 and stats["compactions"] == 1
+    code, out, _ = run(capsys, state, "doctor", "--json")
+    report = json.loads(out)
+    checks = {f["check"]: f for f in report["findings"]}
+    assert {"binding", "integrity", "fts", "vectors", "permissions", "disk", "backlog"} <= set(checks)
+    assert checks["integrity"]["ok"] and checks["fts"]["ok"] and checks["permissions"]["ok"]
+    os.chmod(state, 0o755)
+    try:
+        code, out, _ = run(capsys, state, "doctor")
+        assert code == 1 and "chmod 700" in out
+    finally:
+        os.chmod(state, 0o700)
+
+
+def test_reindex_rebuilds_fts_and_vectors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
+        for turn in conversation(3):
+            server.post("commit-turn", commit_body(turn))
+    data = run_json(capsys, state_dir, "reindex", "--fts")
+    assert data["fts"] == 6
+    data = run_json(capsys, state_dir, "reindex", "--vectors", "--missing")
+    assert data["vectors"]["embedded"] == 6
+    _, out, _ = run(capsys, state_dir, "doctor", "--json")
+    assert {f["check"]: f["ok"] for f in json.loads(out)["findings"]}["vectors"]
+
+
+def test_prune_dry_run_changes_nothing(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    data = run_json(capsys, state, "prune", "--dry-run", "--max-db-size-mb", "0.1")
+    assert data["dryRun"] and data["pruned"] > 0
+    assert run_json(capsys, state, "stats")["messages"] == 30
+
+
+def test_bad_input_is_one_line_and_no_traceback(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    code, _, err = run(capsys, state, "recover", "--session", "no-such-session")
+    assert code == 1 and err.startswith("openclaw-lossless: no session") and "Traceback" not in err
+    code, _, err = run(capsys, state, "import", "--jsonl", "/nonexistent/file.jsonl")
+    assert code == 2 and "no such file" in err
+
+
+def test_the_module_entry_point_and_help_work() -> None:
+    result = subprocess.run([sys.executable, "-m", "openclaw_lossless", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    for command in ("serve", "search", "recover", "snapshot", "import", "export", "pack", "stats", "doctor"):
+        assert command in result.stdout
+    refused = subprocess.run(
+        [sys.executable, "-m", "openclaw_lossless", "serve", "--host", "0.0.0.0", "--state-dir", "/tmp/x"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "not loopback" in refused.stderr
