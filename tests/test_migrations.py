@@ -283,12 +283,12 @@ def test_state_is_private_after_start(sidecar: LiveSidecar) -> None:
 def test_loose_permissions_are_tightened_on_start(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     settings.state_dir.mkdir(mode=0o755)
-    os.chmod(settings.state_dir, 0o755)  # noqa: S103
+    os.chmod(settings.state_dir, 0o755)
     _migrated(settings.database_path)
     os.chmod(settings.database_path, 0o644)
     settings.token_path.write_text("an-old-token\n")
     os.chmod(settings.token_path, 0o644)
-    os.chmod(settings.state_dir, 0o755)  # noqa: S103
+    os.chmod(settings.state_dir, 0o755)
     with live_sidecar(settings, HashEmbedder()) as sidecar:
         assert sidecar.token == "an-old-token"  # noqa: S105
         assert sidecar.client.get("/stats").status_code == 200
