@@ -93,7 +93,7 @@ class Settings(BaseSettings):
 
     embedding_provider: ProviderName = "local"
     model_dir: Path = Field(default_factory=_default_model_dir)
-    local_variant: Literal["fp32", "int8"] = "fp32"
+    local_variant: Literal["fp32", "int8"] = "int8"
     embed_threads: int = Field(1, ge=1, le=64)
     embed_batch_size: int = Field(32, ge=1, le=1024)
     openai_api_key: SecretStr | None = Field(

@@ -66,7 +66,7 @@ def int8(model_dir: Path) -> LocalEmbedder:
 @pytest.fixture(scope="session")
 def reference() -> tuple[list[str], Vectors]:
     if not REFERENCE.is_file():
-        pytest.skip(f"reference vectors not found at {REFERENCE}")
+        pytest.fail(f"reference vectors not found at {REFERENCE}: the repository needs ../shared beside it")
     items = json.loads(REFERENCE.read_text(encoding="utf-8"))["items"]
     vectors = np.array([item["embedding"] for item in items], dtype=np.float32)
     return [item["text"] for item in items], vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -123,7 +123,7 @@ class Assembler:
         self, conn: Connection, result: AssembleResult, scope: Scope, deadline: float, lanes: str = "hybrid"
     ) -> dict[int, Candidate]:
         found: dict[int, Candidate] = {}
-        wants_vector = lanes in ("hybrid", "vector") and self.index is not None
+        wants_vector = lanes in ("hybrid", "vector")
         query_vector = self.embedding.embed_query(result.query) if wants_vector else None
         if query_vector is not None and self.index is not None:
             for message_id, cosine in self.index.search(query_vector, scope, LANE_DEPTH):
