@@ -14,6 +14,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+_SURROGATE = re.compile("[\ud800-\udfff]")
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -96,7 +98,10 @@ def _query(settings: Settings, path: str, params: dict[str, Any], local: Callabl
 
 
 def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
-    print(json.dumps(data, indent=2, default=str, ensure_ascii=False) if as_json else human(data))
+    text = json.dumps(data, indent=2, default=str, ensure_ascii=False) if as_json else human(data)
+    if _SURROGATE.search(text):  # a lone surrogate (legal in JavaScript strings) cannot be printed as UTF-8
+        text = json.dumps(data, indent=2, default=str) if as_json else _SURROGATE.sub("\ufffd", text)
+    print(text)
 
 
 def _when(epoch: float) -> str:

@@ -75,6 +75,7 @@ class Settings(BaseSettings):
     port: int = Field(8377, ge=0, le=65535)
     allow_remote: bool = False
     state_dir: Path = Field(default_factory=_default_state_dir)
+    openclaw_state: Path = Field(default_factory=lambda: openclaw_state_dir())
     db_path: Path | None = None
     token: SecretStr | None = None
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)

@@ -29,7 +29,14 @@ from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store import archive, messages, snapshots, subagents
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.migrations import migrate
-from openclaw_lossless.store.sessions import Scope, SessionRef, check_identifier, ensure_session, find_session
+from openclaw_lossless.store.sessions import (
+    Scope,
+    SessionRef,
+    agent_of,
+    check_identifier,
+    ensure_session,
+    find_session,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,13 +133,22 @@ class Sidecar:
         return len(ids)
 
     def bootstrap(self, session_id: str, session_key: str | None) -> dict[str, Any]:
-        """Register the session; cheap when it is already known (a read, no write)."""
+        """Register the session, importing its existing OpenClaw history the first time it is seen.
+
+        Cheap when the session is already known: one read, no write.
+        """
+        from openclaw_lossless.history import import_session
+
         check_identifier(session_id, "sessionId")
         known = find_session(self.db.reader(), session_id)
-        if known is None or (known.session_key is None and session_key is not None):
-            self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
-            return {"bootstrapped": True, "importedMessages": 0, "reason": "registered"}
-        return {"bootstrapped": True, "importedMessages": 0, "reason": "known"}
+        if known is not None and (known.session_key is not None or session_key is None):
+            return {"bootstrapped": True, "importedMessages": 0, "reason": "known"}
+        imported = 0
+        if known is None:
+            imported = import_session(self, self.settings.openclaw_state, session_id, agent_of(session_key))
+            self._after_write(imported)
+        self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
+        return {"bootstrapped": True, "importedMessages": imported, "reason": "imported" if imported else "registered"}
 
     # -- recall --------------------------------------------------------------------------------------------
 

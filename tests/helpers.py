@@ -64,7 +64,12 @@ def free_port() -> int:
 
 
 def make_settings(state_dir: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"state_dir": state_dir, "port": free_port(), "synchronous": "NORMAL"}
+    values: dict[str, Any] = {
+        "state_dir": state_dir,
+        "openclaw_state": state_dir.parent / "openclaw-state",
+        "port": free_port(),
+        "synchronous": "NORMAL",
+    }
     return Settings(**(values | overrides))
 
 

@@ -107,3 +107,29 @@ def test_unknown_routes_and_sessions_have_the_error_shape(seeded: tuple[LiveSide
     assert_error(server.client.get("/v1/sessions/unknown/messages"), 404, "not_found")
     assert_error(server.client.get("/v1/search", params={"q": "x", "scope": "planet:mars"}), 422, "invalid_request")
     assert_error(server.client.get("/v1/search", params={"q": ""}), 422, "invalid_request")
+
+
+def test_lone_surrogates_from_javascript_are_stored_or_refused_never_a_500(seeded: tuple[LiveSidecar, Any]) -> None:
+    seeded_server, _ = seeded
+
+    class Escaped:
+        """Sends JSON with ASCII escapes, as JavaScript's JSON.stringify does for a lone surrogate."""
+
+        client = seeded_server.client
+
+        def post(self, hook: str, body: dict[str, Any]) -> httpx.Response:
+            return seeded_server.client.post(f"/v1/hooks/{hook}", content=json.dumps(body),
+                                             headers={"Content-Type": "application/json"})  # fmt: skip
+
+    server = Escaped()
+    odd = "half an emoji \ud83d here"
+    turn = {"advancementKey": "surrogate", "sessionId": "s-odd", "sessionKey": "agent:main:main",
+            "messages": [{"role": "user", "content": odd, "timestamp": 1_700_000_000_000}]}  # fmt: skip
+    assert server.post("commit-turn", turn).json()["status"] == "committed"
+    stored = server.client.get("/v1/sessions/s-odd/messages").json()["messages"][0]
+    assert stored["original"]["content"] == odd
+    assert_error(server.post("compact", {"sessionId": "s-odd", "summary": odd}), 422, "invalid_request")
+    bad_key = turn | {"advancementKey": "surrogate-2", "sessionKey": "agent:main:\ud83d"}
+    assert_error(server.post("commit-turn", bad_key), 422, "invalid_request")
+    bad_id = turn | {"advancementKey": "surrogate-3", "sessionId": "s-\ud83d"}
+    assert_error(server.post("commit-turn", bad_id), 422, "invalid_request")

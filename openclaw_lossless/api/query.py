@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
 
 from openclaw_lossless.api.deps import SidecarDep
 
@@ -29,8 +31,14 @@ def recover(
     sidecar: SidecarDep,
     session_id: Annotated[str, Path(min_length=1, max_length=512)],
     last: Annotated[int, Query(ge=1, le=10_000)] = 50,
-) -> dict[str, Any]:
-    return sidecar.recover(session_id, last)
+) -> JSONResponse:
+    """Originals are returned exactly; one holding a lone surrogate (legal in JavaScript) is sent escaped."""
+    return EscapedJSONResponse(sidecar.recover(session_id, last))
+
+
+class EscapedJSONResponse(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 @router.get("/pack")

@@ -25,6 +25,7 @@ KNOWN_ROLES = frozenset(
 )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 
@@ -57,7 +58,7 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
         raise BadRequest("each message needs a 'role' of 1-64 letters, digits, '_' or '-' (user, assistant, ...)")
     key = window_key(message)
     tokens = descriptor_tokens(message)
-    text = options.redactor.redact(searchable_text(message, include_thinking=options.include_thinking))
+    text = storable(options.redactor.redact(searchable_text(message, include_thinking=options.include_thinking)))
     kept = options.redactor.redact_value(message) if options.redact_originals else message
     original = canonical_json(kept)
     grade = importance.grade(role, text)
@@ -75,11 +76,23 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
 
 
 def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace: the same object always serialises to the same bytes."""
+    """Sorted keys, no whitespace: the same object always serialises to the same bytes.
+
+    JavaScript strings may hold lone surrogates, which SQLite cannot store as UTF-8; such an object is
+    serialised with ASCII escapes instead, which keeps it exact (it parses back to the same strings).
+    """
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise BadRequest(f"message is not plain JSON: {exc}") from exc
+    if _SURROGATE.search(text):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text
+
+
+def storable(text: str) -> str:
+    """Text SQLite can store: lone surrogates become U+FFFD (only in derived text, never in the original)."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def message_time(timestamp: Any, now: float | None) -> float:

@@ -52,7 +52,11 @@ def agent_of(session_key: str | None) -> str:
     if session_key is None:
         return DEFAULT_AGENT
     match = _SESSION_KEY.match(session_key)
-    if not match or len(session_key) > _MAX_ID or "\x00" in session_key:
+    if (
+        not match
+        or len(session_key) > _MAX_ID
+        or any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in session_key)
+    ):
         raise InvalidSessionKey(
             f"sessionKey must look like 'agent:<agentId>:<name>' (at most {_MAX_ID} characters), "
             f"got {session_key[:80]!r}"
@@ -61,7 +65,7 @@ def agent_of(session_key: str | None) -> str:
 
 
 def check_identifier(value: str, what: str) -> str:
-    if not value or len(value) > _MAX_ID or any(ord(ch) < 32 for ch in value):
+    if not value or len(value) > _MAX_ID or any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
         raise BadRequest(f"{what} must be 1-{_MAX_ID} printable characters")
     return value
 

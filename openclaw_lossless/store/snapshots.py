@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from openclaw_lossless.capture.records import storable
 from openclaw_lossless.errors import InvalidName
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import SessionRef
@@ -26,6 +27,10 @@ class CompactionRecord:
     compacted: bool
     summary: str | None
     reason: str | None
+
+
+def _storable(text: str | None) -> str | None:
+    return None if text is None else storable(text)
 
 
 def check_name(name: str) -> str:
@@ -54,8 +59,8 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
             record.tokens_before,
             record.tokens_after,
             int(record.compacted),
-            record.summary,
-            record.reason,
+            _storable(record.summary),
+            _storable(record.reason),
             last_id,
         ),
     )

@@ -13,6 +13,7 @@ import json
 import time
 
 from openclaw_lossless.capture.importance import MUST_REMEMBER
+from openclaw_lossless.capture.records import storable
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.messages import queue_for_embedding
 from openclaw_lossless.store.sessions import SessionRef, agent_of, latest_session_for_key
@@ -26,7 +27,7 @@ def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | 
         " VALUES (?, ?, ?, ?) ON CONFLICT(child_session_key) DO UPDATE SET parent_session_key = excluded."
         "parent_session_key, context_mode = excluded.context_mode, ended_at = NULL, ended_reason = NULL"
         " RETURNING id",
-        (parent_key, child_key, context_mode, time.time()),
+        (parent_key, child_key, None if context_mode is None else storable(context_mode), time.time()),
     )
     return int(cursor.fetchone()[0])
 
@@ -50,7 +51,7 @@ def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:
         return False, 0
     conn.execute(
         "UPDATE subagent_links SET ended_at = coalesce(ended_at, ?), ended_reason = ? WHERE child_session_key = ?",
-        (time.time(), reason, child_key),
+        (time.time(), storable(reason), child_key),
     )
     parent = latest_session_for_key(conn, str(row[0]))
     if parent is None:
