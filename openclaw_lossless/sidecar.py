@@ -90,7 +90,9 @@ class Sidecar:
     def _after_write(self, stored: int) -> None:
         if stored and self.worker is not None:
             self.worker.notify()
-        self.maybe_prune()
+        if time.monotonic() - self._last_prune_check >= PRUNE_CHECK_EVERY_S:
+            self._last_prune_check = time.monotonic()  # archiving can take a while: never on the turn's path
+            threading.Thread(target=self.maybe_prune, args=(True,), name="lossless-prune", daemon=True).start()
 
     def commit_turn(
         self,
@@ -325,7 +327,7 @@ class Sidecar:
         }
 
     def maybe_prune(self, force: bool = False) -> None:
-        """Keep the store under maxDbSizeMb; checked at most every 30 s, off the caller's transaction."""
+        """Keep the store under maxDbSizeMb; checked at most every 30 s, in a thread of its own."""
         now = time.monotonic()
         if not force and now - self._last_prune_check < PRUNE_CHECK_EVERY_S:
             return
