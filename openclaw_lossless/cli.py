@@ -126,6 +126,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from openclaw_lossless import mcp_server
+
+    mcp_server.run(_settings(args))
+    return EXIT_OK
+
+
 def cmd_model_fetch(args: argparse.Namespace) -> int:
     from openclaw_lossless.embed.model_files import fetch_model
 
@@ -404,6 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--embedding-provider", choices=["local", "openai-compatible", "none"])
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    mcp = _add(
+        commands, "mcp", cmd_mcp, "serve memory_search to MCP clients (Claude Code, Codex) over stdio", output=False
+    )
+    mcp.add_argument("--host", help="the running sidecar's address (default 127.0.0.1)")
 
     model = commands.add_parser("model", help="manage the local embedding model")
     model_commands = model.add_subparsers(dest="model_command", required=True, metavar="command")

@@ -36,6 +36,7 @@ from openclaw_lossless.store.sessions import (
     check_identifier,
     ensure_session,
     find_session,
+    session_by_rowid,
 )
 
 log = logging.getLogger(__name__)
@@ -267,6 +268,25 @@ class Sidecar:
             "agentId": session.agent_id,
             "upTo": None if up_to is None else f"msg:{up_to}",
             "messages": messages.recent(self.db.reader(), session.rowid, last, up_to),
+        }
+
+    def message(self, message_id: int, context: int) -> dict[str, Any]:
+        """The message a citation ``msg:<id>`` names, with ``context`` messages of its session either side."""
+        conn = self.db.reader()
+        found = messages.around(conn, message_id, context)
+        if found is None:
+            raise NotFound(
+                f"no message msg:{message_id} is in the store; archived messages live in the JSONL archive "
+                "under the state dir ('openclaw-lossless stats' shows how many were archived)"
+            )
+        session = session_by_rowid(conn, found.session_rowid)
+        return {
+            "sessionId": session.session_id,
+            "sessionKey": session.session_key,
+            "agentId": session.agent_id,
+            "message": found.message,
+            "before": found.before,
+            "after": found.after,
         }
 
     def latest_session(self) -> SessionRef:

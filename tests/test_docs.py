@@ -1,4 +1,4 @@
-"""The README keeps up with the code: every CLI command and every setting is documented there."""
+"""The README keeps up with the code: every CLI command, HTTP endpoint and setting is documented there."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
+from openclaw_lossless.app import create_app
 from openclaw_lossless.cli import build_parser
 from openclaw_lossless.config import Settings
 
@@ -37,3 +38,12 @@ def test_every_setting_is_in_the_readme() -> None:
              "recall_scope": "recallScope"}  # fmt: skip
     missing = [name for name in Settings.model_fields if camel.get(name, name) not in table]
     assert not missing, f"undocumented settings: {missing}"
+
+
+def test_every_http_endpoint_is_in_the_readme(tmp_path: Path) -> None:
+    app = create_app(Settings(state_dir=tmp_path))
+    paths = [re.sub(r"\{\w+\}", "{", path) for path in app.openapi()["paths"] if "/hooks/" not in path]
+    documented = {re.sub(r"\{\w+\}", "{", m.group(1)) for m in re.finditer(r"^\| `\w+ ([^?`]+)", README, re.M)}
+    assert "/v1/search" in paths
+    missing = [path for path in paths if path not in documented]
+    assert not missing, f"undocumented endpoints: {missing}"

@@ -36,6 +36,16 @@ def recover(
     return EscapedJSONResponse(sidecar.recover(session_id, last))
 
 
+@router.get("/messages/{message_id}")
+def message(
+    sidecar: SidecarDep,
+    message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
+    context: Annotated[int, Query(ge=0, le=50, description="Messages of its session to show either side.")] = 3,
+) -> JSONResponse:
+    """What a citation points at, whole and in its place: what the agents' ``lossless_recover`` tool reads."""
+    return EscapedJSONResponse(sidecar.message(message_id, context))
+
+
 class EscapedJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")

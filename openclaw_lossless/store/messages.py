@@ -127,14 +127,48 @@ def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     return {int(row[0]): str(row[1]) for row in rows}
 
 
+_VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
+
+
 def recent(conn: Connection, session_rowid: int, last: int, up_to: int | None = None) -> list[dict[str, Any]]:
     """The last ``last`` messages of a session (up to message ``up_to``), oldest first, originals included."""
     rows = conn.execute(
-        "SELECT id, role, kind, created_at, text, original, importance, importance_label, cites FROM messages"
-        " WHERE session_rowid = ? AND id <= ? ORDER BY id DESC LIMIT ?",
+        f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id <= ? ORDER BY id DESC LIMIT ?",
         (session_rowid, up_to if up_to is not None else 2**62, last),
     ).fetchall()
     return [message_view(row) for row in reversed(rows)]
+
+
+@dataclass(frozen=True, slots=True)
+class Around:
+    """One stored message with up to N messages of its session either side (oldest first)."""
+
+    session_rowid: int
+    message: dict[str, Any]
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+
+
+def around(conn: Connection, message_id: int, context: int) -> Around | None:
+    """What a citation points at, in its place in the conversation; None when the id is not stored."""
+    row = conn.execute(f"SELECT session_rowid, {_VIEW} FROM messages WHERE id = ?", (message_id,)).fetchone()
+    if row is None:
+        return None
+    session_rowid = int(row[0])
+    before = conn.execute(
+        f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id < ? ORDER BY id DESC LIMIT ?",
+        (session_rowid, message_id, context),
+    ).fetchall()
+    after = conn.execute(
+        f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id > ? ORDER BY id LIMIT ?",
+        (session_rowid, message_id, context),
+    ).fetchall()
+    return Around(
+        session_rowid,
+        message_view(row[1:]),
+        [message_view(r) for r in reversed(before)],
+        [message_view(r) for r in after],
+    )
 
 
 def message_view(row: Sequence[Any]) -> dict[str, Any]:

@@ -93,6 +93,11 @@ def find_session(conn: Connection, session_id: str) -> SessionRef | None:
     return None if row is None else SessionRef(int(row[0]), session_id, row[1], str(row[2]))
 
 
+def session_by_rowid(conn: Connection, rowid: int) -> SessionRef:
+    row = conn.execute("SELECT session_id, session_key, agent_id FROM sessions WHERE id = ?", (rowid,)).fetchone()
+    return SessionRef(rowid, str(row[0]), row[1], str(row[2]))
+
+
 def latest_session_for_key(conn: Connection, session_key: str) -> SessionRef | None:
     row = conn.execute(
         "SELECT id, session_id, agent_id FROM sessions WHERE session_key = ? ORDER BY last_seen_at DESC, id DESC"

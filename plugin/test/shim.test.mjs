@@ -241,7 +241,7 @@ test("autoStart spawns the command once per process and waits for /healthz", asy
   await assert.rejects(createEngine(config, { log: quiet }).bootstrap({ sessionId: "s" }), (e) => e.code === "sidecar_unreachable");
 });
 
-test("register only registers the engine, whose info declares the durable-turn contract", () => {
+test("register registers the engine, whose info declares the durable-turn contract", () => {
   const registered = [];
   plugin.register({ pluginConfig: {}, logger: quiet, registerContextEngine: (id, factory) => registered.push([id, factory]) });
   assert.equal(registered.length, 1);

@@ -130,10 +130,10 @@ def test_descriptors_match_the_sidecar() -> None:
             assert "text" not in descriptor
 
 
-def test_shim_unit_tests_pass() -> None:
+def test_plugin_unit_tests_pass() -> None:
     node = require_node()
     done = subprocess.run(
-        [node, "--test", str(PLUGIN / "test" / "shim.test.mjs")],
+        [node, "--test", *sorted(str(path) for path in (PLUGIN / "test").glob("*.test.mjs"))],
         capture_output=True,
         text=True,
         check=False,
