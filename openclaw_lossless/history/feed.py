@@ -1,0 +1,113 @@
+"""Writing one session's entries into the store, and the cursors that make a rerun incremental."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.history.entries import (
+    MALFORMED,
+    agent_message,
+    compaction_record,
+    entry_key,
+    entry_kind,
+    parse_entry,
+)
+from openclaw_lossless.history.sources import SourceReport
+from openclaw_lossless.store import snapshots
+from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sessions import ensure_session
+
+if TYPE_CHECKING:
+    from openclaw_lossless.sidecar import Sidecar
+
+
+CURSOR_PREFIX = "import.cursor."
+COMPACTION_PREFIX = "import.compaction."
+BATCH = 500
+
+
+class Feed:
+    """One session's entries, in transcript order, into the store: messages in batches, compactions between.
+
+    A compaction flushes the messages before it first, so its pre-compaction snapshot ends where the host's
+    transcript said it did.
+    """
+
+    def __init__(self, sidecar: Sidecar, session_id: str, session_key: str | None, report: SourceReport) -> None:
+        self.sidecar = sidecar
+        self.session_id = session_id
+        self.session_key = session_key
+        self.report = report
+        self.pending: list[dict[str, Any]] = []
+        self.touched = False
+
+    def add(self, entry: dict[str, Any] | None, fallback_ms: int | None) -> None:
+        self.report.entries_read += 1
+        kind = entry_kind(entry)
+        if entry is None or kind == MALFORMED:
+            self.report.skipped_malformed += 1
+        elif kind == "message":
+            self.touched = True
+            self.report.messages_seen += 1
+            self.pending.append(agent_message(entry, fallback_ms))
+            if len(self.pending) >= BATCH:
+                self.flush()
+        elif kind == "compaction":
+            self.touched = True
+            self.flush()
+            self.report.compactions += self._record(entry)
+        else:
+            self.report.skipped_types[kind] = self.report.skipped_types.get(kind, 0) + 1
+
+    def flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if batch:
+            self.report.messages_imported += self._ingest(batch)
+
+    def _ingest(self, batch: list[dict[str, Any]]) -> int:
+        """Store the batch; when one message cannot be captured, store the others one by one and count it."""
+        try:
+            return self.sidecar.ingest(
+                self.session_id, self.session_key, batch, heartbeat=False, recall=self.sidecar.settings.recall
+            )
+        except (BadRequest, UnicodeEncodeError):  # not an AgentMessage; a lone surrogate SQLite cannot bind
+            if len(batch) > 1:
+                return sum(self._ingest([message]) for message in batch)
+            self.report.messages_seen -= 1
+            self.report.skipped_malformed += 1
+            return 0
+
+    def _record(self, entry: dict[str, Any]) -> int:
+        """Record the compaction unless it is already there; the key and the record share a commit.
+
+        Already there: imported before (its key), or recorded live by the ``compact`` hook when the plugin was
+        running (same session, same summary).
+        """
+        meta_key = f"{COMPACTION_PREFIX}{self.session_id}.{entry_key(entry)}"
+        record = compaction_record(entry)
+
+        def work(conn: Connection) -> int:
+            if conn.execute("SELECT 1 FROM meta WHERE key = ?", (meta_key,)).fetchone():
+                return 0
+            session = ensure_session(conn, self.session_id, self.session_key)
+            live = conn.execute(
+                "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ?", (session.rowid, record.summary)
+            ).fetchone()
+            compaction_id = live[0] if live else snapshots.record_compaction(conn, session, record)["compactionId"]
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (meta_key, str(compaction_id)))
+            return 0 if live else 1
+
+        return self.sidecar.db.write(work)
+
+
+def load_cursor(sidecar: Sidecar, name: str) -> dict[str, Any]:
+    row = sidecar.db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_PREFIX + name,)).fetchone()
+    value = parse_entry(row[0]) if row is not None else None
+    return value or {}
+
+
+def save_cursor(sidecar: Sidecar, name: str, value: dict[str, Any]) -> None:
+    params = (CURSOR_PREFIX + name, json.dumps(value, sort_keys=True))
+    sidecar.db.write(lambda conn: conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", params))

@@ -1,0 +1,112 @@
+"""The entry points: import a whole installation (the CLI), or one unseen session (bootstrap)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openclaw_lossless.errors import NotFound
+from openclaw_lossless.history.readers import Codec, JsonlReader, Reader, SqliteReader, legacy_keys
+from openclaw_lossless.history.sources import (
+    AGENT_ID,
+    SAFE_SESSION_ID,
+    SQLITE_NAME,
+    ImportReport,
+    Source,
+    discover,
+    is_identifier,
+    relative_path,
+)
+from openclaw_lossless.store.sessions import find_session
+
+if TYPE_CHECKING:
+    from openclaw_lossless.sidecar import Sidecar
+
+
+Progress = Callable[[int, int], object]  # (entries done, entries planned); what it returns is ignored
+
+
+def import_history(
+    sidecar: Sidecar,
+    state_dir: Path,
+    *,
+    agent: str | None = None,
+    session_id: str | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import every transcript under an OpenClaw state dir (or one agent's, or one session's); rerunnable."""
+    if not state_dir.is_dir():
+        raise NotFound(f"no OpenClaw state dir at {state_dir}: pass --openclaw-state or set OPENCLAW_STATE_DIR")
+    codec = Codec.load()
+    keys: dict[Path, dict[str, str]] = {}
+    readers: list[Reader] = []
+    for source in discover(state_dir):
+        if agent is not None and source.agent_id != agent:
+            continue
+        if source.kind == "sqlite":
+            readers.append(SqliteReader(sidecar, source, codec, session_id))
+        elif session_id is None or source.session_id == session_id:
+            names = keys.setdefault(source.path.parent, legacy_keys(source.path.parent))
+            readers.append(JsonlReader(sidecar, source, codec, names.get(_primary_name(source))))
+    return _run(readers, progress)
+
+
+def import_session(sidecar: Sidecar, state_dir: Path, session_id: str, agent_id: str) -> int:
+    """Import one session the store has never seen (the bootstrap hook's call); a known one costs one read.
+
+    Returns the number of messages stored.
+    """
+    if find_session(sidecar.db.reader(), session_id) is not None:
+        return 0
+    if not AGENT_ID.match(agent_id) or not is_identifier(session_id):
+        return 0
+    agent_dir = state_dir / "agents" / agent_id
+    codec = Codec.load()
+    readers: list[Reader] = []
+    database = agent_dir / "agent" / SQLITE_NAME
+    if database.is_file():
+        source = Source("sqlite", agent_id, database, relative_path(state_dir, database))
+        readers.append(SqliteReader(sidecar, source, codec, session_id))
+    transcript = agent_dir / "sessions" / f"{session_id}.jsonl"
+    if SAFE_SESSION_ID.match(session_id) and transcript.is_file():
+        source = Source("jsonl", agent_id, transcript, relative_path(state_dir, transcript), session_id)
+        key = legacy_keys(transcript.parent).get(transcript.name)
+        readers.append(JsonlReader(sidecar, source, codec, key))
+    return _run(readers, None).messages_imported
+
+
+def _primary_name(source: Source) -> str:
+    """The name ``sessions.json`` knows a transcript by (an archive is known by its live name, if at all)."""
+    return source.path.name if source.path.name.endswith(".jsonl") else f"{source.session_id}.jsonl"
+
+
+def _run(readers: list[Reader], progress: Progress | None) -> ImportReport:
+    total = sum(reader.plan() for reader in readers)
+    done = 0
+
+    def tick(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress is not None:
+            progress(done, max(total, done))
+
+    for reader in readers:
+        reader.run(tick)
+    return _summarise(readers)
+
+
+def _summarise(readers: list[Reader]) -> ImportReport:
+    details = [reader.report for reader in readers]
+    sessions = set().union(*(reader.session_ids for reader in readers)) if readers else set()
+    return ImportReport(
+        sources=len(details),
+        sessions=len(sessions),
+        messages_seen=sum(d.messages_seen for d in details),
+        messages_imported=sum(d.messages_imported for d in details),
+        compactions=sum(d.compactions for d in details),
+        skipped_malformed=sum(d.skipped_malformed for d in details),
+        skipped_compressed=sum(d.skipped_compressed for d in details),
+        errors=sum(d.error is not None for d in details),
+        details=details,
+    )
