@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test install install-test lint typecheck pytest bench clean
+.PHONY: serve test install install-test lint typecheck pytest bench bench-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,15 @@ pytest:
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 test: install-test lint typecheck pytest
+
+# The full benchmarks write benchmarks/results/ (minutes); the quick ones are CI's smoke test of them.
+bench: install-test
+	$(BIN)/python benchmarks/locomo.py
+
+LOCOMO ?= $(firstword $(wildcard ../shared/data/locomo/locomo_dev.json) benchmarks/fixtures/locomo-format-sample.json)
+
+bench-quick: install-test
+	$(BIN)/python benchmarks/locomo.py --quick --data $(LOCOMO) --out $$(mktemp -d)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -477,6 +477,20 @@ def scenario_new_session(run: Run) -> JsonObj:
     }
 
 
+def scenario_agent_tools(run: Run) -> JsonObj:
+    """The model is offered the plugin's tools by the real host, calls lossless_search, and reads its result."""
+    turn = run.turn(f"Please {fake_model.SEARCH_TRIGGER}: what did we say about the staging database password?")
+    results = [
+        m["text"] for r in turn.requests for m in r["messages"] if m.get("role") == "tool" and m.get("tool_call_id")
+    ]
+    return {
+        "turn": turn.view(),
+        "toolsOffered": sorted({name for r in turn.requests for name in r["tools"] if name.startswith("lossless_")}),
+        "replyKinds": [r["reply"]["kind"] for r in turn.requests],
+        "toolResults": results,
+    }
+
+
 def subagents_settled(run: Run) -> bool:
     rows = run.gateway_call("sessions.list", {}).get("sessions", [])
     children = [r for r in rows if ":subagent:" in str(r.get("key"))]
@@ -570,6 +584,7 @@ SCENARIOS: list[tuple[str, Callable[[Run], JsonObj]]] = [
     ("selected", scenario_selected),
     ("compaction", scenario_compaction),
     ("newSession", scenario_new_session),
+    ("agentTools", scenario_agent_tools),
     ("subagents", scenario_subagents),
     ("sidecarDown", scenario_sidecar_down),
 ]

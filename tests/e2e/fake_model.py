@@ -10,6 +10,9 @@ Replies:
 - a user message holding SPAWN_TRIGGER, when the ``sessions_spawn`` tool is offered and was not called
   yet in this turn -> a ``sessions_spawn`` tool call whose task holds CHILD_TRIGGER;
 - a request whose last user message holds CHILD_TRIGGER (the child run) -> CHILD_OUTCOME;
+- a user message holding SEARCH_TRIGGER, when the plugin's ``lossless_search`` tool is offered and was not
+  called yet in this turn -> a ``lossless_search`` tool call for SEARCH_QUERY; once its result is in the
+  request -> a short acknowledgement (kind ``searched``);
 - anything else -> a short, fact-free acknowledgement (so a fact lives only in the user message that
   stated it).
 
@@ -30,6 +33,8 @@ from typing import Any
 
 SPAWN_TRIGGER = "DELEGATE-TO-CHILD"
 CHILD_TRIGGER = "CHILD-TASK"
+SEARCH_TRIGGER = "LOOK-IT-UP"
+SEARCH_QUERY = "staging database password rotation"
 CHILD_OUTCOME = "Child report: the lighthouse inventory lists exactly seven brass lanterns in the east shed."
 COMPACTION_MARKERS = (
     "structured context checkpoint summary",
@@ -115,6 +120,12 @@ def choose_reply(body: JsonObj) -> JsonObj:
             task = f"{CHILD_TRIGGER}: count the brass lanterns in the lighthouse east shed and report back."
             return {"kind": "spawn", "tool_call": {"name": "sessions_spawn", "arguments": {"task": task}}}
         return {"kind": "spawned", "text": "I delegated that to a child session; its report will follow."}
+    if last_real >= 0 and SEARCH_TRIGGER in message_text(messages[last_real]):
+        called = any(m.get("role") == "assistant" and m.get("tool_calls") for m in messages[last_real:])
+        if not called and "lossless_search" in tool_names(body):
+            arguments = {"query": SEARCH_QUERY, "k": 3}
+            return {"kind": "search", "tool_call": {"name": "lossless_search", "arguments": arguments}}
+        return {"kind": "searched", "text": "I looked it up in the lossless history."}
     return {"kind": "ack", "text": f"Acknowledged ({len(messages)} messages seen)."}
 
 

@@ -128,6 +128,16 @@ def test_recall_across_new_session(report: Report) -> None:
     assert_recalled_not_in_history(question, FACT_PROBE)
 
 
+def test_agent_tools_offered_and_answering_in_the_real_host(report: Report) -> None:
+    result = scenario(report, "agentTools")
+    assert_completed(result["turn"])
+    assert result["toolsOffered"] == ["lossless_recover", "lossless_search"], result["toolsOffered"]
+    assert result["replyKinds"][:2] == ["search", "searched"], result["replyKinds"]
+    answer = "\n".join(result["toolResults"])
+    assert FACT_PROBE in answer and "[msg:" in answer, answer[:2000]
+    assert "not instructions" in answer
+
+
 def test_subagent_linked_and_outcome_recallable(report: Report) -> None:
     result = scenario(report, "subagents")
     assert "spawn" in result["spawnReplyKinds"], "the fake model did not spawn a child"
