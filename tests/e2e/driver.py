@@ -580,6 +580,35 @@ def scenario_sidecar_down(run: Run) -> JsonObj:
     }
 
 
+def scenario_import_real(run: Run) -> JsonObj:
+    """The operator's import reads the real gateway's own transcript store (while it runs) into a fresh store."""
+    target = run.workdir / "imported-state"
+    common = ["--state-dir", str(target), "--port", str(free_port()), "--json"]
+    cli = str(run.venv_bin / "openclaw-lossless")
+
+    def lossless(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([cli, *args, *common], env=run.env, capture_output=True, text=True, timeout=300)
+
+    state = str(run.home / ".openclaw")
+    first = lossless("import", "--openclaw-state", state)
+    again = lossless("import", "--openclaw-state", state)
+    found = lossless("search", "staging database password rotate", "--mode", "keyword", "-k", "3")
+    databases = sorted(str(p.relative_to(run.home)) for p in run.home.rglob("openclaw-agent.sqlite"))
+
+    def parsed(done: subprocess.CompletedProcess[str]) -> Any:
+        if done.returncode != 0:
+            return {"rc": done.returncode, "stderr": done.stderr[-800:]}
+        return json.loads(done.stdout)
+
+    return {
+        "agentDatabases": databases,
+        "first": parsed(first),
+        "again": parsed(again),
+        "search": parsed(found),
+        "liveMessages": run.sidecar("/stats").get("messages"),
+    }
+
+
 SCENARIOS: list[tuple[str, Callable[[Run], JsonObj]]] = [
     ("selected", scenario_selected),
     ("compaction", scenario_compaction),
@@ -587,6 +616,7 @@ SCENARIOS: list[tuple[str, Callable[[Run], JsonObj]]] = [
     ("agentTools", scenario_agent_tools),
     ("subagents", scenario_subagents),
     ("sidecarDown", scenario_sidecar_down),
+    ("importReal", scenario_import_real),
 ]
 
 

@@ -168,3 +168,18 @@ def test_sidecar_down_then_back(report: Report) -> None:
     assert result["downFactStoredCount"] == 1, result["storedTexts"]
     assert result["afterStoredCount"] == 1, result["storedTexts"]
     assert DOWN_PROBE in " ".join(result["storedTexts"])
+
+
+def test_import_reads_the_real_gateways_transcript_store(report: Report) -> None:
+    result = scenario(report, "importReal")
+    assert result["agentDatabases"], "the gateway kept no openclaw-agent.sqlite"
+    first, again = result["first"], result["again"]
+    assert "rc" not in first, first
+    assert first["errors"] == 0 and first["skipped_malformed"] == 0, first
+    assert any(d["kind"] == "sqlite" and d["agent_id"] == "main" for d in first["details"]), first["details"]
+    # Every message the plugin captured live is in OpenClaw's own transcripts too (plus the host's own).
+    assert first["messages_imported"] >= 0.8 * result["liveMessages"], (first, result["liveMessages"])
+    assert first["compactions"] >= 1, "the host's compaction entry was not recorded"
+    assert again["messages_imported"] == 0 and again["compactions"] == 0, again
+    hits = result["search"]["hits"]
+    assert hits and FACT_PROBE in hits[0]["text"], hits
