@@ -19,6 +19,7 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, cap
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import RecallOverrides, RecallSettings, Settings
 from openclaw_lossless.embed.index import VectorIndex, prepare_table
+from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
@@ -368,6 +369,7 @@ class Sidecar:
     def _embedder_view(self) -> dict[str, Any]:
         status = self.embedding.status
         worker = self.worker.stats if self.worker is not None else None
+        api = getattr(self.embedding.provider, "stats", None)  # an API provider's requests and failures by kind
         return {
             "configured": status.configured,
             "active": status.active,
@@ -387,6 +389,7 @@ class Sidecar:
                 "backoffS": worker.backoff_s,
                 "drainRatePerS": round(worker.drain_rate(), 2),
             },
+            "api": api.as_dict() if isinstance(api, EmbedderStats) else None,
         }
 
     def stats(self) -> dict[str, Any]:
