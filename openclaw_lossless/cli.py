@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from tqdm import tqdm
 from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError
+from openclaw_lossless.store.connection import translate_error
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -121,8 +123,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise BadRequest(f"refusing to listen on {settings.host}: it is not loopback; pass --allow-remote to mean it")
     os.umask(0o077)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    from openclaw_lossless.sidecar import Sidecar
+
+    # Opened here, not in the app's lifespan, so a damaged or too-new database is one line and exit 1,
+    # not a traceback from inside the server.
+    sidecar = Sidecar(settings)
+    try:
+        app = create_app(settings, sidecar=sidecar)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    finally:
+        sidecar.close()
     return EXIT_OK
 
 
@@ -467,6 +477,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _database_errors() -> tuple[type[Exception], ...]:
+    """The binding's DatabaseError (sqlean's is not the stdlib's), for the process edge."""
+    from openclaw_lossless.store.connection import sqlite_module
+
+    return (sqlite3.DatabaseError, sqlite_module().DatabaseError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -476,6 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LosslessError as exc:
         print(f"openclaw-lossless: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, BadRequest) else EXIT_FAILURE
+    except _database_errors() as exc:  # a damaged page met outside a translated path
+        print(f"openclaw-lossless: {translate_error(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
     except ValidationError as exc:
         first = exc.errors()[0]
         print(f"openclaw-lossless: bad setting {'.'.join(map(str, first['loc']))}: {first['msg']}", file=sys.stderr)

@@ -80,7 +80,10 @@ def translate_error(exc: Exception) -> Exception:
     if any(marker in text for marker in _FULL_MARKERS):
         return StorageFull("the disk holding the database is full: nothing was stored; free space and retry")
     if any(marker in text for marker in _CORRUPT_MARKERS):
-        return StoreCorrupt(f"the database file is damaged or not a database ({exc}); run 'openclaw-lossless doctor'")
+        return StoreCorrupt(
+            f"the database file is damaged or not a database ({exc}): stop the sidecar and run"
+            " 'openclaw-lossless salvage' to copy what can be read into a new file"
+        )
     return exc
 
 
