@@ -342,6 +342,35 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if data["ok"] else EXIT_FAILURE
 
 
+def cmd_salvage(args: argparse.Namespace) -> int:
+    from openclaw_lossless import salvage
+
+    source = _settings(args).database_path
+    out = Path(args.out) if args.out else salvage.default_output(source)
+    with tqdm(desc="salvage", unit="page", disable=None, file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        data = salvage.salvage(source, out, progress)
+
+    def human(d: dict[str, Any]) -> str:
+        counts = ", ".join(f"{n} {t}" for t, n in d["recovered"].items() if n)
+        verdict = (
+            "everything was readable"
+            if d["complete"]
+            else (
+                f"the source was damaged: about {d['messagesMissing']} messages could not be read"
+                f" ({d['damagedPages']} damaged pages, {d['unreadableRows']} unreadable rows)"
+            )
+        )
+        return f"salvaged into {d['out']}: {counts}\n{verdict}\nnext: {d['next']}"
+
+    _emit(data, args.json, human)
+    return EXIT_OK if data["complete"] else EXIT_FAILURE
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     from openclaw_lossless.store import archive
 
@@ -465,6 +494,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add(commands, "stats", cmd_stats, "counts, sizes, backlog and latencies")
     _add(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")
+
+    salvage = _add(
+        commands,
+        "salvage",
+        cmd_salvage,
+        "copy every readable row of a damaged database into a new file (the damaged one is only read)",
+    )
+    salvage.add_argument("--out", help="the new file (default: <database>-salvaged.sqlite next to it)")
 
     prune = _add(commands, "prune", cmd_prune, "archive the oldest messages to compressed JSONL, then remove them")
     prune.add_argument("--dry-run", action="store_true", help="say what would be archived, change nothing")
