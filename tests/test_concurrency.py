@@ -91,7 +91,7 @@ class RssSampler:
 def test_sixteen_sessions_commit_and_assemble_without_errors_locks_or_growth(tmp_path: Path) -> None:
     """Phase one: every session commits new turns and assembles (throughput, p95, no errors, no locks).
     Phase two, once the backlog is embedded: the same traffic shape with the data held still (each commit
-    re-delivers an acknowledged turn, each assemble asks something new), so resident memory must be flat:
+    re-delivers an acknowledged turn, each assemble asks something new), so resident memory should be flat:
     whatever grows now grows per request, not with the store (see ALLOWED_GROWTH_BYTES)."""
     server = SidecarProcess(tmp_path / "state").spawn()
     try:

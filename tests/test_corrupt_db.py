@@ -23,7 +23,7 @@ import pytest
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import open_connection
 from tests.conversation import commit_body, conversation
-from tests.helpers import HashEmbedder, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings
 from tests.reliability import record
 
 TURNS = 300
@@ -213,3 +213,12 @@ def test_another_embedding_model_is_reported_then_rebuilt_not_mixed(
     assert set(other.texts) == {m[2] for m in originals(state / "lossless.sqlite").values()}
     outcomes["another-model"] = "logged, in /stats, vectors rebuilt"
     record("corruptDatabase", {"cases": dict(sorted(outcomes.items()))})
+
+
+def test_a_read_that_meets_a_damaged_page_answers_store_corrupt_naming_salvage(pristine: Path, tmp_path: Path) -> None:
+    """Damage in the middle of the file is invisible until a read reaches it; that read must say so."""
+    state = damaged_copy(pristine, tmp_path, "scribbled")
+    with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
+        response = server.client.get("/v1/sessions/s-main/messages", params={"last": 2 * TURNS})
+        body = assert_error(response, 500, "store_corrupt")
+        assert "openclaw-lossless salvage" in body["error"]["message"]
