@@ -23,6 +23,7 @@ from openclaw_lossless.api import hooks, ops, query
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.connection import sqlite_module, translate_error
 from openclaw_lossless.tokens import load_or_create_token
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        translated = translate_error(exc) if isinstance(exc, sqlite_module().DatabaseError) else exc
+        if isinstance(translated, LosslessError):  # e.g. a read that hit a damaged page: say so, and the fix
+            log.error("%s", translated.message)
+            return JSONResponse(error_body(translated.code, translated.message), status_code=translated.status)
         log.exception("unexpected error")
         return JSONResponse(error_body("internal", "internal error; see the sidecar log"), status_code=500)
 

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from tqdm import tqdm
 from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError
+from openclaw_lossless.store.connection import translate_error
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -121,8 +123,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise BadRequest(f"refusing to listen on {settings.host}: it is not loopback; pass --allow-remote to mean it")
     os.umask(0o077)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    from openclaw_lossless.sidecar import Sidecar
+
+    # Opened here, not in the app's lifespan, so a damaged or too-new database is one line and exit 1,
+    # not a traceback from inside the server.
+    sidecar = Sidecar(settings)
+    try:
+        app = create_app(settings, sidecar=sidecar)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    finally:
+        sidecar.close()
     return EXIT_OK
 
 
@@ -339,6 +349,35 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if data["ok"] else EXIT_FAILURE
 
 
+def cmd_salvage(args: argparse.Namespace) -> int:
+    from openclaw_lossless import salvage
+
+    source = _settings(args).database_path
+    out = Path(args.out) if args.out else salvage.default_output(source)
+    with tqdm(desc="salvage", unit="page", disable=None, file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        data = salvage.salvage(source, out, progress)
+
+    def human(d: dict[str, Any]) -> str:
+        counts = ", ".join(f"{n} {t}" for t, n in d["recovered"].items() if n)
+        verdict = (
+            "everything was readable"
+            if d["complete"]
+            else (
+                f"the source was damaged: about {d['messagesMissing']} messages could not be read"
+                f" ({d['damagedPages']} damaged pages, {d['unreadableRows']} unreadable rows)"
+            )
+        )
+        return f"salvaged into {d['out']}: {counts}\n{verdict}\nnext: {d['next']}"
+
+    _emit(data, args.json, human)
+    return EXIT_OK if data["complete"] else EXIT_FAILURE
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     from openclaw_lossless.store import archive
 
@@ -468,6 +507,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add(commands, "stats", cmd_stats, "counts, sizes, backlog and latencies")
     _add(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")
 
+    salvage = _add(
+        commands,
+        "salvage",
+        cmd_salvage,
+        "copy every readable row of a damaged database into a new file (the damaged one is only read)",
+    )
+    salvage.add_argument("--out", help="the new file (default: <database>-salvaged.sqlite next to it)")
+
     prune = _add(commands, "prune", cmd_prune, "archive the oldest messages to compressed JSONL, then remove them")
     prune.add_argument("--dry-run", action="store_true", help="say what would be archived, change nothing")
     prune.add_argument("--max-db-size-mb", type=float, help="the limit to prune to (default: maxDbSizeMb)")
@@ -479,6 +526,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _database_errors() -> tuple[type[Exception], ...]:
+    """The binding's DatabaseError (sqlean's is not the stdlib's), for the process edge."""
+    from openclaw_lossless.store.connection import sqlite_module
+
+    return (sqlite3.DatabaseError, sqlite_module().DatabaseError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -488,6 +542,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LosslessError as exc:
         print(f"openclaw-lossless: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, BadRequest) else EXIT_FAILURE
+    except _database_errors() as exc:  # a damaged page met outside a translated path
+        print(f"openclaw-lossless: {translate_error(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
     except ValidationError as exc:
         first = exc.errors()[0]
         print(f"openclaw-lossless: bad setting {'.'.join(map(str, first['loc']))}: {first['msg']}", file=sys.stderr)

@@ -18,6 +18,7 @@ from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.store.connection import Connection, open_connection, sqlite_module, translate_error
+from openclaw_lossless.store.migrations import MIGRATIONS
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
 
@@ -43,7 +44,7 @@ def run(settings: Settings) -> list[Finding]:
     except LosslessError as exc:
         return [*findings, Finding("database", False, exc.message, "openclaw-lossless salvage")]
     try:
-        checks: list[Callable[[Connection], Finding]] = [_integrity, _fts, _vectors, _backlog]
+        checks: list[Callable[[Connection], Finding]] = [_schema, _integrity, _fts, _vectors, _backlog]
         for check in checks:
             findings.append(_guarded(check, conn))
         findings.append(_guarded(lambda c: _index_identity(c, settings), conn))
@@ -109,11 +110,29 @@ def _index_identity(conn: Connection, settings: Settings) -> Finding:
     return Finding("index", True, f"vectors match {wanted.model} ({wanted.dimension}-d)")
 
 
+def _schema(conn: Connection) -> Finding:
+    """A database a newer version wrote is never touched by this one: say which migrations it has."""
+    known = {fn.__name__ for fn in MIGRATIONS}
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'migrations'").fetchone():
+        return Finding("schema", True, "not migrated yet (done on first start)")
+    applied = {str(row[0]) for row in conn.execute("SELECT name FROM migrations")}
+    unknown = sorted(applied - known)
+    if unknown:
+        return Finding(
+            "schema",
+            False,
+            f"written by a newer openclaw-lossless (migrations {', '.join(unknown)}); this version will not open it",
+            "pip install --upgrade openclaw-lossless (or use another --state-dir)",
+        )
+    return Finding("schema", True, f"{len(applied)} of {len(known)} migrations applied")
+
+
 def _integrity(conn: Connection) -> Finding:
-    result = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    result = [line for row in conn.execute("PRAGMA integrity_check(20)") for line in str(row[0]).splitlines()]
     if result == ["ok"]:
         return Finding("integrity", True, "integrity_check ok")
-    return Finding("integrity", False, "; ".join(result[:5]), "openclaw-lossless salvage")
+    more = f" (and {len(result) - 5} more problems)" if len(result) > 5 else ""
+    return Finding("integrity", False, "; ".join(result[:5]) + more, "openclaw-lossless salvage")
 
 
 def _fts(conn: Connection) -> Finding:

@@ -18,7 +18,8 @@ from openclaw_lossless import __version__
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import RecallOverrides, RecallSettings, Settings
-from openclaw_lossless.embed.index import VectorIndex, prepare_table
+from openclaw_lossless.embed.index import VectorIndex, prepare_table, recorded_identity
+from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
@@ -27,7 +28,7 @@ from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store import archive, messages, snapshots, subagents
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.connection import Connection, Database, translate_error
 from openclaw_lossless.store.migrations import migrate
 from openclaw_lossless.store.sessions import (
     Scope,
@@ -66,11 +67,24 @@ class Sidecar:
         self.index: VectorIndex | None = None
         self.worker: EmbeddingWorker | None = None
         self.rebuilding = False
+        self.rebuilt_from: str | None = None
         if self.embedding.provider is not None:
             identity = self.embedding.provider.identity
+            built_with = recorded_identity(self.db.reader())
             self.rebuilding = prepare_table(self.db, identity)
+            if self.rebuilding and built_with is not None:
+                self.rebuilt_from = f"{built_with.model}/{built_with.variant}/{built_with.dimension}-d"
+                self.metrics.counters["vector_rebuilds"] += 1
+                log.warning(
+                    "the vectors were built with %s, not the configured %s/%s/%d-d: dropped them and queued"
+                    " every message to be embedded again (recall uses keyword search until then)",
+                    self.rebuilt_from,
+                    identity.model,
+                    identity.variant,
+                    identity.dimension,
+                )
             self.index = VectorIndex(identity.dimension)
-            self.index.load(self.db.reader())
+            self._load_index(self.index)
             self.worker = EmbeddingWorker(
                 self.db, self.embedding.provider, self.index, batch_size=settings.embed_batch_size
             )
@@ -80,6 +94,15 @@ class Sidecar:
         self._last_prune_check = 0.0
         self._prune_lock = threading.Lock()
         self.last_prune: dict[str, Any] | None = None
+
+    def _load_index(self, index: VectorIndex) -> None:
+        """Read the stored vectors; a damaged page stops the start with the message that names the fix."""
+        try:
+            index.load(self.db.reader())
+        except self.db.module.DatabaseError as exc:
+            self.db.close()
+            error = translate_error(exc)
+            raise error from exc
 
     # -- capture -------------------------------------------------------------------------------------------
 
@@ -388,6 +411,7 @@ class Sidecar:
     def _embedder_view(self) -> dict[str, Any]:
         status = self.embedding.status
         worker = self.worker.stats if self.worker is not None else None
+        api = getattr(self.embedding.provider, "stats", None)  # an API provider's requests and failures by kind
         return {
             "configured": status.configured,
             "active": status.active,
@@ -398,6 +422,7 @@ class Sidecar:
             "reason": status.reason,
             "fallbacks": dict(status.fallbacks),
             "rebuilding": self.rebuilding,
+            "rebuiltFrom": self.rebuilt_from,
             "worker": None
             if worker is None
             else {
@@ -407,6 +432,7 @@ class Sidecar:
                 "backoffS": worker.backoff_s,
                 "drainRatePerS": round(worker.drain_rate(), 2),
             },
+            "api": api.as_dict() if isinstance(api, EmbedderStats) else None,
         }
 
     def stats(self) -> dict[str, Any]:

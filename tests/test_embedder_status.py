@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+from openclaw_lossless.embed.provider import Vectors
+from openclaw_lossless.embed.service import EmbeddingService
 from tests.conversation import QUESTION, commit_body, conversation
-from tests.helpers import live_sidecar, make_settings
+from tests.helpers import HashEmbedder, live_sidecar, make_settings
 
 
 def test_the_default_local_model_is_reported_ready(tmp_path: Path, model_dir: Path) -> None:
@@ -34,3 +37,32 @@ def test_a_missing_model_falls_back_to_keyword_recall_and_says_how_to_fix_it(tmp
         assert "rotates every Tuesday" in server.post("assemble", body).json()["systemPromptAddition"]
         fallbacks = server.client.get("/stats").json()["embedder"]["fallbacks"]
         assert fallbacks["provider_unavailable"] == 1 and fallbacks["no_provider"] >= 1
+
+
+class SlowEmbedder(HashEmbedder):
+    """Takes longer than any query deadline, and counts what it was asked to embed."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+
+    def embed(self, texts: list[str]) -> Vectors:
+        self.release.wait(10)
+        return super().embed(texts)
+
+
+def test_queries_past_their_deadline_are_withdrawn_not_queued(tmp_path: Path) -> None:
+    """Under load every query used to stay queued after its deadline: memory grew without bound and every
+    later query missed its deadline too. Now the queue holds only what can still be used."""
+    release = threading.Event()
+    slow = SlowEmbedder(release)
+    service = EmbeddingService(make_settings(tmp_path / "state", query_embed_deadline_ms=1), slow)
+    try:
+        assert all(service.embed_query(f"question {n}") is None for n in range(100))
+        release.set()
+        service._pool.shutdown(wait=True)  # run whatever is still queued (close() would cancel it)
+        assert len(slow.texts) <= 4, f"{len(slow.texts)} abandoned queries were embedded anyway"
+        assert service.status.fallbacks["query_deadline"] == 100
+    finally:
+        release.set()
+        service.close()

@@ -324,7 +324,7 @@ def test_body_that_is_not_json_is_invalid_and_not_retried(api: Any, make: Factor
         embedder.embed(["a"])
 
     assert route.call_count == 1
-    assert embedder.stats.failures["invalid_response"] == 1
+    assert embedder.stats.failures["invalid_json"] == 1
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,9 @@ FAILURE_KINDS = (
     "http_5xx",
     "http_4xx",
     "http_other",
+    "invalid_json",
+    "wrong_count",
+    "wrong_dimension",
     "invalid_response",
 )
 
@@ -94,6 +97,14 @@ class _Counters:
     def snapshot(self) -> EmbedderStats:
         with self._lock:
             return EmbedderStats(self._requests, self._retries, dict(self._failures), self._last_error)
+
+
+class _InvalidResponse(EmbeddingResponseInvalid):
+    """A response that fails validation, with the kind it is counted under in ``stats``."""
+
+    def __init__(self, message: str, kind: str = "invalid_response") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class _TransientError(Exception):
@@ -202,7 +213,7 @@ class OpenAIEmbedder:
         try:
             return _parse_vectors(response, expected, self._identity.dimension)
         except EmbeddingResponseInvalid as exc:
-            self._counters.failure("invalid_response", exc.message)
+            self._counters.failure(getattr(exc, "kind", "invalid_response"), exc.message)
             raise
 
     def _send(self, body: dict[str, Any]) -> httpx.Response:
@@ -307,12 +318,12 @@ def _parse_vectors(response: httpx.Response, expected: int, dimension: int) -> V
     try:
         payload = response.json()
     except ValueError:
-        raise EmbeddingResponseInvalid("embedding API returned a body that is not JSON") from None
+        raise _InvalidResponse("embedding API returned a body that is not JSON", "invalid_json") from None
     data = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(data, list):
         raise EmbeddingResponseInvalid("embedding API response has no 'data' list")
     if len(data) != expected:
-        raise EmbeddingResponseInvalid(f"embedding API returned {len(data)} vectors for {expected} texts")
+        raise _InvalidResponse(f"embedding API returned {len(data)} vectors for {expected} texts", "wrong_count")
     rows = _rows_by_index(data, dimension)
     return _normalise(np.asarray(rows, dtype=np.float64))
 
@@ -337,8 +348,8 @@ def _item_fields(item: Any, dimension: int) -> tuple[int, list[float]]:
     if not isinstance(embedding, list) or not all(type(x) in (int, float) for x in embedding):
         raise EmbeddingResponseInvalid(f"embedding API item {index} is not a list of numbers")
     if len(embedding) != dimension:
-        raise EmbeddingResponseInvalid(
-            f"embedding API item {index} has dimension {len(embedding)}, expected {dimension}"
+        raise _InvalidResponse(
+            f"embedding API item {index} has dimension {len(embedding)}, expected {dimension}", "wrong_dimension"
         )
     return index, embedding
 

@@ -91,6 +91,9 @@ class EmbeddingService:
         try:
             vector: Vectors = future.result(timeout=self._deadline_s)[0]
         except concurrent.futures.TimeoutError:
+            # Withdraw it if it has not started: under load, abandoned queries would otherwise queue up
+            # without bound, each costing memory and making every later query miss its deadline too.
+            future.cancel()
             self.status.fallbacks["query_deadline"] += 1
             return None
         except EmbeddingUnavailable as exc:

@@ -51,7 +51,16 @@ def sqlite_module() -> ModuleType:
     )
 
 
-def open_connection(path: Path, *, synchronous: str = "FULL", readonly: bool = False) -> Connection:
+# The writer keeps a large page cache; readers, one per request thread (up to ~40), a small one each:
+# at 32 MB apiece they could hold over a gigabyte between them on a large store, for pages the OS
+# caches once for all of them anyway.
+WRITER_CACHE_KIB = 32000
+READER_CACHE_KIB = 4000
+
+
+def open_connection(
+    path: Path, *, synchronous: str = "FULL", readonly: bool = False, cache_kib: int = WRITER_CACHE_KIB
+) -> Connection:
     """Open one connection with sqlite-vec loaded and this project's pragmas set."""
     module = sqlite_module()
     target = f"file:{path}?mode=ro" if readonly else f"file:{path}"
@@ -67,7 +76,7 @@ def open_connection(path: Path, *, synchronous: str = "FULL", readonly: bool = F
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA cache_size = -32000")
+        conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     except module.DatabaseError as exc:
         conn.close()
         raise translate_error(exc) from exc
@@ -80,7 +89,10 @@ def translate_error(exc: Exception) -> Exception:
     if any(marker in text for marker in _FULL_MARKERS):
         return StorageFull("the disk holding the database is full: nothing was stored; free space and retry")
     if any(marker in text for marker in _CORRUPT_MARKERS):
-        return StoreCorrupt(f"the database file is damaged or not a database ({exc}); run 'openclaw-lossless doctor'")
+        return StoreCorrupt(
+            f"the database file is damaged or not a database ({exc}): stop the sidecar and run"
+            " 'openclaw-lossless salvage' to copy what can be read into a new file"
+        )
     return exc
 
 
@@ -125,7 +137,7 @@ class Database:
         """This thread's read connection (opened on first use)."""
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = open_connection(self.path, synchronous=self.synchronous)
+            conn = open_connection(self.path, synchronous=self.synchronous, cache_kib=READER_CACHE_KIB)
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)

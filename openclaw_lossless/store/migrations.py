@@ -146,7 +146,9 @@ MIGRATIONS: list[Migration] = [m001_initial]
 def migrate(db: Database) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied."""
     known = [fn.__name__ for fn in MIGRATIONS]
-    applied = db.write(_applied_names)
+    applied = _recorded_names(db.reader())  # read first: a newer version's database is never written to
+    if applied is None:
+        applied = db.write(_applied_names)
     unknown = sorted(set(applied) - set(known))
     if unknown:
         raise SchemaTooNew(
@@ -159,6 +161,12 @@ def migrate(db: Database) -> list[str]:
             db.write(functools.partial(_apply, fn=fn))
             done.append(fn.__name__)
     return done
+
+
+def _recorded_names(conn: Connection) -> list[str] | None:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone():
+        return None
+    return [row[0] for row in conn.execute("SELECT name FROM migrations")]
 
 
 def _applied_names(conn: Connection) -> list[str]:

@@ -1,0 +1,240 @@
+"""``salvage``: copy every row that can still be read from a damaged database into a new, sound one.
+
+Why not SQLite: it refuses a file whose schema or interior pages are damaged, though most rows still sit
+intact in leaf pages. So the source is read with ``store/pages.py`` (the file format, not the library):
+each table's b-tree is walked from the root the schema names, and leaf pages no surviving tree reaches are
+matched to a table by the exact shape of their rows (column count and types), the way SQLite's own
+recovery fills ``lost_and_found``. Freed pages are skipped so deleted or archived rows never come back.
+
+The new file is built by this version's migrations, so its full-text index is rebuilt as rows go in (the
+triggers) and its vectors are rebuilt by the sidecar's next start (the index identity is not copied). The
+source is only read, and the output never overwrites anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openclaw_lossless.embed.index import IDENTITY_KEY
+from openclaw_lossless.errors import BadRequest, StoreCorrupt
+from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.migrations import migrate
+from openclaw_lossless.store.pages import DamagedPage, PageFile, Row, schema_roots
+
+# In insert order: a row's parents go in before it. Their rows have shapes specific enough to be
+# recognised on pages no tree reaches; meta and migrations are only taken from their own trees.
+SHAPED = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "archives")
+TABLES = (*SHAPED, "meta")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    notnull: bool
+    rowid: bool  # an INTEGER PRIMARY KEY: stored as NULL in the record, its value is the rowid
+
+    def accepts(self, value: Any) -> bool:
+        if self.rowid:
+            return value is None
+        if value is None:
+            return not self.notnull
+        if self.type == "INTEGER":
+            return type(value) is int
+        if self.type == "REAL":
+            return type(value) in (int, float)  # SQLite stores whole REAL values as integers
+        if self.type == "TEXT":
+            return isinstance(value, str)
+        return isinstance(value, bytes)
+
+
+@dataclass
+class Scan:
+    rows: dict[str, dict[int, list[Any]]]
+    damaged_pages: int = 0
+    bad_cells: int = 0
+    stray_rows: int = 0
+
+
+def default_output(source: Path) -> Path:
+    return source.with_name(f"{source.stem}-salvaged{source.suffix or '.sqlite'}")
+
+
+def salvage(source: Path, out: Path, progress: Progress | None = None) -> dict[str, Any]:
+    """Copy what can be read from ``source`` into the new file ``out``; returns the report."""
+    _check_paths(source, out)
+    pages = PageFile.open(source)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".salvage-") as work:
+        building = Path(work) / "salvaged.sqlite"
+        db = Database(building, synchronous="FULL")
+        try:
+            migrate(db)
+            columns = {t: _columns(db.reader(), t) for t in TABLES}
+            scan = _scan(pages, columns, progress)
+            recovered = sum(len(rows) for rows in scan.rows.values())
+            if recovered == 0:
+                raise StoreCorrupt(
+                    f"nothing could be read from {source}: it holds no readable rows of this store"
+                    " (a backup or an export is the only way back)"
+                )
+            with db.writer() as conn:  # a message may cite a turn that was lost: keep the message anyway
+                conn.execute("PRAGMA foreign_keys = OFF")
+            placeholders = db.write(lambda conn: _insert(conn, scan, columns))
+            with db.writer() as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()
+        os.replace(building, out)
+        os.chmod(out, 0o600)
+    return _report(source, out, pages, scan, placeholders)
+
+
+def _check_paths(source: Path, out: Path) -> None:
+    if not source.is_file():
+        raise BadRequest(f"no database file at {source}; pass --db-path or --state-dir")
+    if out.resolve() == source.resolve():
+        raise BadRequest("--out must be a new file, not the damaged database itself")
+    if out.exists() or Path(f"{out}-wal").exists():
+        raise BadRequest(f"{out} already exists; salvage never overwrites: choose another --out")
+    if not out.parent.is_dir():
+        raise BadRequest(f"the directory of --out ({out.parent}) does not exist")
+
+
+def _columns(conn: Connection, table: str) -> list[Column]:
+    rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+    single_pk = sum(1 for r in rows if r[5]) == 1
+    return [Column(r[1], str(r[2]).upper(), bool(r[3]), bool(r[5]) and single_pk and r[2] == "INTEGER") for r in rows]
+
+
+def _fits(values: list[Any], columns: list[Column]) -> bool:
+    return len(values) == len(columns) and all(c.accepts(v) for c, v in zip(columns, values, strict=True))
+
+
+def _scan(pages: PageFile, columns: dict[str, list[Column]], progress: Progress | None) -> Scan:
+    scan = Scan(rows={t: {} for t in TABLES})
+    roots = {name: root for name, root in schema_roots(pages) if name in columns}
+    claimed: set[int] = set()
+    total, done = pages.count, 0
+    for table, root in roots.items():
+        leaves, damaged = pages.leaves(root)
+        scan.damaged_pages += damaged
+        for number in leaves:
+            claimed.add(number)
+            _take(scan, table, _leaf_rows(pages, number, scan), columns[table])
+            done += 1
+            if progress:
+                progress(done, total)
+    free = pages.freelist()
+    for number in range(1, total + 1):
+        if number in claimed or number in free or not pages.is_leaf(number):
+            continue
+        for rowid, values in _leaf_rows(pages, number, scan):
+            shaped = next((t for t in SHAPED if _fits(values, columns[t])), None)
+            if shaped is not None and rowid not in scan.rows[shaped]:
+                scan.rows[shaped][rowid] = values
+                scan.stray_rows += 1
+        done += 1
+        if progress:
+            progress(min(done, total), total)
+    if not roots:
+        scan.damaged_pages += 1  # the schema page itself
+    return scan
+
+
+def _leaf_rows(pages: PageFile, number: int, scan: Scan) -> list[Row]:
+    try:
+        rows, bad = pages.rows(number)
+    except DamagedPage:
+        scan.damaged_pages += 1
+        return []
+    scan.bad_cells += bad
+    return rows
+
+
+def _take(scan: Scan, table: str, rows: list[Row], columns: list[Column]) -> None:
+    for rowid, values in rows:
+        if _fits(values, columns):
+            scan.rows[table].setdefault(rowid, values)
+        elif len(values) >= len(columns) and _fits(values[: len(columns)], columns):
+            scan.rows[table].setdefault(rowid, values[: len(columns)])  # columns a newer version appended
+        else:
+            scan.bad_cells += 1
+
+
+def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> int:
+    """Insert every recovered row under its own id; returns how many placeholder sessions were needed."""
+    for table in TABLES:
+        cols = columns[table]
+        names = ", ".join(c.name for c in cols)
+        marks = ", ".join("?" * len(cols))
+        rows = [
+            [rowid if c.rowid else v for c, v in zip(cols, values, strict=True)]
+            for rowid, values in sorted(scan.rows[table].items())
+            if not (table == "meta" and values[0] == IDENTITY_KEY)  # vectors are rebuilt, not trusted
+        ]
+        conn.executemany(f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})", rows)
+    return _placeholder_sessions(conn)
+
+
+def _placeholder_sessions(conn: Connection) -> int:
+    """Rows whose session row was lost get a stand-in session, so they stay reachable and keys stay valid."""
+    missing = conn.execute(
+        "SELECT session_rowid, max(agent_id), min(created_at), max(created_at) FROM ("
+        " SELECT session_rowid, agent_id, created_at FROM messages"
+        " UNION ALL SELECT session_rowid, 'main', committed_at FROM turns"
+        " UNION ALL SELECT session_rowid, 'main', recorded_at FROM compactions"
+        " UNION ALL SELECT session_rowid, 'main', created_at FROM snapshots"
+        ") WHERE session_rowid NOT IN (SELECT id FROM sessions) GROUP BY session_rowid"
+    ).fetchall()
+    conn.executemany(
+        "INSERT INTO sessions (id, session_id, session_key, agent_id, created_at, last_seen_at)"
+        " VALUES (?, ?, NULL, ?, ?, ?)",
+        [(r[0], f"salvaged-session-{r[0]}", r[1], r[2], r[3]) for r in missing],
+    )
+    return len(missing)
+
+
+def _missing_messages(scan: Scan) -> int:
+    """An estimate of the messages lost, from two witnesses that survive apart from the messages.
+
+    Message ids are dense apart from archived ones, so a gap above the archived range is a lost message;
+    and each recovered turn records how many messages it stored, so a turn short of them lost some.
+    """
+    messages, archives = scan.rows["messages"], scan.rows["archives"].values()
+    archived_through = max((int(v[4]) for v in archives), default=0)
+    above = [i for i in messages if i > archived_through]
+    gaps = (max(above) - archived_through - len(above)) if above else 0
+    turns = {rowid: int(values[4]) for rowid, values in scan.rows["turns"].items()}
+    held = Counter(int(v[3]) for v in messages.values() if v[3] is not None)
+    short = sum(max(0, count - held[rowid]) for rowid, count in turns.items())
+    return max(gaps, short - sum(int(v[5]) for v in archives))
+
+
+def _report(source: Path, out: Path, pages: PageFile, scan: Scan, placeholders: int) -> dict[str, Any]:
+    missing = _missing_messages(scan)
+    complete = pages.header_ok and not (scan.damaged_pages or scan.bad_cells or scan.stray_rows or missing)
+    with contextlib.suppress(OSError):
+        os.chmod(out, 0o600)
+    return {
+        "source": str(source),
+        "out": str(out),
+        "complete": complete,
+        "recovered": {t: len(rows) for t, rows in scan.rows.items()},
+        "pages": pages.count,
+        "damagedPages": scan.damaged_pages,
+        "unreadableRows": scan.bad_cells,
+        "rowsFoundOffTree": scan.stray_rows,
+        "messagesMissing": missing,
+        "placeholderSessions": placeholders,
+        "next": f"stop the sidecar, move {source} aside (with its -wal file), move {out} to {source}"
+        " and start again; the vectors are rebuilt in the background",
+    }
