@@ -45,8 +45,19 @@ PRUNE_CHECK_EVERY_S = 30.0
 
 class Sidecar:
     def __init__(
-        self, settings: Settings, *, start_worker: bool = True, provider: EmbeddingProvider | None = None
+        self,
+        settings: Settings,
+        *,
+        start_worker: bool = True,
+        provider: EmbeddingProvider | None = None,
+        background_load: bool = False,
     ) -> None:
+        """Open the store; with ``background_load`` (the server) the vector index loads in a thread of its own.
+
+        Why in the background: at a million messages reading the vectors takes seconds, and a turn must not
+        wait for them. Until loaded, recall runs on keyword search (``/healthz`` shows ``vectorIndex``); the
+        worker starts after the load so no vector can be added to a half-read index.
+        """
         self.settings = settings
         self.started = time.monotonic()
         self.metrics = Metrics()
@@ -68,17 +79,33 @@ class Sidecar:
         if self.embedding.provider is not None:
             identity = self.embedding.provider.identity
             self.rebuilding = prepare_table(self.db, identity)
-            self.index = VectorIndex(identity.dimension)
-            self.index.load(self.db.reader())
+            self.index = VectorIndex(identity.dimension, shortlist=settings.vector_shortlist)
             self.worker = EmbeddingWorker(
                 self.db, self.embedding.provider, self.index, batch_size=settings.embed_batch_size
             )
-            if start_worker:
-                self.worker.start()
+            loader = threading.Thread(
+                target=self._load_index, args=(start_worker,), name="lossless-index-load", daemon=True
+            )
+            if background_load:
+                loader.start()
+            else:
+                loader.run()
         self.assembler = Assembler(self.index, self.embedding)
         self._last_prune_check = 0.0
         self._prune_lock = threading.Lock()
         self.last_prune: dict[str, Any] | None = None
+
+    def _load_index(self, start_worker: bool) -> None:
+        assert self.index is not None and self.worker is not None
+        began = time.monotonic()
+        try:
+            self.index.load(self.db.reader())
+        except Exception:  # the thread's edge: keyword search goes on, and the log says why
+            log.exception("vector index could not be loaded, recall uses keyword search only")
+            return
+        self.metrics.counters["index_load_ms"] = round((time.monotonic() - began) * 1000)
+        if start_worker:
+            self.worker.start()
 
     # -- capture -------------------------------------------------------------------------------------------
 
@@ -363,6 +390,16 @@ class Sidecar:
             "sqliteVec": vec_version,
             "embedder": self._embedder_view(),
             "backlog": backlog_size(self.db.reader()),
+            "vectorIndex": self._index_view(),
+        }
+
+    def _index_view(self) -> dict[str, Any] | None:
+        if self.index is None:
+            return None
+        return {
+            "loaded": self.index.loaded.is_set(),
+            "vectors": len(self.index),
+            "searchesWhileLoading": self.index.searches_while_loading,
         }
 
     def _embedder_view(self) -> dict[str, Any]:
@@ -406,6 +443,7 @@ class Sidecar:
             "snapshots": count("SELECT count(*) FROM snapshots"),
             "subagents": count("SELECT count(*) FROM subagent_links"),
             "vectors": len(self.index) if self.index is not None else 0,
+            "vectorIndex": self._index_view(),
             "backlog": backlog_size(conn),
             "embedder": self._embedder_view(),
             "database": {
