@@ -37,6 +37,7 @@ from openclaw_lossless.store.sessions import (
     ensure_session,
     find_session,
 )
+from openclaw_lossless.store.term_stats import TermStats
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class Sidecar:
                 loader.start()
             else:
                 loader.run()
-        self.assembler = Assembler(self.index, self.embedding)
+        self.assembler = Assembler(self.index, self.embedding, TermStats(settings.keyword_term_limit))
         self._last_prune_check = 0.0
         self._prune_lock = threading.Lock()
         self.last_prune: dict[str, Any] | None = None
@@ -368,6 +369,8 @@ class Sidecar:
                 self.metrics.counters["messages_archived"] += int(result["pruned"])
                 if self.index is not None:
                     self.index.forget_through(int(result["lastMessageId"]))
+                if self.assembler.terms is not None:
+                    self.assembler.terms.clear()
         except LosslessError as exc:
             log.warning("archiving to stay under maxDbSizeMb failed: %s", exc.message)
         finally:
