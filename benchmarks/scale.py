@@ -159,6 +159,26 @@ def measure_overlap(sidecar: Sidecar, baseline: Connection, prompts: list[str]) 
             found = {i for i, _ in sidecar.index.search(vector, scope, k)}
             shares.append(len(truth & found) / max(1, len(truth)))
         out[f"top{k}"] = {"mean": round(float(np.mean(shares)), 4), "min": round(float(np.min(shares)), 4)}
+    out["shortlist_sweep"] = shortlist_sweep(sidecar.index, exact, vectors, scope)
+    return out
+
+
+def shortlist_sweep(index: VectorIndex, exact: Vec0Lane, vectors: Vectors, scope: Scope) -> dict[str, Any]:
+    """Top-20 overlap and vector-lane time for other shortlist sizes: the trade-off ``vector_shortlist`` sets."""
+    truths = [{i for i, _ in exact.search(v, scope, 20)} for v in vectors]
+    default, out = index.shortlist, {}
+    try:
+        for size in (2000, 10000, 30000):
+            index.shortlist = size
+            shares, times = [], []
+            for vector, truth in zip(vectors, truths, strict=True):
+                began = time.perf_counter()
+                found = {i for i, _ in index.search(vector, scope, 20)}
+                times.append(time.perf_counter() - began)
+                shares.append(len(truth & found) / max(1, len(truth)))
+            out[str(size)] = {"top20": round(float(np.mean(shares)), 4), "p50_ms": percentiles(times)["p50"]}
+    finally:
+        index.shortlist = default
     return out
 
 

@@ -21,6 +21,8 @@ def _cell(sizes: dict[str, Any], size: str, path: tuple[str, ...]) -> str:
         if not isinstance(value, dict) or key not in value:
             return "—"
         value = value[key]
+    if isinstance(value, dict):  # the sweep: one time per shortlist size
+        return " / ".join(str(v.get("p50_ms", "—")) for v in value.values())
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
@@ -47,6 +49,9 @@ ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...] | None, str]] = [
     ("cold start to vector index loaded, s", ("server", "index_loaded_s"), None, ""),
     ("vector top-20 overlap with exact float32", ("overlap", "top20", "mean"), None, "≥ 0.98"),
     ("vector top-100 overlap with exact float32", ("overlap", "top100", "mean"), None, ""),
+    ("  top-20 overlap, shortlist 2,000", ("overlap", "shortlist_sweep", "2000", "top20"), None, ""),
+    ("  top-20 overlap, shortlist 30,000", ("overlap", "shortlist_sweep", "30000", "top20"), None, ""),
+    ("  vector search p50 ms, shortlist 2,000 / 10,000 / 30,000", ("overlap", "shortlist_sweep"), None, ""),
 ]  # fmt: skip
 
 
