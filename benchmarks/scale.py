@@ -282,11 +282,15 @@ def query_plans(conn: Connection) -> dict[str, list[str]]:
     where, params = scope.sql("m")
     queries = {
         "keyword": (
-            "SELECT m.id, bm25(messages_fts) FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
-            ['"helm"', *params, 100],
+            "SELECT m.id, bm25(messages_fts) FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ? AND messages_fts.rowid > ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
+            ['"helm"', 0, *params, 100],
         ),
         "fetch": ("SELECT id, text FROM messages m WHERE m.id IN (?, ?)", [1, 2]),
+        "term_probe": (
+            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            ['"helm"', 20000],
+        ),
         "commit_duplicate_check": ("SELECT 1 FROM turns WHERE advancement_key = ?", ["k"]),
         "session": ("SELECT id, session_key, agent_id FROM sessions WHERE session_id = ?", ["s"]),
         "parent": ("SELECT parent_session_key FROM subagent_links WHERE child_session_key = ?", ["k"]),

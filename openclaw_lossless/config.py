@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     assemble_deadline_ms: int = Field(400, ge=10)
     query_embed_deadline_ms: int = Field(250, ge=1)
     recalled_text_chars: int = Field(1200, ge=80)
-    keyword_term_limit: int = Field(20000, ge=0)
+    keyword_term_limit: int = Field(5000, ge=0)
 
     embedding_provider: ProviderName = "local"
     model_dir: Path = Field(default_factory=_default_model_dir)

@@ -55,3 +55,19 @@ def test_the_limit_is_a_setting_and_search_uses_it(store: Sidecar) -> None:
 def test_a_rare_word_is_found_however_old(store: Sidecar) -> None:
     """Age never hides a rare word: only common words are cut to their newest matches."""
     assert _search(store, "hangar", TermStats(limit=5)) == [1]
+
+
+def test_keyword_search_is_driven_by_the_full_text_index(store: Sidecar) -> None:
+    """The plan starts from FTS5's matches, never from a walk over every message of the agent."""
+    conn = store.db.reader()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        _search(store, "zeppelin budget", TermStats(limit=5))
+    finally:
+        conn.set_trace_callback(None)
+    ranked = [sql for sql in statements if "bm25(" in sql]
+    assert len(ranked) == 1
+    plan = [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {ranked[0]}")]
+    assert plan[0].startswith("SCAN messages_fts"), plan
+    assert not any("messages_by_agent" in step for step in plan), plan
