@@ -411,6 +411,7 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
     finally:
         sidecar.close()
         baseline.close()
+    result["load_average"] = [round(x, 2) for x in os.getloadavg()]  # other work on the machine: read with care
     print(f"[{size}] server", flush=True)
     result["server"] = measure_server(state, [generator.prompt() for _ in range(args.queries + 3)], history)
     print(json.dumps(summary_row(size, result)), flush=True)
@@ -473,7 +474,12 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "benchmark": "scale",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
         "command": "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "vectors": f"real local-model vectors for the first {args.sample} messages; stand-ins (mixes of two real "
         "vectors plus noise, same shape) for the rest",

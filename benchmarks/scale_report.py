@@ -47,6 +47,7 @@ ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...] | None, str]] = [
     ("sidecar RSS MB (index loaded)", ("server", "rss_mb"), None, "≤ 1,536 @1M"),
     ("cold start to /healthz ok, s", ("server", "cold_start_s"), None, "≤ 3 @1M"),
     ("cold start to vector index loaded, s", ("server", "index_loaded_s"), None, ""),
+    ("load average (1/5/15 min) after measuring", ("load_average",), None, "a quiet machine: < 1"),
     ("vector top-20 overlap with exact float32", ("overlap", "top20", "mean"), None, "≥ 0.98"),
     ("vector top-100 overlap with exact float32", ("overlap", "top100", "mean"), None, ""),
     ("  top-20 overlap, shortlist 2,000", ("overlap", "shortlist_sweep", "2000", "top20"), None, ""),
