@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from openclaw_lossless.config import Settings
 from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.index import FORMAT_KEY, TABLE, VectorIndex
+from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import open_connection
@@ -32,16 +35,24 @@ ALL = Scope(agent_ids=frozenset({"main"}))
 
 
 @pytest.fixture(scope="module")
-def corpus(local_embedder: EmbeddingProvider) -> Vectors:
-    """480 short chat lines, embedded by the real model: many near neighbours, as in real history."""
-    texts = [f"{s} {v} {d}".strip() for s, v, d in itertools.product(SUBJECTS, VERBS, DETAILS)]
-    return np.concatenate([local_embedder.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+def model(model_dir: Path) -> Iterator[EmbeddingProvider]:
+    """The real local model, this module's own: a live sidecar elsewhere closes the session's when it stops."""
+    embedder = LocalEmbedder(model_dir, variant=Settings().local_variant, threads=1)
+    yield embedder
+    embedder.close()
 
 
 @pytest.fixture(scope="module")
-def questions(local_embedder: EmbeddingProvider) -> Vectors:
+def corpus(model: EmbeddingProvider) -> Vectors:
+    """480 short chat lines, embedded by the real model: many near neighbours, as in real history."""
+    texts = [f"{s} {v} {d}".strip() for s, v, d in itertools.product(SUBJECTS, VERBS, DETAILS)]
+    return np.concatenate([model.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+
+
+@pytest.fixture(scope="module")
+def questions(model: EmbeddingProvider) -> Vectors:
     asked = [f"what happened with {s}?" for s in SUBJECTS] + ["anything about Dana?", "what failed before Friday?"]
-    return local_embedder.embed(asked)
+    return model.embed(asked)
 
 
 def _index(vectors: Vectors, shortlist: int) -> VectorIndex:
