@@ -136,11 +136,12 @@ def measure_lanes(sidecar: Sidecar, prompts: list[str]) -> dict[str, Any]:
     scope = Scope(agent_ids=frozenset({AGENT}))
     vectors = provider.embed(prompts)
     deadline = time.monotonic() + 3600
+    terms = sidecar.assembler.terms  # as assemble runs it, with the term limit
     return {
         "query_embed": percentiles(timed([functools.partial(provider.embed, [p]) for p in prompts])),
         "vector": percentiles(timed([functools.partial(index.search, v, scope, 100) for v in vectors])),
         "keyword": percentiles(
-            timed([functools.partial(keyword_search, conn, p, scope, 100, deadline) for p in prompts])
+            timed([functools.partial(keyword_search, conn, p, scope, 100, deadline, terms) for p in prompts])
         ),
     }
 
