@@ -37,11 +37,13 @@ test: install-test lint typecheck pytest
 # The full benchmarks write benchmarks/results/ (minutes); the quick ones are CI's smoke test of them.
 bench: install-test
 	$(BIN)/python benchmarks/locomo.py
+	$(BIN)/python benchmarks/scale.py --messages 10000,100000,1000000
 
 LOCOMO ?= $(firstword $(wildcard ../shared/data/locomo/locomo_dev.json) benchmarks/fixtures/locomo-format-sample.json)
 
 bench-quick: install-test
 	$(BIN)/python benchmarks/locomo.py --quick --data $(LOCOMO) --out $$(mktemp -d)
+	$(BIN)/python benchmarks/scale.py --quick --out $$(mktemp -d)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -137,7 +137,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = sidecar is None
-        app.state.sidecar = sidecar or Sidecar(settings)
+        app.state.sidecar = sidecar or Sidecar(settings, background_load=True)
         try:
             yield
         finally:

@@ -91,12 +91,14 @@ class Settings(BaseSettings):
     assemble_deadline_ms: int = Field(400, ge=10)
     query_embed_deadline_ms: int = Field(250, ge=1)
     recalled_text_chars: int = Field(1200, ge=80)
+    keyword_term_limit: int = Field(5000, ge=0)
 
     embedding_provider: ProviderName = "local"
     model_dir: Path = Field(default_factory=_default_model_dir)
     local_variant: Literal["fp32", "int8"] = "int8"
     embed_threads: int = Field(1, ge=1, le=64)
     embed_batch_size: int = Field(32, ge=1, le=1024)
+    vector_shortlist: int = Field(10000, ge=1, le=1_000_000)
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("OPENAI_API_KEY", "LOSSLESS_OPENAI_API_KEY")
     )

@@ -39,6 +39,7 @@ from openclaw_lossless.store.sessions import (
     find_session,
     session_by_rowid,
 )
+from openclaw_lossless.store.term_stats import TermStats
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,19 @@ PRUNE_CHECK_EVERY_S = 30.0
 
 class Sidecar:
     def __init__(
-        self, settings: Settings, *, start_worker: bool = True, provider: EmbeddingProvider | None = None
+        self,
+        settings: Settings,
+        *,
+        start_worker: bool = True,
+        provider: EmbeddingProvider | None = None,
+        background_load: bool = False,
     ) -> None:
+        """Open the store; with ``background_load`` (the server) the vector index loads in a thread of its own.
+
+        Why in the background: at a million messages reading the vectors takes seconds, and a turn must not
+        wait for them. Until loaded, recall runs on keyword search (``/healthz`` shows ``vectorIndex``); the
+        worker starts after the load so no vector can be added to a half-read index.
+        """
         self.settings = settings
         self.started = time.monotonic()
         self.metrics = Metrics()
@@ -83,26 +95,36 @@ class Sidecar:
                     identity.variant,
                     identity.dimension,
                 )
-            self.index = VectorIndex(identity.dimension)
-            self._load_index(self.index)
+            self.index = VectorIndex(identity.dimension, shortlist=settings.vector_shortlist)
             self.worker = EmbeddingWorker(
                 self.db, self.embedding.provider, self.index, batch_size=settings.embed_batch_size
             )
-            if start_worker:
-                self.worker.start()
-        self.assembler = Assembler(self.index, self.embedding)
+            loader = threading.Thread(
+                target=self._load_index, args=(start_worker,), name="lossless-index-load", daemon=True
+            )
+            if background_load:
+                loader.start()
+            else:
+                loader.run()
+        self.assembler = Assembler(self.index, self.embedding, TermStats(settings.keyword_term_limit))
         self._last_prune_check = 0.0
         self._prune_lock = threading.Lock()
         self.last_prune: dict[str, Any] | None = None
 
-    def _load_index(self, index: VectorIndex) -> None:
-        """Read the stored vectors; a damaged page stops the start with the message that names the fix."""
+    def _load_index(self, start_worker: bool) -> None:
+        assert self.index is not None and self.worker is not None
+        began = time.monotonic()
         try:
-            index.load(self.db.reader())
-        except self.db.module.DatabaseError as exc:
-            self.db.close()
-            error = translate_error(exc)
-            raise error from exc
+            self.index.load(self.db.reader())
+        except self.db.module.DatabaseError as exc:  # a damaged page: keyword search goes on, the log says why
+            log.error("the vector index could not be loaded, recall uses keyword search only: %s", translate_error(exc))
+            return
+        except Exception:  # the thread's edge: keyword search goes on, and the log says why
+            log.exception("vector index could not be loaded, recall uses keyword search only")
+            return
+        self.metrics.counters["index_load_ms"] = round((time.monotonic() - began) * 1000)
+        if start_worker:
+            self.worker.start()
 
     # -- capture -------------------------------------------------------------------------------------------
 
@@ -384,6 +406,8 @@ class Sidecar:
                 self.metrics.counters["messages_archived"] += int(result["pruned"])
                 if self.index is not None:
                     self.index.forget_through(int(result["lastMessageId"]))
+                if self.assembler.terms is not None:
+                    self.assembler.terms.clear()
         except LosslessError as exc:
             log.warning("archiving to stay under maxDbSizeMb failed: %s", exc.message)
         finally:
@@ -406,6 +430,16 @@ class Sidecar:
             "sqliteVec": vec_version,
             "embedder": self._embedder_view(),
             "backlog": backlog_size(self.db.reader()),
+            "vectorIndex": self._index_view(),
+        }
+
+    def _index_view(self) -> dict[str, Any] | None:
+        if self.index is None:
+            return None
+        return {
+            "loaded": self.index.loaded.is_set(),
+            "vectors": len(self.index),
+            "searchesWhileLoading": self.index.searches_while_loading,
         }
 
     def _embedder_view(self) -> dict[str, Any]:
@@ -452,6 +486,7 @@ class Sidecar:
             "snapshots": count("SELECT count(*) FROM snapshots"),
             "subagents": count("SELECT count(*) FROM subagent_links"),
             "vectors": len(self.index) if self.index is not None else 0,
+            "vectorIndex": self._index_view(),
             "backlog": backlog_size(conn),
             "embedder": self._embedder_view(),
             "database": {

@@ -189,6 +189,7 @@ def test_a_running_sidecar_adds_only_the_vector_table(sidecar: LiveSidecar) -> N
 def test_migrating_twice_changes_nothing(sidecar: LiveSidecar) -> None:
     messages = [{"role": "user", "content": "keep me", "timestamp": 1}, {"role": "assistant", "content": "kept"}]
     sidecar.post("commit-turn", {"sessionId": "s1", "advancementKey": "t1", "messages": messages})
+    sidecar.wait_for_backlog()  # the worker taking the turn off the backlog is not what this test is about
     path = sidecar.settings.database_path
     schema, data = _schema(path), db_fingerprint(path)
     applied = _rows(path, "SELECT name, applied_at FROM migrations")

@@ -1,8 +1,14 @@
-"""Message vectors: persisted in a sqlite-vec table, searched from an in-memory matrix kept in step.
+"""Message vectors: int8 codes persisted in SQLite, searched from compact in-memory arrays kept in step.
 
-SQLite is the source of truth (``message_vectors``, a ``vec0`` table); the matrix is a cache loaded at start
-and appended to by the backlog worker after each committed batch. Why not search ``vec0`` directly: a
-full scan costs ~0.7 µs per vector there versus ~0.07 µs for a matrix product in RAM.
+SQLite is the source of truth: ``message_vectors`` holds each message's int8 codes and scale
+(``quantize.py`` says why int8 keeps the ranking) and its session, so the index loads with one sequential
+read and no join. The in-memory ``VectorIndex`` is a cache of that table, loaded at start and appended to by
+the backlog worker after each committed batch.
+
+Why not search a ``vec0`` table: a float32 full scan there costs ~0.7 µs per vector (~690 ms at 1M); a
+float32 matrix in RAM is 1.5 GB at 1M and slow to load. Here a search scans sign bits (48 bytes a vector)
+for a shortlist and ranks it exactly with the int8 codes: ~440 bytes a vector in RAM and ~400 on disk.
+Databases written by an older version (float32 ``vec0``) are converted in place on first start.
 
 ``meta`` records the provider identity the vectors were built with. When the configured provider differs
 (another model, variant or dimension), the old vectors are dropped and every message goes back on the
@@ -15,16 +21,24 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.sessions import Scope
 
 IDENTITY_KEY = "embedding.identity"
+FORMAT_KEY = "embedding.format"
+FORMAT = "int8-scaled-v1"
 TABLE = "message_vectors"
+DEFAULT_SHORTLIST = 10000
+_CHUNK = 65536  # rows per step of the bit scan: keeps its temporaries in cache
+_FAR = np.uint16(65535)  # the distance given to vectors out of scope
+Grown = TypeVar("Grown", bound=np.ndarray[Any, Any])
 
 
 def prepare_table(db: Database, identity: ProviderIdentity) -> bool:
@@ -34,17 +48,45 @@ def prepare_table(db: Database, identity: ProviderIdentity) -> bool:
 
 def _prepare(conn: Connection, identity: ProviderIdentity) -> bool:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (IDENTITY_KEY,)).fetchone()
+    stored_format = conn.execute("SELECT value FROM meta WHERE key = ?", (FORMAT_KEY,)).fetchone()
     wanted = json.dumps(asdict(identity), sort_keys=True)
-    if row is not None and row[0] == wanted:
+    same_model = row is not None and row[0] == wanted
+    if same_model and stored_format is not None and stored_format[0] == FORMAT:
         return False
-    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-    conn.execute(
-        f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
-        f"message_id INTEGER PRIMARY KEY, embedding float[{identity.dimension}] distance_metric=cosine)"
-    )
+    if same_model and _is_vec0(conn):
+        _convert_vec0(conn)
+    else:
+        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        _create(conn)
+        conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (IDENTITY_KEY, wanted))
-    conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
-    return row is not None
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (FORMAT_KEY, FORMAT))
+    return row is not None and not same_model
+
+
+def _create(conn: Connection, name: str = TABLE) -> None:
+    conn.execute(
+        f"CREATE TABLE {name} (message_id INTEGER PRIMARY KEY, session_rowid INTEGER NOT NULL,"
+        " scale REAL NOT NULL, codes BLOB NOT NULL)"
+    )
+
+
+def _is_vec0(conn: Connection) -> bool:
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()
+    return row is not None and "vec0" in str(row[0]).lower()
+
+
+def _convert_vec0(conn: Connection, batch: int = 20000) -> None:
+    """Rewrite an older version's float32 ``vec0`` vectors as int8 codes, keeping every vector (no re-embed)."""
+    _create(conn, f"{TABLE}_new")
+    cursor = conn.execute(
+        f"SELECT v.message_id, m.session_rowid, v.embedding FROM {TABLE} v JOIN messages m ON m.id = v.message_id"
+    )
+    while rows := cursor.fetchmany(batch):
+        floats = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        store_vectors(conn, [r[0] for r in rows], floats, [r[1] for r in rows], table=f"{TABLE}_new")
+    conn.execute(f"DROP TABLE {TABLE}")
+    conn.execute(f"ALTER TABLE {TABLE}_new RENAME TO {TABLE}")
 
 
 def recorded_identity(conn: Connection) -> ProviderIdentity | None:
@@ -52,54 +94,117 @@ def recorded_identity(conn: Connection) -> ProviderIdentity | None:
     return None if row is None else ProviderIdentity(**json.loads(row[0]))
 
 
-def store_vectors(conn: Connection, ids: Sequence[int], vectors: Vectors) -> None:
-    """Persist vectors and take their messages off the backlog (inside the caller's transaction)."""
+def store_vectors(
+    conn: Connection, ids: Sequence[int], vectors: Vectors, sessions: Sequence[int], *, table: str = TABLE
+) -> None:
+    """Persist vectors as int8 codes and take their messages off the backlog (inside the caller's transaction)."""
+    codes, scales = quantize.quantize(vectors)
     conn.executemany(
-        f"INSERT OR REPLACE INTO {TABLE} (message_id, embedding) VALUES (?, ?)",
-        [(int(i), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for i, v in zip(ids, vectors, strict=True)],
+        f"INSERT OR REPLACE INTO {table} (message_id, session_rowid, scale, codes) VALUES (?, ?, ?, ?)",
+        [
+            (int(i), int(s), float(scale), code.tobytes())
+            for i, s, scale, code in zip(ids, sessions, scales, codes, strict=True)
+        ],
     )
     conn.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(int(i),) for i in ids])
 
 
 class VectorIndex:
-    """The in-memory copy of ``message_vectors`` with each row's agent and session, for scoped search."""
+    """The in-memory copy of ``message_vectors``: codes, sign bits, and each row's agent and session.
 
-    def __init__(self, dimension: int) -> None:
+    Until ``load`` has finished, searches answer nothing (recall runs on keyword search alone) and are
+    counted, so a large store can be served while its vectors are still being read.
+    """
+
+    def __init__(self, dimension: int, shortlist: int = DEFAULT_SHORTLIST) -> None:
         self.dimension = dimension
+        self.shortlist = shortlist
+        self.loaded = threading.Event()
+        self.searches_while_loading = 0
         self._lock = threading.Lock()
         self._size = 0
+        self._words = quantize.bit_words(dimension)
         self._ids = np.zeros(0, dtype=np.int64)
-        self._vectors = np.zeros((0, dimension), dtype=np.float32)
+        self._codes = np.zeros((0, dimension), dtype=np.int8)
+        self._scales = np.zeros(0, dtype=np.float32)
+        self._bits = np.zeros((self._words, 0), dtype=np.uint64)  # one row per word: each scanned contiguously
         self._agents = np.zeros(0, dtype=np.int32)
         self._sessions = np.zeros(0, dtype=np.int64)
+        self._slots = np.zeros(0, dtype=np.int32)  # message id -> slot, -1 when absent (ids are dense)
         self._agent_codes: dict[str, int] = {}
-        self._position: dict[int, int] = {}
 
     def __len__(self) -> int:
         return self._size
 
-    def load(self, conn: Connection, batch: int = 20000) -> None:
-        """Read every stored vector (at start)."""
-        cursor = conn.execute(
-            f"SELECT v.message_id, v.embedding, m.agent_id, m.session_rowid FROM {TABLE} v"
-            " JOIN messages m ON m.id = v.message_id"
-        )
+    def load(self, conn: Connection, batch: int = 50000) -> None:
+        """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded."""
+        agents = {int(r[0]): str(r[1]) for r in conn.execute("SELECT id, agent_id FROM sessions")}
+        low, high = conn.execute(f"SELECT min(message_id), max(message_id) FROM {TABLE}").fetchone()
+        if high is not None:
+            self._reserve(int(high) - int(low) + 1, int(high))
+        cursor = conn.execute(f"SELECT message_id, session_rowid, scale, codes FROM {TABLE}")
         while rows := cursor.fetchmany(batch):
-            vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            self.add([r[0] for r in rows], vectors, [r[2] for r in rows], [r[3] for r in rows])
+            codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.int8).reshape(len(rows), -1)
+            sessions = [int(r[1]) for r in rows]
+            self._append(
+                np.array([r[0] for r in rows], dtype=np.int64),
+                codes,
+                np.array([r[2] for r in rows], dtype=np.float32),
+                [agents.get(s, "") for s in sessions],
+                sessions,
+            )
+        self.loaded.set()
 
     def add(self, ids: Sequence[int], vectors: Vectors, agents: Sequence[str], sessions: Sequence[int]) -> None:
+        codes, scales = quantize.quantize(vectors)
+        self._append(np.asarray(ids, dtype=np.int64), codes, scales, agents, sessions)
+
+    def _append(
+        self,
+        ids: npt.NDArray[np.int64],
+        codes: quantize.Codes,
+        scales: quantize.Scales,
+        agents: Sequence[str],
+        sessions: Sequence[int],
+    ) -> None:
         with self._lock:
-            fresh = [k for k, i in enumerate(ids) if int(i) not in self._position]
-            self._grow(self._size + len(fresh))
-            for k in fresh:
-                slot = self._size
-                self._ids[slot] = ids[k]
-                self._vectors[slot] = vectors[k]
-                self._agents[slot] = self._agent_codes.setdefault(agents[k], len(self._agent_codes))
-                self._sessions[slot] = sessions[k]
-                self._position[int(ids[k])] = slot
-                self._size += 1
+            self._reserve(self._size + len(ids), int(ids.max()) if len(ids) else 0)
+            known = self._slots[ids] >= 0
+            _, first = np.unique(ids, return_index=True)
+            fresh = np.zeros(len(ids), dtype=bool)
+            fresh[first] = True
+            fresh &= ~known
+            count = int(fresh.sum())
+            start, end = self._size, self._size + count
+            self._ids[start:end] = ids[fresh]
+            self._codes[start:end] = codes[fresh]
+            self._scales[start:end] = scales[fresh]
+            self._bits[:, start:end] = quantize.sign_bits(codes[fresh]).T
+            agent_codes = [self._agent_codes.setdefault(a, len(self._agent_codes)) for a in agents]
+            self._agents[start:end] = np.asarray(agent_codes, dtype=np.int32)[fresh]
+            self._sessions[start:end] = np.asarray(sessions, dtype=np.int64)[fresh]
+            self._slots[ids[fresh]] = np.arange(start, end, dtype=np.int32)
+            self._size = end
+
+    def _reserve(self, rows: int, max_id: int) -> None:
+        """Grow the arrays by a quarter at a time: a doubling would briefly hold twice the index in RAM."""
+        if max_id >= len(self._slots):
+            grown = np.full(max(max_id + 1, len(self._slots) * 5 // 4, 1024), -1, dtype=np.int32)
+            grown[: len(self._slots)] = self._slots
+            self._slots = grown
+        capacity = len(self._ids)
+        if rows <= capacity:
+            return
+        capacity = max(rows, capacity * 5 // 4, 1024)
+        n = self._size
+        self._ids = _resized(self._ids, capacity, n)
+        self._codes = _resized(self._codes, capacity, n)
+        self._scales = _resized(self._scales, capacity, n)
+        self._agents = _resized(self._agents, capacity, n)
+        self._sessions = _resized(self._sessions, capacity, n)
+        bits = np.zeros((self._words, capacity), dtype=np.uint64)
+        bits[:, :n] = self._bits[:, :n]
+        self._bits = bits
 
     def forget_through(self, last_id: int) -> None:
         """Forget every message up to ``last_id`` (archived): their slots stay but can match no scope."""
@@ -107,48 +212,94 @@ class VectorIndex:
             gone = self._ids[: self._size] <= last_id
             self._agents[: self._size][gone] = -1
             self._sessions[: self._size][gone] = -1
-            for message_id in self._ids[: self._size][gone]:
-                self._position.pop(int(message_id), None)
-
-    def _grow(self, needed: int) -> None:
-        capacity = len(self._ids)
-        if needed <= capacity:
-            return
-        capacity = max(needed, capacity * 2, 1024)
-        self._ids = np.resize(self._ids, capacity)
-        self._agents = np.resize(self._agents, capacity)
-        self._sessions = np.resize(self._sessions, capacity)
-        grown = np.zeros((capacity, self.dimension), dtype=np.float32)
-        grown[: self._size] = self._vectors[: self._size]
-        self._vectors = grown
+            self._slots[self._ids[: self._size][gone]] = -1
 
     def vector(self, message_id: int) -> Vectors | None:
-        slot = self._position.get(int(message_id))
-        return None if slot is None else self._vectors[slot]
+        if not self.loaded.is_set() or not 0 <= message_id < len(self._slots):
+            return None
+        slot = int(self._slots[message_id])
+        if slot < 0:
+            return None
+        vector: Vectors = quantize.dequantize(self._codes[slot : slot + 1], self._scales[slot : slot + 1])[0]
+        return vector
 
     def search(self, query: Vectors, scope: Scope, k: int) -> list[tuple[int, float]]:
-        """The ``k`` most cosine-similar messages in ``scope``, best first."""
+        """The ``k`` most cosine-similar messages in ``scope``, best first (none while still loading)."""
+        if not self.loaded.is_set():
+            self.searches_while_loading += 1
+            return []
         with self._lock:
             n = self._size
-            ids, agents, sessions = self._ids[:n], self._agents[:n], self._sessions[:n]
-            vectors = self._vectors[:n]
-            codes = [self._agent_codes[a] for a in scope.agent_ids if a in self._agent_codes]
+            ids, codes, scales = self._ids[:n], self._codes[:n], self._scales[:n]
+            bits, agents, sessions = self._bits[:, :n], self._agents[:n], self._sessions[:n]
+            wanted = [self._agent_codes[a] for a in scope.agent_ids if a in self._agent_codes]
         if n == 0 or k <= 0:
             return []
-        mask = self._scope_mask(agents, sessions, codes, scope)
-        scores = vectors @ query.astype(np.float32)
-        scores[~mask] = -np.inf
+        mask = _scope_mask(agents, sessions, wanted, scope)
+        candidates = self._shortlist(query, bits, mask, max(self.shortlist, k))
+        if len(candidates) == 0:
+            return []
+        # einsum, not BLAS: a threaded BLAS call stalls when the cores are busy, for no gain at this size
+        floats = codes[candidates].astype(np.float32)
+        scores = np.einsum("ij,j->i", floats, np.asarray(query, dtype=np.float32)) * scales[candidates]
         top = _top_k(scores, k)
-        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        return [(int(ids[candidates[i]]), float(scores[i])) for i in top]
 
-    @staticmethod
-    def _scope_mask(
-        agents: npt.NDArray[np.int32], sessions: npt.NDArray[np.int64], codes: list[int], scope: Scope
-    ) -> npt.NDArray[np.bool_]:
+    def _shortlist(
+        self, query: Vectors, bits: quantize.Bits, mask: npt.NDArray[np.bool_], size: int
+    ) -> npt.NDArray[np.intp]:
+        """Slots of the ``size`` (or a few more, on ties) in-scope vectors nearest to ``query`` by sign bits."""
+        in_scope = int(mask.sum())
+        if in_scope <= size:
+            return np.flatnonzero(mask)
+        query_codes, _ = quantize.quantize(query.reshape(1, -1))
+        query_bits = quantize.sign_bits(query_codes)[0]
+        distance = _hamming(bits, query_bits)
+        distance[~mask] = _FAR
+        cumulative = np.cumsum(np.bincount(distance, minlength=self._words * 64 + 1)[: self._words * 64 + 1])
+        threshold = int(np.searchsorted(cumulative, size))
+        chosen = np.flatnonzero(distance <= threshold)
+        if len(chosen) > 2 * size:  # a crowded threshold: keep the nearest ``size`` of them
+            chosen = chosen[np.argpartition(distance[chosen], size)[:size]]
+        return chosen
+
+
+def _hamming(bits: quantize.Bits, query_bits: quantize.Bits) -> npt.NDArray[np.uint16]:
+    """Hamming distance of every row to the query, scanned in cache-sized chunks with no big temporaries."""
+    n = bits.shape[1]
+    distance = np.empty(n, dtype=np.uint16)
+    xor = np.empty(_CHUNK, dtype=np.uint64)
+    ones = np.empty(_CHUNK, dtype=np.uint8)
+    for start in range(0, n, _CHUNK):
+        end = min(n, start + _CHUNK)
+        out, x, c = distance[start:end], xor[: end - start], ones[: end - start]
+        for word in range(bits.shape[0]):
+            np.bitwise_xor(bits[word, start:end], query_bits[word], out=x)
+            np.bitwise_count(x, out=c)
+            if word == 0:
+                out[:] = c
+            else:
+                np.add(out, c, out=out)
+    return distance
+
+
+def _scope_mask(
+    agents: npt.NDArray[np.int32], sessions: npt.NDArray[np.int64], codes: list[int], scope: Scope
+) -> npt.NDArray[np.bool_]:
+    mask: npt.NDArray[np.bool_]
+    if len(codes) == 1:
+        mask = np.equal(agents, codes[0])
+    else:
         mask = np.isin(agents, codes) if codes else np.zeros(len(agents), dtype=bool)
-        if scope.session_rowids:
-            mask |= np.isin(sessions, list(scope.session_rowids))
-        return mask
+    if scope.session_rowids:
+        mask |= np.isin(sessions, list(scope.session_rowids))
+    return mask
+
+
+def _resized(array: Grown, capacity: int, used: int) -> Grown:
+    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+    grown[:used] = array[:used]
+    return cast(Grown, grown)
 
 
 def _top_k(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:

@@ -113,8 +113,9 @@ class EmbeddingWorker:
         ids = [int(r[0]) for r in rows]
         texts = [str(r[1]) for r in rows]
         vectors = self._embed(texts)
-        self.db.write(lambda conn: self._persist(conn, ids, texts, vectors))
-        self.index.add(ids, vectors, [str(r[2]) for r in rows], [int(r[3]) for r in rows])
+        sessions = [int(r[3]) for r in rows]
+        self.db.write(lambda conn: self._persist(conn, ids, texts, vectors, sessions))
+        self.index.add(ids, vectors, [str(r[2]) for r in rows], sessions)
         self.stats.embedded += len(ids)
         self.stats.batches += 1
         self.stats.rates.append((time.monotonic(), len(ids)))
@@ -151,8 +152,10 @@ class EmbeddingWorker:
             vectors[k] = cached[digest]
         return vectors
 
-    def _persist(self, conn: Connection, ids: list[int], texts: list[str], vectors: Vectors) -> None:
-        store_vectors(conn, ids, vectors)
+    def _persist(
+        self, conn: Connection, ids: list[int], texts: list[str], vectors: Vectors, sessions: list[int]
+    ) -> None:
+        store_vectors(conn, ids, vectors, sessions)
         if self._use_cache:
             identity = self.provider.identity
             conn.executemany(

@@ -25,6 +25,7 @@ from openclaw_lossless.recall.window import Descriptor, query_text, window_start
 from openclaw_lossless.store import messages
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import DEFAULT_AGENT, Scope, SessionRef, agent_of, find_session, recall_scope
+from openclaw_lossless.store.term_stats import TermStats
 
 LANE_DEPTH = 100
 
@@ -59,9 +60,10 @@ class AssembleResult:
 
 
 class Assembler:
-    def __init__(self, index: VectorIndex | None, embedding: EmbeddingService) -> None:
+    def __init__(self, index: VectorIndex | None, embedding: EmbeddingService, terms: TermStats | None = None) -> None:
         self.index = index
         self.embedding = embedding
+        self.terms = terms
 
     def assemble(self, conn: Connection, request: AssembleInput) -> AssembleResult:
         deadline = time.monotonic() + request.deadline_s
@@ -131,7 +133,7 @@ class Assembler:
                 found[message_id].cosine = cosine
         try:
             depth = LANE_DEPTH if lanes in ("hybrid", "keyword") else 0
-            hits = keyword_search(conn, result.query, scope, depth, deadline)
+            hits = keyword_search(conn, result.query, scope, depth, deadline, self.terms)
         except TimeoutError:
             hits = []
             result.skipped = "keyword_deadline" if query_vector is not None else "deadline"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from openclaw_lossless.store.connection import Connection, sqlite_module
 from openclaw_lossless.store.sessions import Scope
+from openclaw_lossless.store.term_stats import TermStats
 
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -193,18 +194,26 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{term}"' for term in terms) if terms else None
 
 
-def keyword_search(conn: Connection, text: str, scope: Scope, k: int, deadline: float) -> list[KeywordHit]:
-    """Best BM25 matches in scope; raises TimeoutError when ``deadline`` (monotonic) passes first."""
+def keyword_search(
+    conn: Connection, text: str, scope: Scope, k: int, deadline: float, terms: TermStats | None = None
+) -> list[KeywordHit]:
+    """Best BM25 matches in scope; raises TimeoutError when ``deadline`` (monotonic) passes first.
+
+    With ``terms``, words too common to rank over the whole history are left out (``store/term_stats.py``).
+    """
     expression = fts_query(text)
     if expression is None or k <= 0:
         return []
     where, params = scope.sql("m")
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 2000)
     try:
+        expression, after = terms.narrow(conn, expression) if terms is not None else (expression, 0)
+        # CROSS JOIN keeps FTS5 the outer loop: with a plain JOIN the planner may walk every message of the
+        # agent (messages_by_agent) and probe FTS5 for each, a scan that grows with the history.
         rows = conn.execute(
-            "SELECT m.id, bm25(messages_fts) FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
-            [expression, *params, k],
+            "SELECT m.id, bm25(messages_fts) FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ? AND messages_fts.rowid > ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
+            [expression, after, *params, k],
         ).fetchall()
     except sqlite_module().OperationalError as exc:
         if "interrupted" in str(exc):

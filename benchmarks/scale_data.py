@@ -1,0 +1,284 @@
+"""Synthetic chat for the scale benchmark, and the bulk fill that puts it in a store fast.
+
+The text: one agent, many sessions, turns of user / assistant (sometimes a tool result), each session about a
+topic or two; a message's length is drawn from a log-normal spread, from three words to a few thousand
+characters, words drawn from the session's topics and a Zipf-weighted common vocabulary with English stop
+words in between (so FTS5 sees realistic posting lists: a few very common words, a long tail).
+
+The fill goes through the store layer (``messages.commit_turn`` per turn, one big transaction per chunk),
+so every row, index and trigger is the product's own; each message's record is made as ``capture`` makes
+it, minus redaction and importance grading (``bulk_record`` says why). Vectors: the first ``sample``
+messages get the real local model's vectors; the rest get stand-ins of the same shape (384-d, unit length),
+each a random mix of two real vectors plus noise, so they sit where real chat vectors sit and make a
+realistic, crowded neighbourhood for the recall check. Every vector also goes to a float32 ``vec0`` table in
+a separate file: the seed design's baseline, and the exact ground truth for the overlap figure.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from openclaw_lossless.capture import importance
+from openclaw_lossless.capture.records import MessageRecord, canonical_json
+from openclaw_lossless.capture.text import descriptor_tokens, searchable_text, window_key
+from openclaw_lossless.embed.index import store_vectors
+from openclaw_lossless.embed.provider import Vectors
+from openclaw_lossless.store import messages
+from openclaw_lossless.store.connection import Connection, Database, open_connection
+from openclaw_lossless.store.sessions import SessionRef, ensure_session
+
+AGENT = "bench"
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+DAY_S = 86400.0
+TOPICS: dict[str, list[str]] = {
+    "deploy": _words("kubernetes helm rollout canary staging ingress replica cluster manifest pipeline"),
+    "database": _words("postgres migration index vacuum replica schema query transaction deadlock sqlite"),
+    "billing": _words("invoice stripe subscription refund coupon tax receipt customer charge webhook"),
+    "frontend": _words("react component css layout render hydration bundle webpack typescript storybook"),
+    "travel": _words("flight hotel booking itinerary passport visa luggage airport train lisbon"),
+    "garden": _words("tomato compost seedling pruning irrigation mulch greenhouse basil soil harvest"),
+    "fitness": _words("marathon interval tempo stretching protein recovery cadence shoes tendon hill"),
+    "finance": _words("budget mortgage savings etf dividend pension inflation loan spreadsheet taxes"),
+    "security": _words("token rotation vault certificate tls firewall audit phishing mfa breach"),
+    "ml": _words("embedding transformer finetune dataset tokenizer gradient checkpoint eval onnx quantization"),
+    "music": _words("guitar chord rehearsal setlist amplifier drummer album mixing vinyl concert"),
+    "cooking": _words("risotto sourdough oven marinade saffron recipe braise knife stock dumpling"),
+    "family": _words("birthday school daughter grandparents wedding holiday dentist soccer recital anniversary"),
+    "hiring": _words("candidate interview offer onboarding recruiter salary referral rubric backlog manager"),
+    "research": _words("paper citation experiment baseline ablation hypothesis survey reviewer deadline poster"),
+    "car": _words("tyres brake service mileage battery charger insurance garage oil warranty"),
+}
+COMMON = _words(
+    "work time day week plan idea thing problem question answer change update issue team meeting note file "
+    "code test run build error fix check list start stop open close send read write look need want make "
+    "think know see try use good new old small big next last first early late fast slow right wrong sure "
+    "maybe still again already soon today tomorrow yesterday morning evening people project version status "
+    "result report data system service user account message email call price cost money order item step "
+    "part case point place home office city room door car phone screen page link image document review"
+)
+STOP = _words("the a to and of in is it that for on with this i you we be was are have do not at")
+NAMES = _words("Alice Bruno Chen Dana Emeka Farah Goran Hana Ivan Julia Kenji Lena Marco Nadia Omar Priya")
+NUMBERS = [str(n) for n in range(2, 3000, 7)]
+KIND_EDGES = np.array([0.35, 0.55, 0.58, 0.60])  # stop, topic, name, number, common
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    text: str
+    timestamp_ms: int
+
+
+class ChatGenerator:
+    """Deterministic synthetic chat: the same seed gives the same messages in the same order."""
+
+    def __init__(self, seed: int = 5, end_time: float = 1.79e9) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.end_time = end_time
+        ranks = np.arange(1, len(COMMON) + 1, dtype=np.float64)
+        self.common_cdf = np.cumsum(1 / ranks) / (1 / ranks).sum()
+        self.common_cdf[-1] = 1.0
+        self.topic_names = list(TOPICS)
+
+    def words(self, count: int, topics: list[str]) -> str:
+        """``count`` words as sentences: stop words, the topics' words, names, numbers and common words."""
+        vocabulary, offsets, sizes = self._vocabulary(tuple(topics))
+        kind = np.searchsorted(KIND_EDGES, self.rng.random(count))
+        where = self.rng.random(count)
+        picks = offsets[kind] + (where * sizes[kind]).astype(np.int64)
+        common = kind == len(KIND_EDGES)
+        picks[common] = offsets[-1] + np.searchsorted(self.common_cdf, where[common])
+        words = vocabulary[picks].tolist()
+        sentences = [" ".join(words[i : i + 12]) for i in range(0, count, 12)]
+        return ". ".join(s[:1].upper() + s[1:] for s in sentences) + "."
+
+    @functools.cache  # noqa: B019 - a handful of topic pairs, one generator per run
+    def _vocabulary(
+        self, topics: tuple[str, ...]
+    ) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        pools = [STOP, [w for t in topics for w in TOPICS[t]], NAMES, NUMBERS, COMMON]
+        sizes = np.array([len(p) for p in pools], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return np.array([w for p in pools for w in p], dtype=object), offsets, sizes
+
+    def length(self, role: str) -> int:
+        """Words in a message: short user turns, longer answers and tool output, capped near 4,000 characters."""
+        median = {"user": 14, "assistant": 60, "toolResult": 90}[role]
+        return int(np.clip(self.rng.lognormal(np.log(median), 0.9), 3, 650))
+
+    def sessions(self, total: int, *, span_days: float = 730.0) -> Iterator[tuple[str, list[Message]]]:
+        """``(session_id, messages)`` until ``total`` messages; sessions of 20-400 messages, oldest first."""
+        made, number = 0, 0
+        start = self.end_time - span_days * DAY_S
+        step = span_days * DAY_S / max(total, 1)
+        while made < total:
+            size = min(total - made, int(self.rng.integers(20, 400)))
+            topics = list(self.rng.choice(self.topic_names, size=int(self.rng.integers(1, 3)), replace=False))
+            batch: list[Message] = []
+            while len(batch) < size:
+                roles = ["user", "assistant"] + (["toolResult", "assistant"] if self.rng.random() < 0.2 else [])
+                for role in roles[: size - len(batch)]:
+                    when = start + (made + len(batch)) * step
+                    batch.append(Message(role, self.words(self.length(role), topics), int(when * 1000)))
+            yield f"bench-{number:06d}", batch
+            made += size
+            number += 1
+
+    def prompt(self) -> str:
+        """A question an agent might be asked about its history."""
+        topic = self.topic_names[int(self.rng.integers(len(self.topic_names)))]
+        words = [TOPICS[topic][int(self.rng.integers(10))] for _ in range(2)]
+        extra = COMMON[int(self.rng.integers(len(COMMON)))]
+        name = NAMES[int(self.rng.integers(len(NAMES)))]
+        return f"What did {name} and I decide about the {words[0]} {extra} and the {words[1]}?"
+
+
+def agent_message(message: Message) -> dict[str, Any]:
+    """The host's AgentMessage shape for one synthetic message."""
+    if message.role == "toolResult":
+        return {
+            "role": "toolResult",
+            "toolCallId": "call",
+            "toolName": "exec",
+            "content": [{"type": "text", "text": message.text}],
+            "timestamp": message.timestamp_ms,
+        }
+    return {
+        "role": message.role,
+        "content": [{"type": "text", "text": message.text}],
+        "timestamp": message.timestamp_ms,
+    }
+
+
+def stand_in_vectors(real: Vectors, count: int, rng: np.random.Generator) -> Vectors:
+    """Unit vectors shaped like real ones: a random mix of two real vectors plus a little noise."""
+    first = real[rng.integers(len(real), size=count)]
+    second = real[rng.integers(len(real), size=count)]
+    weight = rng.uniform(0.2, 0.8, size=(count, 1)).astype(np.float32)
+    noise = rng.standard_normal((count, real.shape[1])).astype(np.float32) * 0.03
+    mixed = first * weight + second * (1 - weight) + noise
+    out: Vectors = (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def open_baseline(path: Path, dimension: int) -> Connection:
+    """The seed design's vector store: one float32 ``vec0`` table, searched by full scan."""
+    conn = open_connection(path, synchronous="OFF")
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS baseline USING vec0("
+        f"message_id INTEGER PRIMARY KEY, embedding float[{dimension}] distance_metric=cosine)"
+    )
+    return conn
+
+
+@dataclass
+class FillReport:
+    messages: int
+    sessions: int
+    seconds: float
+    real_vectors: int
+
+
+def fill(
+    db: Database,
+    baseline: Connection,
+    total: int,
+    real_texts_vectors: Vectors,
+    *,
+    chunk: int = 20000,
+    seed: int = 5,
+) -> FillReport:
+    """Build ``total`` messages of synthetic chat with vectors, in big transactions through the store layer."""
+    began = time.monotonic()
+    generator = ChatGenerator(seed)
+    rng = np.random.default_rng(seed + 1)
+    sample = len(real_texts_vectors)
+    pending: list[tuple[str, list[Message]]] = []
+    pending_count, made, sessions = 0, 0, 0
+    for session_id, batch in itertools.chain(generator.sessions(total), [("", [])]):
+        if batch:
+            pending.append((session_id, batch))
+            pending_count += len(batch)
+            sessions += 1
+            if pending_count < chunk:
+                continue
+        if not pending:
+            break
+        stored = db.write(lambda conn, p=pending: _store_sessions(conn, p))  # type: ignore[misc]
+        ids = np.asarray([i for i, _ in stored], dtype=np.int64)
+        session_rowids = [s for _, s in stored]
+        vectors = np.empty((len(ids), real_texts_vectors.shape[1]), dtype=np.float32)
+        position = np.arange(made, made + len(ids))
+        is_real = position < sample
+        vectors[is_real] = real_texts_vectors[position[is_real]]
+        vectors[~is_real] = stand_in_vectors(real_texts_vectors, int((~is_real).sum()), rng)
+        db.write(lambda conn, i=ids, v=vectors, s=session_rowids: store_vectors(conn, i.tolist(), v, s))  # type: ignore[misc]
+        _store_baseline(baseline, ids, vectors)
+        made += len(ids)
+        pending, pending_count = [], 0
+    return FillReport(made, sessions, time.monotonic() - began, min(sample, made))
+
+
+def bulk_record(message: dict[str, Any]) -> MessageRecord:
+    """What ``capture`` makes of a message, minus redaction and importance grading (regular expressions at
+    ~1 ms a message: an hour at 1M). Synthetic text has nothing to redact and grading changes no row's
+    shape; the commit-turns the benchmark times go through the full ``capture``."""
+    original = canonical_json(message)
+    return MessageRecord(
+        role=str(message["role"]),
+        created_at=float(message["timestamp"]) / 1000,
+        text=searchable_text(message),
+        original=original,
+        content_hash=hashlib.sha256(original.encode()).digest(),
+        window_key=window_key(message),
+        tokens=descriptor_tokens(message),
+        importance=0.5,
+        importance_label=importance.label_for(0.5),
+    )
+
+
+def _store_sessions(conn: Connection, batches: list[tuple[str, list[Message]]]) -> list[tuple[int, int]]:
+    stored: list[tuple[int, int]] = []
+    for session_id, batch in batches:
+        session = ensure_session(conn, session_id, f"agent:{AGENT}:{session_id}")
+        for turn, start in enumerate(range(0, len(batch), 4)):
+            records = [bulk_record(agent_message(m)) for m in batch[start : start + 4]]
+            stored += _commit(conn, session, f"{session_id}-t{turn}", records)
+    return stored
+
+
+def _commit(conn: Connection, session: SessionRef, key: str, records: list[MessageRecord]) -> list[tuple[int, int]]:
+    _, ids = messages.commit_turn(conn, session, key, records, heartbeat=False)
+    return [(i, session.rowid) for i in ids]
+
+
+def _store_baseline(conn: Connection, ids: npt.NDArray[np.int64], vectors: Vectors) -> None:
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO baseline (message_id, embedding) VALUES (?, ?)",
+        [(int(i), v.tobytes()) for i, v in zip(ids, vectors, strict=True)],
+    )
+    conn.execute("COMMIT")
+
+
+def sample_texts(count: int, seed: int = 5) -> list[str]:
+    """The texts of the first ``count`` messages ``fill`` makes (the ones given real vectors)."""
+    texts: list[str] = []
+    for _, batch in ChatGenerator(seed).sessions(count):
+        texts += [m.text for m in batch]
+    return texts[:count]

@@ -1,0 +1,127 @@
+"""The scale benchmark's outputs: the JSON document as measured, a markdown table against the targets, a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write(document: dict[str, Any], out: Path, name: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+    (out / f"{name}.md").write_text(markdown(document))
+    plot(document, out / f"{name}.png")
+    print(f"wrote {out / name}.{{json,md,png}}")
+
+
+def _cell(sizes: dict[str, Any], size: str, path: tuple[str, ...]) -> str:
+    value: Any = sizes.get(size)
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return "—"
+        value = value[key]
+    if isinstance(value, dict):  # the sweep: one time per shortlist size
+        return " / ".join(str(v.get("p50_ms", "—")) for v in value.values())
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...] | None, str]] = [
+    # (figure, product path, baseline path, target)
+    ("assemble p50 ms (in the sidecar, prompt as query)", ("assemble", "p50"), ("baseline", "assemble", "p50"), ""),
+    ("assemble p95 ms (in the sidecar, prompt as query)", ("assemble", "p95"), ("baseline", "assemble", "p95"),
+     "≤ 25 @100k, ≤ 60 @1M"),
+    ("assemble p99 ms (in the sidecar, prompt as query)", ("assemble", "p99"), ("baseline", "assemble", "p99"), ""),
+    ("assemble p95 ms (in the sidecar, 200-message window)", ("assemble_window", "p95"), None, ""),
+    ("vector lane p95 ms (top-100)", ("lanes", "vector", "p95"), ("baseline", "vec0_scan_top20", "p95"), ""),
+    ("keyword lane p95 ms (top-100)", ("lanes", "keyword", "p95"), None, ""),
+    ("query embedding p95 ms", ("lanes", "query_embed", "p95"), None, ""),
+    ("assemble p95 ms over HTTP, 200-message history", ("server", "http_assemble", "p95"), None, "≤ 40 @100k"),
+    ("commit-turn p50 ms (4 messages)", ("commit", "latency", "p50"), None, ""),
+    ("commit-turn p95 ms (4 messages)", ("commit", "latency", "p95"), None, "≤ 10 @1M"),
+    ("sustained commits/s", ("commit", "sustained_per_s"), None, ""),
+    ("backlog drain msg/s (~100 words)", ("drain", "msg_per_s"), None, "≥ 40"),
+    ("bytes on disk per message beyond text", ("size", "beyond_text_per_message"), None, "≤ 3,072"),
+    ("  of which vectors", ("size", "per_message_by_table", "vectors"), ("baseline", "vec0_bytes_per_message"), ""),
+    ("  of which full-text index", ("size", "per_message_by_table", "fts"), None, ""),
+    ("sidecar RSS MB (index loaded)", ("server", "rss_mb"), None, "≤ 1,536 @1M"),
+    ("cold start to /healthz ok, s", ("server", "cold_start_s"), None, "≤ 3 @1M"),
+    ("cold start to vector index loaded, s", ("server", "index_loaded_s"), None, ""),
+    ("load average (1/5/15 min) after measuring", ("load_average",), None, "a quiet machine: < 1"),
+    ("vector top-20 overlap with exact float32", ("overlap", "top20", "mean"), None, "≥ 0.98"),
+    ("vector top-100 overlap with exact float32", ("overlap", "top100", "mean"), None, ""),
+    ("  top-20 overlap, shortlist 2,000", ("overlap", "shortlist_sweep", "2000", "top20"), None, ""),
+    ("  top-20 overlap, shortlist 30,000", ("overlap", "shortlist_sweep", "30000", "top20"), None, ""),
+    ("  vector search p50 ms, shortlist 2,000 / 10,000 / 30,000", ("overlap", "shortlist_sweep"), None, ""),
+]  # fmt: skip
+
+
+def markdown(document: dict[str, Any]) -> str:
+    sizes: dict[str, Any] = document["sizes"]
+    names = list(sizes)
+    head = "| figure | " + " | ".join(f"{int(n):,}" for n in names) + " | baseline (seed: float32 vec0 scan) | target |"
+    lines = [
+        f"# Scale benchmark — {document['date']}",
+        "",
+        f"Machine: {document['machine']['cpus']} cores, Python {document['machine']['python']}, "
+        f"{document['machine']['platform']}. Command: `{document['command']}`.",
+        f"Vectors: {document['vectors']}. Timings are from one run on a shared machine: compare ratios.",
+        "",
+        head,
+        "|---|" + "---|" * len(names) + "---|---|",
+    ]
+    for label, product, baseline, target in ROWS:
+        cells = [_cell(sizes, n, product) for n in names]
+        base = " / ".join(_cell(sizes, n, baseline) for n in names) if baseline else "—"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {base} | {target} |")
+    lines += ["", "Baseline column: one value per size, in the same order.", ""]
+    for n in names:
+        split = sizes[n].get("size", {}).get("per_message_by_table", {})
+        lines.append(
+            f"- {int(n):,} messages, bytes per message by table: " + ", ".join(f"{k} {v}" for k, v in split.items())
+        )
+    first = sizes[names[-1]].get("plans", {})
+    lines += ["", "Query plans (largest size):", ""]
+    lines += [f"- {name}: " + "; ".join(plan) for name, plan in first.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plot(document: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return
+    sizes = document["sizes"]
+    xs = [int(n) for n in sizes]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    series = [
+        ("assemble p95 (product)", ("assemble", "p95")),
+        ("assemble p95 (seed: vec0 scan)", ("baseline", "assemble", "p95")),
+        ("HTTP assemble p95 (product)", ("server", "http_assemble", "p95")),
+        ("commit-turn p95 (product)", ("commit", "latency", "p95")),
+    ]
+    for label, keys in series:
+        ys = [_number(sizes[n], keys) for n in sizes]
+        left.plot(xs, ys, marker="o", label=label)
+    left.set(xscale="log", yscale="log", xlabel="stored messages", ylabel="ms", title="latency")
+    left.legend(fontsize=8)
+    right.plot(xs, [_number(sizes[n], ("server", "rss_mb")) for n in sizes], marker="o", label="RSS MB")
+    right.plot(xs, [_number(sizes[n], ("size", "beyond_text_per_message")) for n in sizes], marker="s",
+               label="bytes/message beyond text")  # fmt: skip
+    right.set(xscale="log", yscale="log", xlabel="stored messages", title="memory and disk")
+    right.legend(fontsize=8)
+    fig.suptitle(f"openclaw-lossless scale, {document['date']}, {document['machine']['cpus']} cores")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _number(result: dict[str, Any], keys: tuple[str, ...]) -> float:
+    value: Any = result
+    for key in keys:
+        value = value.get(key, {}) if isinstance(value, dict) else {}
+    return float(value) if isinstance(value, int | float) else float("nan")
