@@ -114,7 +114,7 @@ def _when(epoch: float) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from openclaw_lossless.app import create_app
+    from openclaw_lossless.app import create_app, server_config
 
     settings = _settings(args)
     if not is_loopback(settings.host) and not settings.allow_remote:
@@ -122,7 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.umask(0o077)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    uvicorn.Server(server_config(app, settings, log_level=args.log_level)).run()
     return EXIT_OK
 
 
@@ -274,6 +274,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = write_jsonl(records, sys.stdout)
         else:
             fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already exists
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 count = write_jsonl(tqdm(records, desc="export", unit="msg", disable=None), out)
     print(f"exported {count} messages", file=sys.stderr)

@@ -6,18 +6,43 @@ original verbatim; capture (``capture/records.py``) decides what is acceptable a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from openclaw_lossless.capture.records import check_depth
 from openclaw_lossless.config import RecallOverrides
+from openclaw_lossless.errors import BadRequest
 
 Id = Field(min_length=1, max_length=512)
 MAX_MESSAGES = 20_000
 
 
+def _shallow(message: dict[str, Any]) -> dict[str, Any]:
+    try:
+        check_depth(message)
+    except BadRequest as exc:
+        raise ValueError(exc.message) from exc
+    return message
+
+
+# A host message, kept as plain JSON; only its depth is bounded here (capture judges the rest).
+AgentMessage = Annotated[dict[str, Any], AfterValidator(_shallow)]
+
+
 class Wire(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable, machine-readable: what callers branch on.")
+    message: str = Field(description="What went wrong and what to fix, for people.")
+
+
+class ErrorResponse(BaseModel):
+    """The one shape of every error the sidecar answers (see errors.py for the codes)."""
+
+    error: ErrorDetail
 
 
 class SessionFields(Wire):
@@ -44,7 +69,7 @@ class DescriptorIn(Wire):
 
 
 class AssembleRequest(SessionFields):
-    messages: list[dict[str, Any]] | None = Field(None, max_length=MAX_MESSAGES)
+    messages: list[AgentMessage] | None = Field(None, max_length=MAX_MESSAGES)
     descriptors: list[DescriptorIn] | None = Field(None, max_length=MAX_MESSAGES)
     prompt: str | None = Field(None, max_length=1_000_000)
     token_budget: int | None = Field(None, alias="tokenBudget", ge=1, le=100_000_000)
@@ -80,7 +105,7 @@ class AssembleResponse(Wire):
 
 class CommitTurnRequest(SessionFields):
     advancement_key: str = Field(alias="advancementKey", min_length=1, max_length=512)
-    messages: list[dict[str, Any]] = Field(max_length=MAX_MESSAGES)
+    messages: list[AgentMessage] = Field(max_length=MAX_MESSAGES)
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
 
@@ -92,7 +117,7 @@ class CommitTurnResponse(Wire):
 
 
 class IngestRequest(SessionFields):
-    message: dict[str, Any]
+    message: AgentMessage
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
 
@@ -102,7 +127,7 @@ class IngestResponse(Wire):
 
 
 class IngestBatchRequest(SessionFields):
-    messages: list[dict[str, Any]] = Field(max_length=MAX_MESSAGES)
+    messages: list[AgentMessage] = Field(max_length=MAX_MESSAGES)
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
 
