@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fuzzing import record_figures
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 
 pytestmark = pytest.mark.slow
@@ -64,6 +66,7 @@ MESSAGES = st.fixed_dictionaries(
 ANY_MESSAGE = MESSAGES | VALUES
 
 _sessions = itertools.count()
+OUTCOMES: Counter[str] = Counter()
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +74,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSidecar]:
     settings_ = make_settings(tmp_path_factory.mktemp("capture") / "state", max_body_bytes=8 * 1024 * 1024)
     with live_sidecar(settings_, HashEmbedder()) as live:
         yield live
+    record_figures("capture_properties", {"requests": sum(OUTCOMES.values()), **OUTCOMES, "5xx": OUTCOMES["5xx"]})
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:
@@ -90,6 +94,7 @@ def _post(server: LiveSidecar, hook: str, body: dict[str, Any]) -> httpx.Respons
 def _stored_or_refused(server: LiveSidecar, hook: str, body: dict[str, Any], sent: list[Any]) -> None:
     before = _fingerprint(server.settings.database_path)
     response = _post(server, hook, body)
+    OUTCOMES[f"{hook} {response.status_code}" if response.status_code < 500 else "5xx"] += 1
     if response.status_code != 200:
         assert_error(response, 422, "invalid_request")
         assert _fingerprint(server.settings.database_path) == before

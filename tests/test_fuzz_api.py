@@ -20,8 +20,8 @@ from tests.conversation import commit_body, conversation
 from tests.fuzzing import Tally, app_schema, fuzz, has_inputs, operations, record_figures
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 
-POSITIVE = int(os.environ.get("LOSSLESS_FUZZ_POSITIVE", "150"))
-NEGATIVE = int(os.environ.get("LOSSLESS_FUZZ_NEGATIVE", "100"))
+POSITIVE = int(os.environ.get("LOSSLESS_FUZZ_POSITIVE", "80"))
+NEGATIVE = int(os.environ.get("LOSSLESS_FUZZ_NEGATIVE", "60"))
 SCHEMA = app_schema(Path(tempfile.gettempdir()) / "lossless-schema-only")
 OPERATIONS = {op.label: op for op in operations(SCHEMA)}
 CASES = [
