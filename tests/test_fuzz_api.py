@@ -18,7 +18,7 @@ from schemathesis.generation.modes import GenerationMode
 
 from tests.conversation import commit_body, conversation
 from tests.fuzzing import Tally, app_schema, fuzz, has_inputs, operations, record_figures
-from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 
 POSITIVE = int(os.environ.get("LOSSLESS_FUZZ_POSITIVE", "80"))
 NEGATIVE = int(os.environ.get("LOSSLESS_FUZZ_NEGATIVE", "60"))
@@ -101,3 +101,25 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
     )
     assert tally.cases >= (min(examples, 20) if has_inputs(operation) else 1)
     assert not [status for status in tally.statuses if status >= 500]
+
+
+@pytest.mark.parametrize(
+    ("hook", "body"),
+    [
+        ("compact", '{"sessionId": "s-main", "tokensBefore": 9223372036854775808}'),
+        ("compact", '{"sessionId": "s-main", "tokensAfter": 100000000000000000000000}'),
+        ("subagent-spawn/rollback", '{"spawnId": 9223372036854775808}'),
+        ("assemble", '{"sessionId": "s-main", "messages": [], "prompt": "staging", "now": NaN}'),
+        ("assemble", '{"sessionId": "s-main", "messages": [], "prompt": "staging", "now": Infinity}'),
+        (
+            "assemble",
+            '{"sessionId": "s", "descriptors": [{"role": "user", "key": "k", "tokens": 1, "timestamp": NaN}]}',
+        ),
+    ],
+)
+def test_numbers_sqlite_or_scoring_cannot_hold_are_refused(server: LiveSidecar, hook: str, body: str) -> None:
+    """Found by the fuzzer: integers past 64 bits reached SQLite (a 500), NaN/Infinity silently emptied recall."""
+    before = _stable_fingerprint(server.settings.database_path)
+    response = server.client.post(f"/v1/hooks/{hook}", content=body, headers={"Content-Type": "application/json"})
+    assert_error(response, 422, "invalid_request")
+    assert _stable_fingerprint(server.settings.database_path) == before

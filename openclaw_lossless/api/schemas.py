@@ -16,6 +16,7 @@ from openclaw_lossless.errors import BadRequest
 
 Id = Field(min_length=1, max_length=512)
 MAX_MESSAGES = 20_000
+MAX_INT = 2**62  # every integer that may reach SQLite (a signed 64-bit column) stays inside it
 
 
 def _shallow(message: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +65,7 @@ class DescriptorIn(Wire):
     role: str = Field(min_length=1, max_length=64)
     key: str = Field(min_length=1, max_length=128)
     tokens: int = Field(ge=0, le=10_000_000)
-    timestamp: float | None = None
+    timestamp: float | None = Field(None, allow_inf_nan=False)
     text: str | None = Field(None, max_length=200_000)
 
 
@@ -75,7 +76,9 @@ class AssembleRequest(SessionFields):
     token_budget: int | None = Field(None, alias="tokenBudget", ge=1, le=100_000_000)
     trace: bool = False
     config: RecallOverrides | None = None
-    now: float | None = Field(None, description="Epoch milliseconds to score recency against (default: now).")
+    now: float | None = Field(
+        None, allow_inf_nan=False, description="Epoch milliseconds to score recency against (default: now)."
+    )
 
     @model_validator(mode="after")
     def one_history(self) -> AssembleRequest:
@@ -133,7 +136,7 @@ class IngestBatchRequest(SessionFields):
 
 
 class AfterTurnRequest(IngestBatchRequest):
-    pre_prompt_message_count: int | None = Field(None, alias="prePromptMessageCount", ge=0)
+    pre_prompt_message_count: int | None = Field(None, alias="prePromptMessageCount", ge=0, le=MAX_INT)
 
 
 class IngestBatchResponse(Wire):
@@ -142,8 +145,8 @@ class IngestBatchResponse(Wire):
 
 class CompactRequest(SessionFields):
     compacted: bool = True
-    tokens_before: int | None = Field(None, alias="tokensBefore", ge=0)
-    tokens_after: int | None = Field(None, alias="tokensAfter", ge=0)
+    tokens_before: int | None = Field(None, alias="tokensBefore", ge=0, le=MAX_INT)
+    tokens_after: int | None = Field(None, alias="tokensAfter", ge=0, le=MAX_INT)
     summary: str | None = Field(None, max_length=2_000_000)
     reason: str | None = Field(None, max_length=2000)
 
@@ -159,7 +162,7 @@ class SubagentSpawnRequest(Wire):
     parent_session_key: str = Field(alias="parentSessionKey", min_length=1, max_length=512)
     child_session_key: str = Field(alias="childSessionKey", min_length=1, max_length=512)
     context_mode: str | None = Field(None, alias="contextMode", max_length=64)
-    ttl_ms: int | None = Field(None, alias="ttlMs", ge=0)
+    ttl_ms: int | None = Field(None, alias="ttlMs", ge=0, le=MAX_INT)
 
 
 class SubagentSpawnResponse(Wire):
@@ -167,7 +170,7 @@ class SubagentSpawnResponse(Wire):
 
 
 class SubagentRollbackRequest(Wire):
-    spawn_id: int | None = Field(None, alias="spawnId", ge=1)
+    spawn_id: int | None = Field(None, alias="spawnId", ge=1, le=MAX_INT)
     child_session_key: str | None = Field(None, alias="childSessionKey", min_length=1, max_length=512)
 
     @model_validator(mode="after")
