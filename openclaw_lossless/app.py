@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -20,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openclaw_lossless import __version__
 from openclaw_lossless.api import hooks, ops, query
+from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
 from openclaw_lossless.sidecar import Sidecar
@@ -29,6 +31,16 @@ from openclaw_lossless.tokens import load_or_create_token
 log = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/healthz"})
+# A GET carries its query in the request line. h11's default cap (16 KiB) refused a long but valid search
+# (q may be 20,000 characters, up to 12 bytes each once URL-encoded) with a bare text 400 and a reset
+# connection, before the app could answer. This leaves room for the longest valid request line.
+MAX_REQUEST_HEAD_BYTES = 1024 * 1024
+# Documented on every operation, so the OpenAPI schema tells clients the error shape they really get
+# (declaring 4XX also stops FastAPI from documenting its own 422 body, which this app never sends).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorResponse, "description": "Bad input, missing token, unknown resource or body too large."},
+    "5XX": {"model": ErrorResponse, "description": "The store or the embedder failed; 503 and 507 are retryable."},
+}
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -115,6 +127,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not decode the body (e.g. bytes that are not UTF-8)
+            message = f"{exc.detail}: send a JSON object encoded as UTF-8"
+            return JSONResponse(error_body("invalid_request", message), status_code=422)
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
             exc.status_code, "http_error"
         )
@@ -144,9 +159,21 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
             if owned:
                 app.state.sidecar.close()
 
-    app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan)
+    app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
     for router in (hooks.router, query.router, ops.router):
         app.include_router(router)
     install_error_handlers(app)
     app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)
     return app
+
+
+def server_config(app: FastAPI, settings: Settings, *, log_level: str) -> uvicorn.Config:
+    """How the app is served (by ``serve`` and by the tests alike): loopback unless allowed, no access log."""
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        access_log=False,
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+    )

@@ -116,7 +116,7 @@ def _when(epoch: float) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from openclaw_lossless.app import create_app
+    from openclaw_lossless.app import create_app, server_config
 
     settings = _settings(args)
     if not is_loopback(settings.host) and not settings.allow_remote:
@@ -126,11 +126,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from openclaw_lossless.sidecar import Sidecar
 
     # Opened here, not in the app's lifespan, so a damaged or too-new database is one line and exit 1,
-    # not a traceback from inside the server.
-    sidecar = Sidecar(settings)
+    # not a traceback from inside the server. The vector index loads in the background, as in the app.
+    sidecar = Sidecar(settings, background_load=True)
     try:
         app = create_app(settings, sidecar=sidecar)
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+        uvicorn.Server(server_config(app, settings, log_level=args.log_level)).run()
     finally:
         sidecar.close()
     return EXIT_OK
@@ -284,6 +284,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = write_jsonl(records, sys.stdout)
         else:
             fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already exists
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 count = write_jsonl(tqdm(records, desc="export", unit="msg", disable=None), out)
     print(f"exported {count} messages", file=sys.stderr)

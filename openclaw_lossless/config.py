@@ -11,10 +11,11 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 RecallScope = Literal["agent", "session"]
+MIN_TOKEN_CHARS = 16  # an empty or short token would make the bearer check guessable
 ProviderName = Literal["local", "openai-compatible", "none"]
 
 
@@ -117,6 +118,16 @@ class Settings(BaseSettings):
     redact_originals: bool = True
     redact_patterns: list[str] = Field(default_factory=list)
     include_thinking: bool = False
+
+    @field_validator("token")
+    @classmethod
+    def _strong_token(cls, token: SecretStr | None) -> SecretStr | None:
+        value = None if token is None else token.get_secret_value()
+        if value is not None and (len(value) < MIN_TOKEN_CHARS or any(ch.isspace() for ch in value)):
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_CHARS} characters without spaces (or unset: one is generated)"
+            )
+        return token
 
     @property
     def database_path(self) -> Path:

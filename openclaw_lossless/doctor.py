@@ -185,12 +185,17 @@ def _permissions(settings: Settings) -> Finding:
     state = settings.state_dir
     if state.exists() and stat.S_IMODE(state.stat().st_mode) & 0o077:
         loose.append(f"{state} is {oct(stat.S_IMODE(state.stat().st_mode))}, not 0o700")
-    files = [settings.database_path, Path(f"{settings.database_path}-wal"), settings.token_path]
+    archives = settings.archive_dir
+    if archives.is_dir() and stat.S_IMODE(archives.stat().st_mode) & 0o077:
+        loose.append(f"{archives} is {oct(stat.S_IMODE(archives.stat().st_mode))}, not 0o700")
+    database = settings.database_path
+    files = [database, Path(f"{database}-wal"), Path(f"{database}-shm"), settings.token_path]
+    files += sorted(archives.glob("*")) if archives.is_dir() else []
     for path in files:
         if path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077:
             loose.append(f"{path} is {oct(stat.S_IMODE(path.stat().st_mode))}, not 0o600")
     if loose:
-        fix = f"chmod 700 {state} && chmod 600 {state}/*"
+        fix = f"chmod -R u=rwX,go= {state}"
         return Finding("permissions", False, "; ".join(loose), fix)
     return Finding("permissions", True, "state directory 0700, files 0600")
 

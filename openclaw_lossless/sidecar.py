@@ -64,6 +64,8 @@ class Sidecar:
         self.settings = settings
         self.started = time.monotonic()
         self.metrics = Metrics()
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(settings.state_dir, 0o700)  # the token, archives and (by default) the database live here
         self.db = Database(settings.database_path, synchronous=settings.synchronous)
         try:
             migrate(self.db)

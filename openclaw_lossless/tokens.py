@@ -1,7 +1,9 @@
 """The sidecar token: generated on first start into a user-only file the plugin reads.
 
-An explicit ``LOSSLESS_TOKEN`` wins (and is never written to disk). The file is created with mode 0600 in
-one ``open`` call, so the token is never readable by others even for an instant.
+An explicit ``LOSSLESS_TOKEN`` wins (and is never written to disk; ``Settings`` refuses one shorter than
+``MIN_TOKEN_CHARS``). The file is created with mode 0600 in one ``open`` call, so the token is never readable
+by others even for an instant; a file holding a guessable token (too short) is replaced by a fresh one, which
+the plugin reads from the same file.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 
-from openclaw_lossless.config import Settings
+from openclaw_lossless.config import MIN_TOKEN_CHARS, Settings
 
 
 def load_or_create_token(settings: Settings) -> str:
@@ -20,7 +22,7 @@ def load_or_create_token(settings: Settings) -> str:
     os.chmod(path.parent, 0o700)
     try:
         token = path.read_text().strip()
-        if token:
+        if len(token) >= MIN_TOKEN_CHARS:
             os.chmod(path, 0o600)
             return token
     except FileNotFoundError:

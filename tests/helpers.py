@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import uvicorn
 
-from openclaw_lossless.app import create_app
+from openclaw_lossless.app import create_app, server_config
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
 from openclaw_lossless.sidecar import Sidecar
@@ -79,13 +79,7 @@ class LiveSidecar:
     def __init__(self, settings: Settings, provider: EmbeddingProvider | None) -> None:
         self.settings = settings
         self.sidecar = Sidecar(settings, provider=provider)
-        config = uvicorn.Config(
-            create_app(settings, sidecar=self.sidecar),
-            host="127.0.0.1",
-            port=settings.port,
-            log_level="warning",
-            access_log=False,
-        )
+        config = server_config(create_app(settings, sidecar=self.sidecar), settings, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{settings.port}"

@@ -129,7 +129,7 @@ def test_stats_and_doctor(capsys: pytest.CaptureFixture[str], state: Path) -> No
     os.chmod(state, 0o755)
     try:
         code, out, _ = run(capsys, state, "doctor")
-        assert code == 1 and "chmod 700" in out
+        assert code == 1 and "chmod -R u=rwX,go=" in out
     finally:
         os.chmod(state, 0o700)
 

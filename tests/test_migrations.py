@@ -287,10 +287,10 @@ def test_loose_permissions_are_tightened_on_start(tmp_path: Path) -> None:
     os.chmod(settings.state_dir, 0o755)
     _migrated(settings.database_path)
     os.chmod(settings.database_path, 0o644)
-    settings.token_path.write_text("an-old-token\n")
+    settings.token_path.write_text("an-old-but-long-enough-token\n")
     os.chmod(settings.token_path, 0o644)
     os.chmod(settings.state_dir, 0o755)
     with live_sidecar(settings, HashEmbedder()) as sidecar:
-        assert sidecar.token == "an-old-token"  # noqa: S105
+        assert sidecar.token == "an-old-but-long-enough-token"  # noqa: S105
         assert sidecar.client.get("/stats").status_code == 200
         _assert_private(settings.state_dir, settings.database_path, settings.token_path)

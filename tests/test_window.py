@@ -3,6 +3,7 @@ able to speak FTS5 or SQL, whatever it contains)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from openclaw_lossless.cli import main
 from openclaw_lossless.recall.search import MAX_QUERY_TERMS, fts_query
 from openclaw_lossless.recall.window import Descriptor, query_text, window_start
 from openclaw_lossless.store.connection import Connection, Database, open_connection
@@ -182,6 +184,11 @@ HOSTILE = [
     "rank:bm25 rowid=1 MATCH zephyr",
     " ".join(["zephyr", "AND", "OR", "NOT", "NEAR"] * 400),
     ("lorem ipsum dolor sit amet zephyr " * 300)[:10_240],
+    ("zéphyr ünïcødé 🔥 ｚｅｐｈｙｒ " * 500)[:10_240],  # 10 KB that is ~30 KB once URL-encoded in a GET
+    'NEAR("zephyr" "staging", 2) AND text:deploy* OR "a" NOT b',
+    "zephyr' UNION SELECT original FROM messages --",
+    "%' OR 1=1 --",
+    "messages_fts MATCH 'x'",
 ]
 
 
@@ -248,3 +255,23 @@ def test_hostile_prompt_in_assemble_still_recalls(sidecar: LiveSidecar) -> None:
         assert response.status_code == 200, (prompt[:40], response.text)
         if "zephyr" in prompt.lower() and len(prompt) < 200:
             assert "zephyr deploy to staging" in response.json()["systemPromptAddition"], prompt
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=[f"hostile-{i}" for i in range(len(HOSTILE))])
+def test_hostile_search_through_the_cli_answers_hits_or_none(
+    sidecar: LiveSidecar, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """Both ways the CLI searches: through the running sidecar (its port) and on the database file directly."""
+    turn = [{"role": "user", "content": "zephyr deploy to staging", "timestamp": 1767225600000}]
+    sidecar.post("commit-turn", {"sessionId": "s-cli", "advancementKey": "t1", "messages": turn})
+    state = str(sidecar.settings.state_dir)
+    for port in (str(sidecar.settings.port), "9"):
+        for mode in ("keyword", "hybrid"):
+            code = main(["search", text, "--mode", mode, "--json", "--state-dir", state, "--port", port])
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            hits = json.loads(out)["hits"]
+            if mode == "keyword" and "zephyr" in text.lower():
+                assert [hit["text"] for hit in hits] == ["zephyr deploy to staging"]
+        assert main(["search", text, "--state-dir", state, "--port", port]) == 0
+        assert capsys.readouterr().out.strip()

@@ -6,18 +6,44 @@ original verbatim; capture (``capture/records.py``) decides what is acceptable a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from openclaw_lossless.capture.records import check_depth
 from openclaw_lossless.config import RecallOverrides
+from openclaw_lossless.errors import BadRequest
 
 Id = Field(min_length=1, max_length=512)
 MAX_MESSAGES = 20_000
+MAX_INT = 2**62  # every integer that may reach SQLite (a signed 64-bit column) stays inside it
+
+
+def _shallow(message: dict[str, Any]) -> dict[str, Any]:
+    try:
+        check_depth(message)
+    except BadRequest as exc:
+        raise ValueError(exc.message) from exc
+    return message
+
+
+# A host message, kept as plain JSON; only its depth is bounded here (capture judges the rest).
+AgentMessage = Annotated[dict[str, Any], AfterValidator(_shallow)]
 
 
 class Wire(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable, machine-readable: what callers branch on.")
+    message: str = Field(description="What went wrong and what to fix, for people.")
+
+
+class ErrorResponse(BaseModel):
+    """The one shape of every error the sidecar answers (see errors.py for the codes)."""
+
+    error: ErrorDetail
 
 
 class SessionFields(Wire):
@@ -39,18 +65,20 @@ class DescriptorIn(Wire):
     role: str = Field(min_length=1, max_length=64)
     key: str = Field(min_length=1, max_length=128)
     tokens: int = Field(ge=0, le=10_000_000)
-    timestamp: float | None = None
+    timestamp: float | None = Field(None, allow_inf_nan=False)
     text: str | None = Field(None, max_length=200_000)
 
 
 class AssembleRequest(SessionFields):
-    messages: list[dict[str, Any]] | None = Field(None, max_length=MAX_MESSAGES)
+    messages: list[AgentMessage] | None = Field(None, max_length=MAX_MESSAGES)
     descriptors: list[DescriptorIn] | None = Field(None, max_length=MAX_MESSAGES)
     prompt: str | None = Field(None, max_length=1_000_000)
     token_budget: int | None = Field(None, alias="tokenBudget", ge=1, le=100_000_000)
     trace: bool = False
     config: RecallOverrides | None = None
-    now: float | None = Field(None, description="Epoch milliseconds to score recency against (default: now).")
+    now: float | None = Field(
+        None, allow_inf_nan=False, description="Epoch milliseconds to score recency against (default: now)."
+    )
 
     @model_validator(mode="after")
     def one_history(self) -> AssembleRequest:
@@ -80,7 +108,7 @@ class AssembleResponse(Wire):
 
 class CommitTurnRequest(SessionFields):
     advancement_key: str = Field(alias="advancementKey", min_length=1, max_length=512)
-    messages: list[dict[str, Any]] = Field(max_length=MAX_MESSAGES)
+    messages: list[AgentMessage] = Field(max_length=MAX_MESSAGES)
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
 
@@ -92,7 +120,7 @@ class CommitTurnResponse(Wire):
 
 
 class IngestRequest(SessionFields):
-    message: dict[str, Any]
+    message: AgentMessage
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
 
@@ -102,13 +130,13 @@ class IngestResponse(Wire):
 
 
 class IngestBatchRequest(SessionFields):
-    messages: list[dict[str, Any]] = Field(max_length=MAX_MESSAGES)
+    messages: list[AgentMessage] = Field(max_length=MAX_MESSAGES)
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
 
 
 class AfterTurnRequest(IngestBatchRequest):
-    pre_prompt_message_count: int | None = Field(None, alias="prePromptMessageCount", ge=0)
+    pre_prompt_message_count: int | None = Field(None, alias="prePromptMessageCount", ge=0, le=MAX_INT)
 
 
 class IngestBatchResponse(Wire):
@@ -117,8 +145,8 @@ class IngestBatchResponse(Wire):
 
 class CompactRequest(SessionFields):
     compacted: bool = True
-    tokens_before: int | None = Field(None, alias="tokensBefore", ge=0)
-    tokens_after: int | None = Field(None, alias="tokensAfter", ge=0)
+    tokens_before: int | None = Field(None, alias="tokensBefore", ge=0, le=MAX_INT)
+    tokens_after: int | None = Field(None, alias="tokensAfter", ge=0, le=MAX_INT)
     summary: str | None = Field(None, max_length=2_000_000)
     reason: str | None = Field(None, max_length=2000)
 
@@ -134,7 +162,7 @@ class SubagentSpawnRequest(Wire):
     parent_session_key: str = Field(alias="parentSessionKey", min_length=1, max_length=512)
     child_session_key: str = Field(alias="childSessionKey", min_length=1, max_length=512)
     context_mode: str | None = Field(None, alias="contextMode", max_length=64)
-    ttl_ms: int | None = Field(None, alias="ttlMs", ge=0)
+    ttl_ms: int | None = Field(None, alias="ttlMs", ge=0, le=MAX_INT)
 
 
 class SubagentSpawnResponse(Wire):
@@ -142,7 +170,7 @@ class SubagentSpawnResponse(Wire):
 
 
 class SubagentRollbackRequest(Wire):
-    spawn_id: int | None = Field(None, alias="spawnId", ge=1)
+    spawn_id: int | None = Field(None, alias="spawnId", ge=1, le=MAX_INT)
     child_session_key: str | None = Field(None, alias="childSessionKey", min_length=1, max_length=512)
 
     @model_validator(mode="after")

@@ -25,6 +25,9 @@ KNOWN_ROLES = frozenset(
 )
 
 
+# Deeper than any real message; a hostile one nested thousands deep would otherwise exhaust Python's recursion
+# limit in json.dumps and redaction (a 500) instead of being refused.
+MAX_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
@@ -53,6 +56,7 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
     """Derive the record of one message; raises BadRequest when it is not an AgentMessage."""
     if not isinstance(message, dict):
         raise BadRequest("each message must be a JSON object with a 'role'")
+    check_depth(message)
     role = message.get("role")
     if not isinstance(role, str) or not _ROLE.match(role):
         raise BadRequest("each message needs a 'role' of 1-64 letters, digits, '_' or '-' (user, assistant, ...)")
@@ -73,6 +77,19 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
         importance=grade.score,
         importance_label=grade.label,
     )
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Refuse a value nested more than ``limit`` levels deep (checked without recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise BadRequest(f"a message is nested more than {limit} levels deep; flatten it or send it as a string")
+        pending.extend((child, depth + 1) for child in children)
 
 
 def canonical_json(value: Any) -> str:

@@ -13,6 +13,7 @@ import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
+from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
@@ -61,6 +62,9 @@ class EmbeddingService:
         self.status = EmbedderStatus(configured=settings.embedding_provider)
         self.provider: EmbeddingProvider | None = None
         self._deadline_s = settings.query_embed_deadline_ms / 1000
+        # A prompt or a search may hold a pasted key just like a stored message: redacted before it is sent
+        # anywhere (and then it also matches the stored text, which was redacted the same way).
+        self._redactor = build_redactor(settings.redact_patterns)
         self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="lossless-query")
@@ -83,6 +87,7 @@ class EmbeddingService:
         if self.provider is None:
             self.status.fallbacks["no_provider"] += 1
             return None
+        text = self._redactor.redact(text)
         with self._cache_lock:
             if text in self._cache:
                 self._cache.move_to_end(text)

@@ -161,6 +161,10 @@ class Database:
 
 
 def _ensure_private_dir(directory: Path) -> None:
+    """Create the database's directory user-only; one that already exists is the operator's and left as it is
+    (``--db-path /tmp/x.sqlite`` must not chmod /tmp). The state dir itself is made 0700 by the Sidecar."""
+    if directory.is_dir():
+        return
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
 

@@ -1,0 +1,125 @@
+"""Fuzzing the HTTP API with schemathesis, from the app's own OpenAPI schema, against a live sidecar.
+
+Every operation gets schema-valid cases (``positive``) and schema-breaking ones (``negative``), sent over real
+HTTP with the token to a sidecar whose store already holds a conversation. None may answer 5xx; every error
+must have the standard shape; a rejected write must leave the database as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from schemathesis.generation.modes import GenerationMode
+
+from tests.conversation import commit_body, conversation
+from tests.fuzzing import Tally, app_schema, fuzz, has_inputs, operations, record_figures
+from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
+
+POSITIVE = int(os.environ.get("LOSSLESS_FUZZ_POSITIVE", "80"))
+NEGATIVE = int(os.environ.get("LOSSLESS_FUZZ_NEGATIVE", "60"))
+SCHEMA = app_schema(Path(tempfile.gettempdir()) / "lossless-schema-only")
+OPERATIONS = {op.label: op for op in operations(SCHEMA)}
+CASES = [
+    pytest.param(label, mode, id=f"{label}-{mode.value}")
+    for label, op in OPERATIONS.items()
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    if mode is GenerationMode.POSITIVE or has_inputs(op)
+]
+TALLIES: dict[str, dict[str, Tally]] = {}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSidecar]:
+    settings = make_settings(tmp_path_factory.mktemp("fuzz") / "state")
+    with live_sidecar(settings, HashEmbedder()) as live:
+        for turn in conversation(6):
+            live.post("commit-turn", commit_body(turn))
+        live.post("compact", {"sessionId": "s-main", "sessionKey": "agent:main:main"})
+        yield live
+    record_figures("fuzz", _figures())
+
+
+def _figures() -> dict[str, Any]:
+    per_endpoint = {
+        label: {mode: tally.view() for mode, tally in modes.items()} for label, modes in sorted(TALLIES.items())
+    }
+    return {
+        "tool": "schemathesis (Python API) on app.openapi(), live sidecar on 127.0.0.1",
+        "examples_asked": {"positive": POSITIVE, "negative": NEGATIVE},
+        "endpoints": len(per_endpoint),
+        "cases": sum(t["cases"] for modes in per_endpoint.values() for t in modes.values()),
+        "5xx": sum(t["5xx"] for modes in per_endpoint.values() for t in modes.values()),
+        "per_endpoint": per_endpoint,
+    }
+
+
+def _stable_fingerprint(path: Path) -> dict[str, Any]:
+    """The database's content, minus the embedding backlog that the background worker drains on its own."""
+    fingerprint = db_fingerprint(path)
+    fingerprint["counts"].pop("embedding_backlog", None)
+    return fingerprint
+
+
+def test_every_operation_of_the_live_app_is_fuzzed(server: LiveSidecar) -> None:
+    served = server.client.get("/openapi.json").json()
+    assert {path for path in served["paths"]} == {path for path in SCHEMA["paths"]}
+    assert {label.split(" ", 1)[1] for label in OPERATIONS} == set(SCHEMA["paths"])
+
+
+def test_errors_are_documented_with_their_real_shape() -> None:
+    for path, methods in SCHEMA["paths"].items():
+        for method, operation in methods.items():
+            assert set(operation["responses"]) >= {"4XX", "5XX"}, (method, path)
+            assert "422" not in operation["responses"], (method, path)
+    assert "HTTPValidationError" not in SCHEMA["components"]["schemas"]
+
+
+@pytest.mark.parametrize(("label", "mode"), CASES)
+def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
+    server: LiveSidecar, label: str, mode: GenerationMode
+) -> None:
+    operation = OPERATIONS[label]
+    examples = POSITIVE if mode is GenerationMode.POSITIVE else NEGATIVE
+    tally = TALLIES.setdefault(label, {}).setdefault(mode.value, Tally())
+    path = server.settings.database_path
+    writes = operation.method.upper() == "POST"
+    fuzz(
+        operation,
+        mode,
+        server.url,
+        server.token,
+        examples,
+        tally,
+        (lambda: _stable_fingerprint(path)) if writes else None,
+    )
+    assert tally.cases >= (min(examples, 20) if has_inputs(operation) else 1)
+    assert not [status for status in tally.statuses if status >= 500]
+
+
+@pytest.mark.parametrize(
+    ("hook", "body"),
+    [
+        ("compact", '{"sessionId": "s-main", "tokensBefore": 9223372036854775808}'),
+        ("compact", '{"sessionId": "s-main", "tokensAfter": 100000000000000000000000}'),
+        ("subagent-spawn/rollback", '{"spawnId": 9223372036854775808}'),
+        ("assemble", '{"sessionId": "s-main", "messages": [], "prompt": "staging", "now": NaN}'),
+        ("assemble", '{"sessionId": "s-main", "messages": [], "prompt": "staging", "now": Infinity}'),
+        (
+            "assemble",
+            '{"sessionId": "s", "descriptors": [{"role": "user", "key": "k", "tokens": 1, "timestamp": NaN}]}',
+        ),
+    ],
+)
+def test_numbers_sqlite_or_scoring_cannot_hold_are_refused(server: LiveSidecar, hook: str, body: str) -> None:
+    """Found by the fuzzer: integers past 64 bits reached SQLite (a 500), NaN/Infinity silently emptied recall."""
+    before = _stable_fingerprint(server.settings.database_path)
+    response = server.client.post(f"/v1/hooks/{hook}", content=body, headers={"Content-Type": "application/json"})
+    assert_error(response, 422, "invalid_request")
+    assert _stable_fingerprint(server.settings.database_path) == before
