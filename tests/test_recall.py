@@ -79,7 +79,11 @@ def test_recalled_lines_are_cited_dated_and_fit_the_budget(loaded: LiveSidecar, 
     addition = str(result["systemPromptAddition"])
     lines = [line for line in addition.splitlines() if line.startswith("[")]
     assert lines and all(re.match(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC \| \w+\]: .* \[msg:\d+\]$", x) for x in lines)
-    assert len(lines) <= 20
+    hits = [item for item in result["recalled"] if "neighbourOf" not in item]  # type: ignore[attr-defined]
+    assert 0 < len(hits) <= 20
+    hit_citations = {item["citation"] for item in hits}
+    assert all(item["neighbourOf"] in hit_citations for item in result["recalled"] if item not in hits)  # type: ignore[attr-defined]
+    assert len(lines) == len(result["recalled"])  # type: ignore[arg-type]
     assert int(result["estimatedTokens"]) <= 4000  # type: ignore[call-overload]
     stamps = [line[1:17] for line in lines]
     assert stamps == sorted(stamps)
