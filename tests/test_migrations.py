@@ -12,8 +12,8 @@ import pytest
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.connection import Database, open_connection
 from openclaw_lossless.store import migrations
+from openclaw_lossless.store.connection import Database, open_connection
 from openclaw_lossless.store.migrations import MIGRATIONS, migrate
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 
@@ -217,7 +217,8 @@ def _v1_database(path: Path, texts: list[tuple[str, float]]) -> None:
 
         def fill(conn: Any) -> None:
             conn.execute(
-                "INSERT INTO sessions (id, session_id, agent_id, created_at, last_seen_at) VALUES (1, 's', 'main', 1, 1)"
+                "INSERT INTO sessions (id, session_id, agent_id, created_at, last_seen_at)"
+                " VALUES (1, 's', 'main', 1, 1)"
             )
             for number, (text, created_at) in enumerate(texts, 1):
                 conn.execute(
@@ -267,7 +268,8 @@ def test_messages_written_after_the_upgrade_and_a_rebuild_keep_their_dates(tmp_p
     try:
         conn.execute(
             "INSERT INTO messages (session_rowid, agent_id, role, created_at, stored_at, text, original,"
-            " content_hash, window_key, tokens) VALUES (1, 'main', 'user', 1700000000, 1, 'fresh news', '{}', 'x', 'y', 3)"
+            " content_hash, window_key, tokens)"
+            " VALUES (1, 'main', 'user', 1700000000, 1, 'fresh news', '{}', 'x', 'y', 3)"
         )
         conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
     finally:
