@@ -287,12 +287,17 @@ def apply_audit(conversations: list[Conversation], path: Path) -> dict[str, Any]
             question.audited = corrected
             changed[str(entry.get("error_type") or "unknown")] += 1
     return {
-        "file": str(path),
+        "file": shown(path),
         "entries": len(entries),
         "notInRun": not_in_run,
         "changedQuestions": sum(changed.values()),
         "changedByType": dict(changed),
     }
+
+
+def shown(path: Path) -> str:
+    """A path as the results record it: relative to the repository, so they name no one's machine."""
+    return os.path.relpath(path.resolve(), REPO)
 
 
 def spread(items: Sequence[Question], limit: int | None) -> list[Question]:
@@ -885,7 +890,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "loadAvgBefore": [round(x, 2) for x in load_before],
                 "loadAvgAfter": [round(x, 2) for x in os.getloadavg()],
             },
-            "data": str(args.data),
+            "data": shown(args.data),
             "audit": audit,
             "embedder": f"{embedder['model']} ({embedder['variant']})",
             "embedderFallbacks": embedder["fallbacks"],
