@@ -740,7 +740,13 @@ def plot(report: dict[str, Any], path: Path) -> bool:
     for name, result in report["methods"].items():
         for axis, kind in zip(axes[:2], ("any", "all"), strict=True):
             axis.plot(KS, [result["raw"][f"{kind}@{k}"] for k in KS], marker="o", label=name)
+    product = report["methods"]["product"]
     for axis, kind, target in ((axes[0], "any", TARGETS["anyHit"]), (axes[1], "all", TARGETS["allHit"])):
+        # the block holds the hits plus their neighbours: plot it at its median size, not on the ranking's line
+        items = max(product["tokens"]["medianItems"], 1.0)
+        axis.scatter([items], [product["raw"][kind]], marker="*", s=160, color="C0", zorder=3)
+        axis.annotate(f"product block ({items:.0f} lines)", (items, product["raw"][kind]), fontsize=8,
+                      xytext=(-40, 8), textcoords="offset points")  # fmt: skip
         axis.axhline(target, color="grey", linestyle="--", linewidth=1)
         for name in ("bm25", "vector", "rrf"):
             axis.scatter([20], [REFERENCE[name][f"{kind}@20"]], marker="x", color="black")
