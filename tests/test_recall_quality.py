@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.recall import render
 from tests.helpers import LiveSidecar, live_sidecar, make_settings
@@ -61,8 +64,15 @@ PET_QUESTION = "What kind of pet did Caroline adopt from the animal shelter?"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, local_embedder: EmbeddingProvider) -> Iterator[LiveSidecar]:
-    with live_sidecar(make_settings(tmp_path_factory.mktemp("quality") / "state"), local_embedder) as live:
+def embedder(model_dir: Path) -> EmbeddingProvider:
+    """The real local model, this module's own: a sidecar closes its provider when it stops, so the
+    session-wide ``local_embedder`` is unusable after another module's sidecar has stopped."""
+    return LocalEmbedder(model_dir, variant=Settings().local_variant, threads=1)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, embedder: EmbeddingProvider) -> Iterator[LiveSidecar]:
+    with live_sidecar(make_settings(tmp_path_factory.mktemp("quality") / "state"), embedder) as live:
         # ages: a fact from four months ago, then a busy last week of chat about other weddings
         commit(live, "ages", "ages-old", [*filler(6), "Priya: My sister's wedding will be in Porto, by the river."],
                NOW_MS - 120 * DAY_MS)  # fmt: skip
