@@ -25,7 +25,7 @@ Methods, all in the same run against the same store:
 - ``product``: ``assemble`` with no overrides (whatever the product's defaults are today);
 - ``seed``: ``assemble`` with the seed's settings sent explicitly as per-request ``config`` (similarity ×
   0.5^(age/168 h) × role·importance weight, ``minSimilarity`` 0.3, 20 recalled);
-- ``hybrid``: ``assemble`` with ``config: {"recencyDecayHours": 1e9}`` (both lanes, no recency decay);
+- ``hybrid``: ``assemble`` with the seed's config but ``"recencyDecayHours": 1e9`` (both lanes, no decay);
 - ``bm25``: ``GET /v1/search?mode=keyword`` re-ranked by its BM25 (the keyword lane alone);
 - ``vector``: ``GET /v1/search?mode=vector`` ranked by cosine (the vector lane alone);
 - ``rrf``: reciprocal-rank fusion (k = 60) of those two lists, computed here (the product has no switch);
@@ -86,7 +86,15 @@ LANE_K = 100  # the product's lane depth: deeper search hits would not exist in 
 RRF_K = 60
 NO_DECAY_HOURS = 1e9
 # Pins the seed's settings per request; when the product gains a recall knob, add its seed value here.
-SEED_CONFIG: dict[str, Any] = {"retrievalCount": 20, "recencyDecayHours": 168.0, "minSimilarity": 0.3}
+SEED_CONFIG: dict[str, Any] = {
+    "retrievalCount": 20,
+    "recencyDecayHours": 168.0,
+    "minSimilarity": 0.3,
+    "recencyFloor": 0.0,
+    "neighbourRadius": 0,
+    "recallTokenBudget": 0,
+}
+HYBRID_CONFIG: dict[str, Any] = SEED_CONFIG | {"recencyDecayHours": NO_DECAY_HOURS}
 # Candidates the product set aside on principle; every other candidate a search lane found is "ranked".
 EXCLUDED = frozenset({"below_min_similarity", "in_window", "missing"})
 SEARCH_LANES = frozenset({"vector", "keyword"})
@@ -114,8 +122,8 @@ METHODS: dict[str, tuple[str, str]] = {
         "POST /v1/hooks/assemble config=" + json.dumps(SEED_CONFIG, separators=(",", ":")),
     ),
     "hybrid": (
-        "assemble with no recency decay: max(cosine, BM25/best) × weight, minSimilarity 0.3",
-        'POST /v1/hooks/assemble config={"recencyDecayHours":1e9}',
+        "assemble as the seed but with no recency decay: max(cosine, BM25/best) × weight, minSimilarity 0.3",
+        "POST /v1/hooks/assemble config=" + json.dumps(HYBRID_CONFIG, separators=(",", ":")),
     ),
     "bm25": ("keyword lane alone, ranked by BM25", "GET /v1/search?mode=keyword (re-ranked by bm25)"),
     "vector": ("vector lane alone, ranked by cosine", "GET /v1/search?mode=vector (ranked by cosine)"),
@@ -279,12 +287,17 @@ def apply_audit(conversations: list[Conversation], path: Path) -> dict[str, Any]
             question.audited = corrected
             changed[str(entry.get("error_type") or "unknown")] += 1
     return {
-        "file": str(path),
+        "file": shown(path),
         "entries": len(entries),
         "notInRun": not_in_run,
         "changedQuestions": sum(changed.values()),
         "changedByType": dict(changed),
     }
+
+
+def shown(path: Path) -> str:
+    """A path as the results record it: relative to the repository, so they name no one's machine."""
+    return os.path.relpath(path.resolve(), REPO)
 
 
 def spread(items: Sequence[Question], limit: int | None) -> list[Question]:
@@ -446,6 +459,7 @@ class Outcome:
     ranked: list[int]
     block: list[int]
     tokens: int
+    ms: float | None = None
 
 
 def rendered_tokens(ids: Sequence[int], stored: dict[int, Stored], text_chars: int) -> int:
@@ -483,10 +497,12 @@ def ask(
     configs: dict[str, dict[str, Any] | None] = {
         "product": None,
         "seed": SEED_CONFIG,
-        "hybrid": {"recencyDecayHours": NO_DECAY_HOURS},
+        "hybrid": HYBRID_CONFIG,
     }
     for name, config in configs.items():
+        began = time.perf_counter()
         answer = sidecar.post("/v1/hooks/assemble", base if config is None else base | {"config": config})
+        elapsed_ms = (time.perf_counter() - began) * 1000
         candidates = answer["trace"]["candidates"]
         outcomes[name] = Outcome(
             ranked=[
@@ -496,6 +512,7 @@ def ask(
             ],
             block=[int(r["id"]) for r in answer["recalled"]],
             tokens=render.estimate_tokens(answer["systemPromptAddition"]),
+            ms=elapsed_ms,
         )
         if answer.get("recallSkipped"):
             trace.setdefault("skipped", {})[name] = answer["recallSkipped"]
@@ -577,12 +594,18 @@ def summarise(records: Sequence[Record], method: str, audited: bool) -> dict[str
 def token_stats(records: Sequence[Record], method: str) -> dict[str, float]:
     tokens = [float(r.outcomes[method].tokens) for r in records]
     sizes = [float(len(r.outcomes[method].block)) for r in records]
-    return {
+    stats = {
         "median": percentile(tokens, 50),
         "p95": percentile(tokens, 95),
         "max": max(tokens, default=0.0),
         "medianItems": percentile(sizes, 50),
     }
+    latencies = [r.outcomes[method].ms for r in records]
+    if latencies and all(ms is not None for ms in latencies):
+        # one assemble over loopback HTTP as the benchmark saw it (trace on): context, never a target
+        stats["assembleHttpP50Ms"] = round(percentile([ms or 0.0 for ms in latencies], 50), 1)
+        stats["assembleHttpP95Ms"] = round(percentile([ms or 0.0 for ms in latencies], 95), 1)
+    return stats
 
 
 def targets_check(summary: dict[str, Any], tokens: dict[str, float]) -> dict[str, Any]:
@@ -623,7 +646,8 @@ def markdown(report: dict[str, Any]) -> str:
         "Any-hit = at least one evidence turn in the recalled block; all-hit = every evidence turn. `@k` = the"
         " first k of the method's ranking (for assemble: `trace.candidates` by score, above minSimilarity)."
         " Block tokens = characters / 4 of `systemPromptAddition` (search-based methods: their top"
-        f" {meta['blockSize']} rendered the same way).",
+        f" {meta['blockSize']} rendered the same way). HTTP ms = one `assemble` round trip over loopback with"
+        " the trace on, as the benchmark saw it on a shared machine: context, not a target.",
         "",
     ]
     for audited in (False, True):
@@ -632,15 +656,17 @@ def markdown(report: dict[str, Any]) -> str:
         out += [
             f"## All questions, {title}",
             "",
-            "| method | block any | block all | any@5 | any@10 | any@20 | all@20 | any@50 | all@50 | tok p50 | p95 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| method | block any | block all | any@5 | any@10 | any@20 | all@20 | any@50 | all@50 | tok p50 | p95 |"
+            " HTTP ms p50 | p95 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for name, result in report["methods"].items():
             s, t = result[key], result["tokens"]
             out.append(
                 f"| {name} | {fmt(s['any'])} | {fmt(s['all'])} | {fmt(s['any@5'])} | {fmt(s['any@10'])} |"
                 f" {fmt(s['any@20'])} | {fmt(s['all@20'])} | {fmt(s['any@50'])} | {fmt(s['all@50'])} |"
-                f" {t['median']:.0f} | {t['p95']:.0f} |"
+                f" {t['median']:.0f} | {t['p95']:.0f} | {t.get('assembleHttpP50Ms', '—')} |"
+                f" {t.get('assembleHttpP95Ms', '—')} |"
             )
         out.append("")
     categories = list(report["methods"]["product"]["raw"]["byCategory"])
@@ -714,7 +740,13 @@ def plot(report: dict[str, Any], path: Path) -> bool:
     for name, result in report["methods"].items():
         for axis, kind in zip(axes[:2], ("any", "all"), strict=True):
             axis.plot(KS, [result["raw"][f"{kind}@{k}"] for k in KS], marker="o", label=name)
+    product = report["methods"]["product"]
     for axis, kind, target in ((axes[0], "any", TARGETS["anyHit"]), (axes[1], "all", TARGETS["allHit"])):
+        # the block holds the hits plus their neighbours: plot it at its median size, not on the ranking's line
+        items = max(product["tokens"]["medianItems"], 1.0)
+        axis.scatter([items], [product["raw"][kind]], marker="*", s=160, color="C0", zorder=3)
+        axis.annotate(f"product block ({items:.0f} lines)", (items, product["raw"][kind]), fontsize=8,
+                      xytext=(-40, 8), textcoords="offset points")  # fmt: skip
         axis.axhline(target, color="grey", linestyle="--", linewidth=1)
         for name in ("bm25", "vector", "rrf"):
             axis.scatter([20], [REFERENCE[name][f"{kind}@20"]], marker="x", color="black")
@@ -864,7 +896,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "loadAvgBefore": [round(x, 2) for x in load_before],
                 "loadAvgAfter": [round(x, 2) for x in os.getloadavg()],
             },
-            "data": str(args.data),
+            "data": shown(args.data),
             "audit": audit,
             "embedder": f"{embedder['model']} ({embedder['variant']})",
             "embedderFallbacks": embedder["fallbacks"],

@@ -38,7 +38,12 @@ def _default_model_dir() -> Path:
 
 
 class RecallSettings(BaseModel):
-    """The knobs of one assembly: the seed's six settings that matter per turn, plus the recall scope."""
+    """The knobs of one assembly: the seed's settings that matter per turn, the recall scope, and three knobs
+    the LoCoMo benchmark earned (``benchmarks/results/locomo.md``): a recency floor, so months-old facts are
+    not buried under the 168 h half-life; neighbours of each hit, because the answer often sits a turn or two
+    from the turn whose words match; and a token cap on the recalled block, so those neighbours cost a bounded
+    share of the prompt.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -48,6 +53,9 @@ class RecallSettings(BaseModel):
     skip_heartbeats: bool = True
     min_similarity: float = Field(0.3, ge=0, le=1)
     recall_scope: RecallScope = "agent"
+    recency_floor: float = Field(0.9, ge=0, le=1)
+    neighbour_radius: int = Field(2, ge=0, le=10)
+    recall_token_budget: int = Field(2000, ge=0)
 
 
 class RecallOverrides(BaseModel):
@@ -61,6 +69,9 @@ class RecallOverrides(BaseModel):
     skip_heartbeats: bool | None = Field(None, alias="skipHeartbeats")
     min_similarity: float | None = Field(None, ge=0, le=1, alias="minSimilarity")
     recall_scope: RecallScope | None = Field(None, alias="recallScope")
+    recency_floor: float | None = Field(None, ge=0, le=1, alias="recencyFloor")
+    neighbour_radius: int | None = Field(None, ge=0, le=10, alias="neighbourRadius")
+    recall_token_budget: int | None = Field(None, ge=0, alias="recallTokenBudget")
 
     def apply(self, base: RecallSettings) -> RecallSettings:
         changes = self.model_dump(exclude_none=True)
@@ -88,6 +99,9 @@ class Settings(BaseSettings):
     max_db_size_mb: float = Field(500.0, ge=0)
     min_similarity: float = Field(0.3, ge=0, le=1)
     recall_scope: RecallScope = "agent"
+    recency_floor: float = Field(0.9, ge=0, le=1)
+    neighbour_radius: int = Field(2, ge=0, le=10)
+    recall_token_budget: int = Field(2000, ge=0)
     default_token_budget: int = Field(100_000, ge=1)
     assemble_deadline_ms: int = Field(400, ge=10)
     query_embed_deadline_ms: int = Field(250, ge=1)
@@ -150,4 +164,7 @@ class Settings(BaseSettings):
             skip_heartbeats=self.skip_heartbeats,
             min_similarity=self.min_similarity,
             recall_scope=self.recall_scope,
+            recency_floor=self.recency_floor,
+            neighbour_radius=self.neighbour_radius,
+            recall_token_budget=self.recall_token_budget,
         )

@@ -365,7 +365,8 @@ class Sidecar:
     def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> dict[str, Any]:
         """The bounded, cited context bundle for a query: what assemble would recall with an empty window."""
         conn = self.db.reader()
-        recall = self.settings.recall
+        # The caller's budget is the bundle's cap: the per-turn recallTokenBudget does not shrink it.
+        recall = self.settings.recall.model_copy(update={"recall_token_budget": budget_tokens})
         if count is not None:
             recall = recall.model_copy(update={"retrieval_count": count})
         request = AssembleInput(

@@ -35,7 +35,8 @@ def test_every_setting_is_in_the_readme() -> None:
     camel = {"retrieval_count": "retrievalCount", "window_share": "windowShare",
              "recency_decay_hours": "recencyDecayHours", "skip_heartbeats": "skipHeartbeats",
              "max_db_size_mb": "maxDbSizeMb", "min_similarity": "minSimilarity",
-             "recall_scope": "recallScope"}  # fmt: skip
+             "recall_scope": "recallScope", "recency_floor": "recencyFloor",
+             "neighbour_radius": "neighbourRadius", "recall_token_budget": "recallTokenBudget"}  # fmt: skip
     missing = [name for name in Settings.model_fields if camel.get(name, name) not in table]
     assert not missing, f"undocumented settings: {missing}"
 

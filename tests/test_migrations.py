@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import migrations
 from openclaw_lossless.store.connection import Database, open_connection
 from openclaw_lossless.store.migrations import MIGRATIONS, migrate
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
@@ -119,6 +121,7 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
 }
 INDEXES_AND_TRIGGERS = {
     "messages_by_agent",
+    "messages_by_session",
     "messages_fts_delete",
     "messages_fts_insert",
     "sessions_by_agent",
@@ -167,6 +170,11 @@ def test_migrated_schema_is_pinned(tmp_path: Path) -> None:
         assert info == columns, table
     others = _rows(path, "SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') AND sql IS NOT NULL")
     assert {row[0] for row in others} == INDEXES_AND_TRIGGERS
+    # the date words: a virtual generated column (hidden = 2), computed on read, nothing stored per row
+    generated = [row[1:] for row in _rows(path, "PRAGMA table_xinfo(messages)") if row[-1] != 0]
+    assert generated == [("date_terms", "TEXT", 0, None, 0, 2)]
+    fts = _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'messages_fts'")[0][0]
+    assert "text, date_terms, content='messages', content_rowid='id'" in fts
 
 
 def test_messages_are_unique_per_session_by_content(tmp_path: Path) -> None:
@@ -198,6 +206,76 @@ def test_migrating_twice_changes_nothing(sidecar: LiveSidecar) -> None:
     assert _schema(path) == schema
     assert db_fingerprint(path) == data
     assert _rows(path, "SELECT name, applied_at FROM migrations") == applied
+
+
+def _v1_database(path: Path, texts: list[tuple[str, float]]) -> None:
+    """A database as the first release left it: only m001 applied, messages written through its triggers."""
+    db = Database(path)
+    try:
+        db.write(migrations._applied_names)
+        db.write(functools.partial(migrations._apply, fn=migrations.m001_initial))
+
+        def fill(conn: Any) -> None:
+            conn.execute(
+                "INSERT INTO sessions (id, session_id, agent_id, created_at, last_seen_at)"
+                " VALUES (1, 's', 'main', 1, 1)"
+            )
+            for number, (text, created_at) in enumerate(texts, 1):
+                conn.execute(
+                    "INSERT INTO messages (session_rowid, agent_id, role, created_at, stored_at, text, original,"
+                    " content_hash, window_key, tokens) VALUES (1, 'main', 'user', ?, ?, ?, '{}', ?, ?, 3)",
+                    (created_at, created_at, text, f"h{number}".encode(), f"k{number}"),
+                )
+
+        db.write(fill)
+    finally:
+        db.close()
+
+
+def _fts(path: Path, words: str) -> list[int]:
+    return [row[0] for row in _rows(path, f"SELECT rowid FROM messages_fts WHERE messages_fts MATCH '{words}'")]
+
+
+def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    texts = [("we planted tomatoes", 1667952000.0), ("the roof leaks again", 1683504000.0)]  # 9 Nov 2022, 8 May 2023
+    _v1_database(path, texts)
+    before = db_fingerprint(path)
+    assert _fts(path, "tomatoes") == [1]
+
+    assert _migrated(path) == ["m002_date_terms"]
+
+    after = db_fingerprint(path)
+    assert after["messages"] == before["messages"]  # every message kept, byte for byte
+    assert after["counts"] == before["counts"] | {"migrations": 2}
+    assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
+    assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...
+    assert _fts(path, '"november" AND "2022"') == [1]  # ...and now its date too
+    assert _fts(path, '"8" AND "may"') == [2]
+    plan = " ".join(
+        str(row[-1])
+        for row in _rows(path, "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_rowid = 1 AND id < 9")
+    )
+    assert "messages_by_session" in plan
+    assert _rows(path, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'roof'") == [(1,)]
+
+
+def test_messages_written_after_the_upgrade_and_a_rebuild_keep_their_dates(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    _v1_database(path, [("old news", 1667952000.0)])
+    _migrated(path)
+    conn = open_connection(path)
+    try:
+        conn.execute(
+            "INSERT INTO messages (session_rowid, agent_id, role, created_at, stored_at, text, original,"
+            " content_hash, window_key, tokens)"
+            " VALUES (1, 'main', 'user', 1700000000, 1, 'fresh news', '{}', 'x', 'y', 3)"
+        )
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    finally:
+        conn.close()
+    assert _fts(path, '"14" AND "november" AND "2023"') == [2]
+    assert _fts(path, "news") == [1, 2]
 
 
 def _record_future_migration(path: Path, name: str) -> None:

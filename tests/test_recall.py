@@ -79,7 +79,11 @@ def test_recalled_lines_are_cited_dated_and_fit_the_budget(loaded: LiveSidecar, 
     addition = str(result["systemPromptAddition"])
     lines = [line for line in addition.splitlines() if line.startswith("[")]
     assert lines and all(re.match(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC \| \w+\]: .* \[msg:\d+\]$", x) for x in lines)
-    assert len(lines) <= 20
+    hits = [item for item in result["recalled"] if "neighbourOf" not in item]  # type: ignore[attr-defined]
+    assert 0 < len(hits) <= 20
+    hit_citations = {item["citation"] for item in hits}
+    assert all(item["neighbourOf"] in hit_citations for item in result["recalled"] if item not in hits)  # type: ignore[attr-defined]
+    assert len(lines) == len(result["recalled"])  # type: ignore[arg-type]
     assert int(result["estimatedTokens"]) <= 4000  # type: ignore[call-overload]
     stamps = [line[1:17] for line in lines]
     assert stamps == sorted(stamps)
@@ -95,7 +99,9 @@ def test_window_share_and_retrieval_count_are_honoured(loaded: LiveSidecar, turn
     assert isinstance(kept, list) and 0 < len(kept) < len(history(turns))
     assert sum(descriptor_tokens(m) for m in kept) <= 1000
     assert kept[0]["role"] != "toolResult"
-    assert 0 < len(result["recalled"]) <= 3  # type: ignore[arg-type]
+    recalled = result["recalled"]
+    assert isinstance(recalled, list)
+    assert 0 < len([item for item in recalled if "neighbourOf" not in item]) <= 3
 
 
 def test_turn_five_is_found_by_search(loaded: LiveSidecar) -> None:

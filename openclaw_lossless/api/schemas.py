@@ -94,6 +94,7 @@ class RecalledItem(Wire):
     created_at: float = Field(alias="createdAt")
     score: float
     kind: str
+    neighbour_of: str | None = Field(None, alias="neighbourOf")
 
 
 class AssembleResponse(Wire):

@@ -4,7 +4,14 @@
 2. Query: the prompt plus the last three user messages of the window.
 3. Candidates from the vector and keyword lanes, over the recall scope, minus what the window already holds.
 4. Scoring (``scoring.py``); drop below ``minSimilarity``.
-5. The best ``retrievalCount`` that fit the rest of the budget, rendered oldest first (``render.py``).
+5. The best ``retrievalCount`` that fit the room: the rest of the host's budget, capped at
+   ``recallTokenBudget`` for the whole block.
+6. Neighbours: up to ``neighbourRadius`` messages either side of each kept hit in its session, hits in rank
+   order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
+   two away from the turn that shares its words (the reply to a matching question, the question a matching
+   answer replies to); on LoCoMo the same tokens buy more recall as neighbours than as further hits.
+7. Rendered oldest first (``render.py``): chronological order keeps each neighbour next to its hit, so the
+   block reads as the excerpts of conversation it is, with dates in order.
 The work is read-only: assemble never writes, so it never waits on the writer.
 """
 
@@ -73,13 +80,20 @@ class Assembler:
         window_tokens = sum(d.tokens for d in window)
         result = AssembleResult(start, window_tokens, window_tokens, "")
         result.query = query_text(request.prompt, window)
-        room = request.token_budget - window_tokens - render.frame_tokens()
+        room = request.token_budget - window_tokens
+        if request.settings.recall_token_budget:
+            room = min(room, request.settings.recall_token_budget)
+        room -= render.frame_tokens()
         if request.settings.retrieval_count == 0 or room <= 0 or not result.query:
             result.skipped = "no_room" if room <= 0 else ("no_query" if not result.query else None)
             return result
         scope = request.scope or recall_scope(conn, self._session(conn, request), request.settings.recall_scope)
         candidates = self._candidates(conn, result, scope, deadline)
-        self._choose(conn, request, result, candidates, {d.key for d in window}, room)
+        window_keys = {d.key for d in window}
+        chosen, stored, room = self._choose(conn, request, result, candidates, window_keys, room)
+        if request.settings.neighbour_radius and chosen:
+            self._neighbours(conn, request, result, scope, chosen, stored, window_keys, room)
+        self._render(result, chosen, stored)
         return result
 
     @staticmethod
@@ -116,6 +130,7 @@ class Assembler:
                 importance_score=message.importance,
                 age_hours=(now - message.created_at) / 3600,
                 half_life_hours=settings.recency_decay_hours,
+                recency_floor=settings.recency_floor,
             )
             hits.append((candidate, message))
         hits.sort(key=lambda pair: (-pair[0].similarity * pair[0].weight, pair[0].message_id))
@@ -156,9 +171,10 @@ class Assembler:
         found: dict[int, Candidate],
         window_keys: set[str],
         room: int,
-    ) -> None:
+    ) -> tuple[list[tuple[Candidate, str]], dict[int, messages.StoredMessage], int]:
+        """Score every candidate and keep the best that fit; returns them, the messages read, the room left."""
         if not found:
-            return
+            return [], {}, room
         stored = messages.fetch(conn, list(found))
         keys = messages.window_keys(conn, list(found))
         for candidate in found.values():
@@ -173,6 +189,7 @@ class Assembler:
                 importance_score=message.importance,
                 age_hours=age,
                 half_life_hours=request.settings.recency_decay_hours,
+                recency_floor=request.settings.recency_floor,
             )
             if keys.get(candidate.message_id) in window_keys:
                 candidate.decision = "in_window"
@@ -195,7 +212,58 @@ class Assembler:
             candidate.decision = "kept"
             chosen.append((candidate, text))
         result.candidates = ranked
-        self._render(result, chosen, stored)
+        return chosen, stored, room
+
+    @staticmethod
+    def _neighbours(
+        conn: Connection,
+        request: AssembleInput,
+        result: AssembleResult,
+        scope: Scope,
+        chosen: list[tuple[Candidate, str]],
+        stored: dict[int, messages.StoredMessage],
+        window_keys: set[str],
+        room: int,
+    ) -> None:
+        """Add the kept hits' neighbours to ``chosen`` while the room lasts, each traced with its hit.
+
+        One batched lookup for all hits (``messages.neighbours``). A neighbour is never a second copy of a
+        hit or of another neighbour, never a message the host's window holds, and never outside the scope.
+        """
+        radius = request.settings.neighbour_radius
+        hits = [candidate.message_id for candidate, _ in chosen]
+        rows = messages.neighbours(conn, [(i, stored[i].session_rowid) for i in hits], radius, scope)
+        around: dict[int, list[messages.Neighbour]] = {}
+        for row in rows:
+            around.setdefault(row.anchor, []).append(row)
+        by_id = {candidate.message_id: candidate for candidate in result.candidates}
+        taken = set(hits)
+        for anchor in hits:
+            for row in _nearest_first(anchor, around.get(anchor, [])):
+                ident = row.message.id
+                if ident in taken:
+                    continue
+                candidate = by_id.get(ident)
+                if candidate is None:
+                    candidate = by_id[ident] = Candidate(ident)
+                    result.candidates.append(candidate)
+                elif candidate.decision == "in_window":
+                    continue
+                candidate.lanes.add("neighbour")
+                candidate.neighbour_of = f"msg:{anchor}"
+                if row.window_key in window_keys:
+                    candidate.decision = "in_window"
+                    continue
+                text = render.line(row.message, request.recalled_text_chars)
+                cost = render.estimate_tokens(text) + 1
+                if cost > room:
+                    candidate.decision = "over_budget"
+                    continue
+                room -= cost
+                taken.add(ident)
+                stored[ident] = row.message
+                candidate.decision = "neighbour"
+                chosen.append((candidate, text))
 
     @staticmethod
     def _render(
@@ -216,5 +284,16 @@ class Assembler:
                     "createdAt": message.created_at,
                     "score": round(candidate.score, 6),
                     "kind": message.kind,
+                    "neighbourOf": candidate.neighbour_of if candidate.decision == "neighbour" else None,
                 }
             )
+
+
+def _nearest_first(anchor: int, rows: list[messages.Neighbour]) -> list[messages.Neighbour]:
+    """A hit's neighbours by distance in its session (one before, one after, two before, ...)."""
+    before = sorted((r for r in rows if r.message.id < anchor), key=lambda r: -r.message.id)
+    after = sorted((r for r in rows if r.message.id > anchor), key=lambda r: r.message.id)
+    ordered: list[messages.Neighbour] = []
+    for step in range(max(len(before), len(after))):
+        ordered += [side[step] for side in (before, after) if step < len(side)]
+    return ordered

@@ -1,6 +1,12 @@
 """Scoring a candidate: similarity × recency × importance, with every part kept for the trace.
 
-score = similarity × 0.5^(age_hours / recencyDecayHours) × role_weight × importance_weight
+score = similarity × recency × role_weight × importance_weight
+recency = recencyFloor + (1 − recencyFloor) × 0.5^(age_hours / recencyDecayHours)
+
+Why a floor: the seed's pure half-life (168 h) makes a three-month-old fact worth 2^-13 of a fresh one, so
+on long histories recall returned only last week, whatever the question (LoCoMo any-hit 0.23). With the floor
+at 0.9 an old message keeps 90 % of its score: fresh material still wins ties and near-ties (up to ~11 %
+better similarity), but a clearly better old match is no longer buried. ``recencyFloor`` 0 is the seed.
 
 similarity is the better of the two lanes' evidence: the cosine of the query and message vectors, and the
 keyword lane's BM25 normalised by the best keyword hit of the same query. Candidates below minSimilarity
@@ -29,14 +35,27 @@ class Candidate:
     weight: float = 1.0
     score: float = 0.0
     decision: str = "considered"
+    neighbour_of: str | None = None
+
+
+def recency(age_hours: float, half_life_hours: float, floor: float) -> float:
+    """The recency factor: ``floor`` plus the decaying rest (1 when new, ``floor`` when very old)."""
+    decay: float = 0.5 ** (max(age_hours, 0.0) / half_life_hours)
+    return floor + (1.0 - floor) * decay
 
 
 def score(
-    candidate: Candidate, *, role: str, importance_score: float | None, age_hours: float, half_life_hours: float
+    candidate: Candidate,
+    *,
+    role: str,
+    importance_score: float | None,
+    age_hours: float,
+    half_life_hours: float,
+    recency_floor: float,
 ) -> None:
     """Fill in the candidate's score parts."""
     candidate.similarity = max(candidate.cosine or 0.0, candidate.keyword or 0.0)
     candidate.age_hours = max(age_hours, 0.0)
-    candidate.recency = 0.5 ** (candidate.age_hours / half_life_hours)
+    candidate.recency = recency(candidate.age_hours, half_life_hours, recency_floor)
     candidate.weight = ROLE_WEIGHTS.get(role, 0.9) * importance.weight(importance_score)
     candidate.score = candidate.similarity * candidate.recency * candidate.weight

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import SessionRef
+from openclaw_lossless.store.sessions import Scope, SessionRef
 
 CommitStatus = Literal["committed", "duplicate"]
 
@@ -119,6 +119,38 @@ def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
         for row in conn.execute(f"SELECT {_COLUMNS} FROM messages m WHERE m.id IN ({marks})", chunk):
             found[int(row[0])] = _stored(row)
     return found
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    anchor: int
+    message: StoredMessage
+    window_key: str
+
+
+def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int, scope: Scope) -> list[Neighbour]:
+    """Up to ``radius`` in-scope messages either side of each ``(message id, session rowid)`` in its session.
+
+    One statement for every anchor: per anchor, two short ranges of ``messages_by_session`` (LIMIT ``radius``
+    each way), then a primary-key lookup per neighbour, so the cost grows with the anchors, never with the
+    history. The CROSS JOIN pins that order, and the scope is checked here rather than in SQL: as a WHERE
+    term it lets the planner start from ``messages_by_agent`` and walk the agent's whole history.
+    Rows come back in no particular order; the caller ranks them.
+    """
+    if not anchors or radius <= 0:
+        return []
+    values = ",".join("(?, ?)" for _ in anchors)
+    rows = conn.execute(
+        f"WITH anchors(anchor, session) AS (VALUES {values})"
+        f" SELECT anchors.anchor, {_COLUMNS}, m.window_key FROM anchors CROSS JOIN messages m ON m.id IN ("
+        " SELECT id FROM (SELECT id FROM messages WHERE session_rowid = anchors.session AND id < anchors.anchor"
+        " ORDER BY id DESC LIMIT ?) UNION ALL"
+        " SELECT id FROM (SELECT id FROM messages WHERE session_rowid = anchors.session AND id > anchors.anchor"
+        " ORDER BY id LIMIT ?))",
+        [value for pair in anchors for value in pair] + [radius, radius],
+    )
+    found = [Neighbour(int(row[0]), _stored(row[1:]), str(row[-1])) for row in rows]
+    return [n for n in found if scope.contains(n.message.agent_id, n.message.session_rowid)]
 
 
 def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:

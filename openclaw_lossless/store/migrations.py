@@ -140,7 +140,56 @@ def m001_initial(conn: Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_initial]
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")  # fmt: skip
+# "8 May 2023" (UTC, the calendar the recalled lines print): the words a person uses for the day a message was
+# written. A pure function of created_at, so it can be a generated column that FTS5 reads like any other.
+DATE_TERMS = (
+    "CAST(strftime('%d', created_at, 'unixepoch') AS INTEGER) || ' ' || CASE strftime('%m', created_at, 'unixepoch')"
+    + "".join(f" WHEN '{number:02d}' THEN '{name}'" for number, name in enumerate(_MONTHS, 1))
+    + " END || ' ' || strftime('%Y', created_at, 'unixepoch')"
+)
+
+
+def m002_date_terms(conn: Connection) -> None:
+    """Index each message's date as words beside its text, and index messages by session for neighbours.
+
+    Why: a question that names a day ("what did Nate cook on 9 November, 2022?") shares no word with the
+    message written that day, only its date; as a second FTS column the date makes that message a keyword
+    hit. The column is VIRTUAL (computed on read, nothing stored per row) and generated, so FTS5 ``rebuild``
+    (``reindex``, ``doctor``) re-derives it like the text. The external-content FTS table must be recreated
+    to gain a column; its content lives in ``messages``, so nothing is lost, and ``rebuild`` re-indexes every
+    stored message in this same transaction.
+
+    ``messages_by_session`` serves the neighbour lookup (the messages just before and after a hit in its
+    session) as a short index range per hit, whatever the size of the history.
+    """
+    conn.execute(f"ALTER TABLE messages ADD COLUMN date_terms TEXT GENERATED ALWAYS AS ({DATE_TERMS}) VIRTUAL")
+    conn.execute("DROP TRIGGER messages_fts_insert")
+    conn.execute("DROP TRIGGER messages_fts_delete")
+    conn.execute("DROP TABLE messages_fts")
+    conn.execute(
+        """CREATE VIRTUAL TABLE messages_fts USING fts5(
+            text, date_terms, content='messages', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        )"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, text, date_terms) VALUES (new.id, new.text, new.date_terms);
+        END"""
+    )
+    conn.execute(
+        """CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, text, date_terms)
+            VALUES ('delete', old.id, old.text, old.date_terms);
+        END"""
+    )
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    conn.execute("CREATE INDEX messages_by_session ON messages(session_rowid, id)")
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_date_terms]
 
 
 def migrate(db: Database) -> list[str]:

@@ -34,6 +34,10 @@ class Scope:
     agent_ids: frozenset[str] = field(default_factory=frozenset)
     session_rowids: frozenset[int] = field(default_factory=frozenset)
 
+    def contains(self, agent_id: str, session_rowid: int) -> bool:
+        """Whether a message of this agent and session is in scope (the Python twin of ``sql``)."""
+        return agent_id in self.agent_ids or session_rowid in self.session_rowids
+
     def sql(self, alias: str = "m") -> tuple[str, list[object]]:
         """A WHERE fragment selecting the scope's messages, with its parameters."""
         parts: list[str] = []
