@@ -139,7 +139,10 @@ class MemorySearch:
         try:
             return sidecar.search(query, scope, k, mode)
         finally:
+            provider = sidecar.embedding.provider
             sidecar.close()
+            if provider is not None:  # built here for this one query, handed to the store: closed here too
+                provider.close()
 
 
 def open_store(settings: Settings, provider_factory: ProviderFactory = build_provider) -> Sidecar:

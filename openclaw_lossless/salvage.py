@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ from openclaw_lossless.store.pages import DamagedPage, PageFile, Row, schema_roo
 # recognised on pages no tree reaches; meta and migrations are only taken from their own trees.
 SHAPED = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "archives")
 TABLES = (*SHAPED, "meta")
+# Tables keyed by message id that are not copied but witness which messages existed: one row per live
+# message in the full-text index, and one per embedded message.
+WITNESSES = ("messages_fts_docsize", "message_vectors")
 
 Progress = Callable[[int, int], None]
 
@@ -63,6 +66,7 @@ class Scan:
     damaged_pages: int = 0
     bad_cells: int = 0
     stray_rows: int = 0
+    witnessed: set[int] = field(default_factory=set)  # message ids the witness tables still name
 
 
 def default_output(source: Path) -> Path:
@@ -147,7 +151,18 @@ def _scan(pages: PageFile, columns: dict[str, list[Column]], progress: Progress 
             progress(min(done, total), total)
     if not roots:
         scan.damaged_pages += 1  # the schema page itself
+    _witness(pages, scan)
     return scan
+
+
+def _witness(pages: PageFile, scan: Scan) -> None:
+    """Collect the message ids the witness tables hold (their damage is not the store's: not counted)."""
+    for name, root in schema_roots(pages):
+        if name not in WITNESSES:
+            continue
+        for number in pages.leaves(root)[0]:
+            with contextlib.suppress(DamagedPage):
+                scan.witnessed.update(rowid for rowid, _ in pages.rows(number)[0])
 
 
 def _leaf_rows(pages: PageFile, number: int, scan: Scan) -> list[Row]:
@@ -204,10 +219,11 @@ def _placeholder_sessions(conn: Connection) -> int:
 
 
 def _missing_messages(scan: Scan) -> int:
-    """An estimate of the messages lost, from two witnesses that survive apart from the messages.
+    """An estimate of the messages lost (a lower bound), from witnesses that survive apart from the messages.
 
     Message ids are dense apart from archived ones, so a gap above the archived range is a lost message;
-    and each recovered turn records how many messages it stored, so a turn short of them lost some.
+    each recovered turn records how many messages it stored, so a turn short of them lost some; and the
+    full-text index and the vectors name messages by id, so one they name that was not read is lost.
     """
     messages, archives = scan.rows["messages"], scan.rows["archives"].values()
     archived_through = max((int(v[4]) for v in archives), default=0)
@@ -216,7 +232,8 @@ def _missing_messages(scan: Scan) -> int:
     turns = {rowid: int(values[4]) for rowid, values in scan.rows["turns"].items()}
     held = Counter(int(v[3]) for v in messages.values() if v[3] is not None)
     short = sum(max(0, count - held[rowid]) for rowid, count in turns.items())
-    return max(gaps, short - sum(int(v[5]) for v in archives))
+    unread = len({i for i in scan.witnessed if i > archived_through} - messages.keys())
+    return max(gaps, short - sum(int(v[5]) for v in archives), unread)
 
 
 def _report(source: Path, out: Path, pages: PageFile, scan: Scan, placeholders: int) -> dict[str, Any]:

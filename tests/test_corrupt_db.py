@@ -22,6 +22,7 @@ import pytest
 
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.pages import PageFile, schema_roots
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings
 from tests.reliability import record
@@ -70,6 +71,12 @@ def damaged_copy(pristine: Path, tmp_path: Path, damage: str) -> Path:
     elif damage == "scribbled":  # every 7th page from the 10th overwritten, the header left alone
         for page in range(10, len(data) // PAGE, 7):
             data[page * PAGE : (page + 1) * PAGE] = rng.randbytes(PAGE)
+        db.write_bytes(bytes(data))
+    elif damage == "one-message-page":  # one leaf of the messages table: the schema and the rest intact
+        pages = PageFile.open(db)
+        root = dict(schema_roots(pages))["messages"]
+        leaf = pages.leaves(root)[0][len(pages.leaves(root)[0]) // 2]
+        data[(leaf - 1) * PAGE : leaf * PAGE] = rng.randbytes(PAGE)
         db.write_bytes(bytes(data))
     elif damage == "newer":
         conn = open_connection(db)
@@ -156,7 +163,11 @@ def test_salvage_copies_back_exactly_what_was_readable_and_the_result_serves(
     assert {i: truth[i] for i in saved} == saved, "salvage produced a row that was not in the original"
     lost = len(truth) - len(saved)
     assert report["recovered"]["messages"] == len(saved)
-    assert report["messagesMissing"] == lost, "the report must say how many messages could not be read"
+    # Exact while a witness (the full-text index, the vectors, a turn's count, an id gap) survives the
+    # damage; a cut that takes the newest messages with every witness of them can only be a lower bound.
+    assert 0 < report["messagesMissing"] <= lost, "the report must say that messages could not be read"
+    if damage == "scribbled":
+        assert report["messagesMissing"] == lost, "the report must say how many messages could not be read"
     assert len(saved) >= len(truth) // 2
 
     again = cli(state, "salvage", "--out", str(out))
@@ -217,7 +228,7 @@ def test_another_embedding_model_is_reported_then_rebuilt_not_mixed(
 
 def test_a_read_that_meets_a_damaged_page_answers_store_corrupt_naming_salvage(pristine: Path, tmp_path: Path) -> None:
     """Damage in the middle of the file is invisible until a read reaches it; that read must say so."""
-    state = damaged_copy(pristine, tmp_path, "scribbled")
+    state = damaged_copy(pristine, tmp_path, "one-message-page")
     with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
         response = server.client.get("/v1/sessions/s-main/messages", params={"last": 2 * TURNS})
         body = assert_error(response, 500, "store_corrupt")

@@ -68,6 +68,8 @@ class EmbeddingService:
         self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="lossless-query")
+        # A provider handed in belongs to the caller (it may serve other stores after this one closes).
+        self._owns_provider = provider is None
         try:
             self.provider = provider or build_provider(settings)
         except LosslessError as exc:
@@ -113,5 +115,5 @@ class EmbeddingService:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self.provider is not None:
+        if self.provider is not None and self._owns_provider:
             self.provider.close()
