@@ -30,7 +30,7 @@ def stored(path: Path) -> dict[str, Any]:
     """What a commit writes: every table but the embedding worker's own (it drains the backlog meanwhile)."""
     fingerprint = db_fingerprint(path)
     for table in ("embedding_backlog", "embedding_cache"):
-        fingerprint["counts"].pop(table)
+        fingerprint["counts"].pop(table, None)
     return fingerprint
 
 
