@@ -18,7 +18,7 @@ from openclaw_lossless.recall.search import MAX_QUERY_TERMS, fts_query
 from openclaw_lossless.recall.window import Descriptor, query_text, window_start
 from openclaw_lossless.store.connection import Connection, Database, open_connection
 from openclaw_lossless.store.migrations import migrate
-from tests.helpers import LiveSidecar
+from tests.helpers import HashEmbedder, LiveSidecar
 
 
 def d(role: str, tokens: int, text: str | None = None) -> Descriptor:
@@ -128,6 +128,26 @@ def test_query_without_prompt_or_users_is_empty() -> None:
     assert query_text(None, [d("assistant", 1, "hello")]) == ""
     assert query_text("   ", []) == ""
     assert query_text(None, [d("user", 1, "only user")]) == "only user"
+
+
+def test_a_turn_embeds_only_the_query_parts_it_has_not_seen(sidecar: LiveSidecar, embedder: HashEmbedder) -> None:
+    """The window's user messages were earlier turns' prompts: embedding them again every turn cost ~30 ms of
+    the turn on one core. Each part is embedded once and the query vector is the mean of the parts'."""
+    history = [
+        {"role": "user", "content": "we moved the billing service to the eu-west cluster"},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": "the staging password rotates every tuesday"},
+        {"role": "assistant", "content": "noted"},
+    ]
+    body: dict[str, Any] = {"sessionId": "s-parts", "messages": history, "prompt": "which cluster runs billing?"}
+    sidecar.post("assemble", body)
+    assert sorted(embedder.texts) == sorted(
+        ["which cluster runs billing?", history[0]["content"], history[2]["content"]]
+    )
+    embedder.texts.clear()
+    history += [{"role": "user", "content": "which cluster runs billing?"}, {"role": "assistant", "content": "eu"}]
+    sidecar.post("assemble", body | {"messages": history, "prompt": "and who owns the billing cluster?"})
+    assert embedder.texts == ["and who owns the billing cluster?"]
 
 
 def test_trace_reports_the_query_over_http(sidecar: LiveSidecar) -> None:

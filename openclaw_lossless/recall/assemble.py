@@ -28,7 +28,7 @@ from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render
 from openclaw_lossless.recall.scoring import Candidate, score
 from openclaw_lossless.recall.search import keyword_search
-from openclaw_lossless.recall.window import Descriptor, query_text, window_start
+from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
 from openclaw_lossless.store import messages
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import DEFAULT_AGENT, Scope, SessionRef, agent_of, find_session, recall_scope
@@ -61,6 +61,7 @@ class AssembleResult:
     candidates: list[Candidate] = field(default_factory=list)
     skipped: str | None = None
     query: str = ""
+    query_parts: list[str] = field(default_factory=list)
 
     def trace(self) -> list[dict[str, Any]]:
         return [asdict(c) | {"lanes": sorted(c.lanes), "citation": f"msg:{c.message_id}"} for c in self.candidates]
@@ -79,7 +80,8 @@ class Assembler:
         window = descriptors[start:]
         window_tokens = sum(d.tokens for d in window)
         result = AssembleResult(start, window_tokens, window_tokens, "")
-        result.query = query_text(request.prompt, window)
+        result.query_parts = query_parts(request.prompt, window)
+        result.query = "\n".join(result.query_parts)
         room = request.token_budget - window_tokens
         if request.settings.recall_token_budget:
             room = min(room, request.settings.recall_token_budget)
@@ -116,7 +118,7 @@ class Assembler:
         deadline_s: float,
     ) -> list[tuple[Candidate, messages.StoredMessage]]:
         """Ranked hits for an operator or agent query: the same lanes and score parts as recall."""
-        probe = AssembleResult(0, 0, 0, "", query=text)
+        probe = AssembleResult(0, 0, 0, "", query=text, query_parts=[text])
         found = self._candidates(conn, probe, scope, time.monotonic() + deadline_s, lanes=mode)
         stored = messages.fetch(conn, list(found))
         hits = []
@@ -141,7 +143,7 @@ class Assembler:
     ) -> dict[int, Candidate]:
         found: dict[int, Candidate] = {}
         wants_vector = lanes in ("hybrid", "vector")
-        query_vector = self.embedding.embed_query(result.query) if wants_vector else None
+        query_vector = self.embedding.embed_query(result.query_parts or result.query) if wants_vector else None
         if query_vector is not None and self.index is not None:
             for message_id, cosine in self.index.search(query_vector, scope, LANE_DEPTH):
                 found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")

@@ -36,8 +36,21 @@ def window_start(descriptors: Sequence[Descriptor], budget: int) -> int:
     return start
 
 
-def query_text(prompt: str | None, window: Sequence[Descriptor], user_turns: int = 3) -> str:
-    """The prompt plus the last few user messages of the window: what recall searches for."""
+def query_parts(prompt: str | None, window: Sequence[Descriptor], user_turns: int = 3) -> list[str]:
+    """The prompt plus the last few user messages of the window, newest first, each once: what recall seeks.
+
+    Kept apart so that each part is embedded on its own (``EmbeddingService.embed_query``): the window's user
+    messages were the prompts of the turns before, so their vectors are already cached and a turn embeds only
+    what is new to it.
+    """
     users = [d.text for d in window if d.role == "user" and d.text]
-    parts = [prompt or "", *users[-user_turns:][::-1]]
-    return "\n".join(p for p in parts if p.strip())
+    parts: list[str] = []
+    for part in [prompt or "", *users[-user_turns:][::-1]]:
+        if part.strip() and part not in parts:
+            parts.append(part)
+    return parts
+
+
+def query_text(prompt: str | None, window: Sequence[Descriptor], user_turns: int = 3) -> str:
+    """The query parts as one text: what the keyword lane searches for."""
+    return "\n".join(query_parts(prompt, window, user_turns))
