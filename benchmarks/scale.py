@@ -165,11 +165,13 @@ def measure_overlap(sidecar: Sidecar, baseline: Connection, prompts: list[str]) 
 
 
 def shortlist_sweep(index: VectorIndex, exact: Vec0Lane, vectors: Vectors, scope: Scope) -> dict[str, Any]:
-    """Top-20 overlap and vector-lane time for other shortlist sizes: the trade-off ``vector_shortlist`` sets."""
+    """Top-20 overlap and vector-lane time for fixed shortlist sizes (the share that grows it with the scope
+    turned off): the trade-off ``vector_shortlist`` and ``SHORTLIST_SHARE`` set."""
     truths = [{i for i, _ in exact.search(v, scope, 20)} for v in vectors]
-    default, out = index.shortlist, {}
+    default, share, out = index.shortlist, index.share, {}
+    index.share = 0.0
     try:
-        for size in (2000, 10000, 30000):
+        for size in (2000, 10000, 30000, 40000):
             index.shortlist = size
             shares, times = [], []
             for vector, truth in zip(vectors, truths, strict=True):
@@ -179,7 +181,7 @@ def shortlist_sweep(index: VectorIndex, exact: Vec0Lane, vectors: Vectors, scope
                 shares.append(len(truth & found) / max(1, len(truth)))
             out[str(size)] = {"top20": round(float(np.mean(shares)), 4), "p50_ms": percentiles(times)["p50"]}
     finally:
-        index.shortlist = default
+        index.shortlist, index.share = default, share
     return out
 
 

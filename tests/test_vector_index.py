@@ -87,6 +87,22 @@ def test_shortlisted_search_finds_the_exact_top_hits(corpus: Vectors, questions:
     assert firsts == len(questions)
 
 
+def _overlap(index: VectorIndex, corpus: Vectors, questions: Vectors, k: int = 10) -> float:
+    return float(
+        np.mean([len({i for i, _ in index.search(q, ALL, k)} & set(_exact(corpus, q, k))) / k for q in questions])
+    )
+
+
+def test_the_shortlist_grows_with_the_scope(corpus: Vectors, questions: Vectors) -> None:
+    """A fixed shortlist keeps fewer true neighbours as the history grows; a share of the scope keeps the search
+    as close to exact: 10 vectors, or an eighth of the 480 in scope, rank what a fixed 60 ranks."""
+    fixed, grown, small = _index(corpus, shortlist=60), _index(corpus, shortlist=10), _index(corpus, shortlist=10)
+    fixed.share, grown.share, small.share = 0.0, 0.125, 0.0
+    for query in questions:
+        assert grown.search(query, ALL, 10) == fixed.search(query, ALL, 10)
+    assert _overlap(small, corpus, questions) < _overlap(grown, corpus, questions)
+
+
 def test_search_scores_are_cosines(corpus: Vectors, questions: Vectors) -> None:
     index = _index(corpus, shortlist=60)
     hits = index.search(questions[0], ALL, 5)
