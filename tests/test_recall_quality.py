@@ -190,3 +190,23 @@ def test_a_neighbour_in_the_hosts_window_is_not_repeated(server: LiveSidecar) ->
     assert "Biscuit" not in texts_of(answer)
     in_window = [c for c in answer["trace"]["candidates"] if c["decision"] == "in_window"]
     assert in_window and all(c["citation"] not in texts_of(answer) for c in in_window)
+
+
+def test_a_window_full_of_matches_does_not_crowd_out_the_older_one(server: LiveSidecar) -> None:
+    """Each lane keeps its best 100: when the host's window held more than that many messages matching the
+    question better than the old fact, the window took every place and nothing older was recalled."""
+    fact = "Dana: The billing service release train leaves every second Thursday at ten, from the ops channel."
+    commit(server, "crowd", "crowd-old", [*filler(4), fact], NOW_MS - 30 * DAY_MS)
+    window = [f"Sam: billing service release train leave? ({n})" for n in range(150)]
+    commit(server, "crowd", "crowd-now", window, NOW_MS - HOUR_MS)
+    server.wait_for_backlog()
+    history = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": text, "timestamp": NOW_MS - HOUR_MS + n * 30_000}
+        for n, text in enumerate(window)
+    ]
+    body = {"sessionId": "crowd-now", "sessionKey": "agent:crowd:main", "messages": history}
+    answer = server.post("assemble", body | {"prompt": "When does the billing service release train leave?",
+                                             "now": NOW_MS, "trace": True}).json()  # fmt: skip
+    assert answer["windowStart"] == 0
+    assert "every second Thursday" in texts_of(answer)
+    assert not any(line in texts_of(answer) for line in window)

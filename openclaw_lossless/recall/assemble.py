@@ -35,6 +35,7 @@ from openclaw_lossless.store.sessions import DEFAULT_AGENT, Scope, SessionRef, a
 from openclaw_lossless.store.term_stats import TermStats
 
 LANE_DEPTH = 100
+WINDOW_SLACK = 8  # stored messages read past the window's size when finding the window's own
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,10 @@ class Assembler:
         if request.settings.retrieval_count == 0 or room <= 0 or not result.query:
             result.skipped = "no_room" if room <= 0 else ("no_query" if not result.query else None)
             return result
-        scope = request.scope or recall_scope(conn, self._session(conn, request), request.settings.recall_scope)
-        candidates = self._candidates(conn, result, scope, deadline)
+        session = self._session(conn, request)
+        scope = request.scope or recall_scope(conn, session, request.settings.recall_scope)
         window_keys = {d.key for d in window}
+        candidates = self._candidates(conn, result, scope, deadline, skip=_stored_window(conn, session, window_keys))
         chosen, stored, room = self._choose(conn, request, result, candidates, window_keys, room)
         if request.settings.neighbour_radius and chosen:
             self._neighbours(conn, request, result, scope, chosen, stored, window_keys, room)
@@ -139,23 +141,36 @@ class Assembler:
         return hits[:k]
 
     def _candidates(
-        self, conn: Connection, result: AssembleResult, scope: Scope, deadline: float, lanes: str = "hybrid"
+        self,
+        conn: Connection,
+        result: AssembleResult,
+        scope: Scope,
+        deadline: float,
+        lanes: str = "hybrid",
+        skip: frozenset[int] = frozenset(),
     ) -> dict[int, Candidate]:
+        """Each lane's best ``LANE_DEPTH`` in scope, ``skip`` (the window's messages) left out.
+
+        The lanes reach ``len(skip)`` deeper so that a window full of matching messages cannot crowd the older
+        matches out of them. Keyword scores stay relative to the best keyword hit, window or not.
+        """
         found: dict[int, Candidate] = {}
+        depth = LANE_DEPTH + len(skip)
         wants_vector = lanes in ("hybrid", "vector")
         query_vector = self.embedding.embed_query(result.query_parts or result.query) if wants_vector else None
         if query_vector is not None and self.index is not None:
-            for message_id, cosine in self.index.search(query_vector, scope, LANE_DEPTH):
-                found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
-                found[message_id].cosine = cosine
+            for message_id, cosine in self.index.search(query_vector, scope, depth):
+                if message_id not in skip:
+                    found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
+                    found[message_id].cosine = cosine
         try:
-            depth = LANE_DEPTH if lanes in ("hybrid", "keyword") else 0
-            hits = keyword_search(conn, result.query, scope, depth, deadline, self.terms)
+            keyword_depth = depth if lanes in ("hybrid", "keyword") else 0
+            hits = keyword_search(conn, result.query, scope, keyword_depth, deadline, self.terms)
         except TimeoutError:
             hits = []
             result.skipped = "keyword_deadline" if query_vector is not None else "deadline"
         best = max((h.bm25 for h in hits), default=0.0)
-        for hit in hits:
+        for hit in (h for h in hits if h.message_id not in skip):
             candidate = found.setdefault(hit.message_id, Candidate(hit.message_id))
             candidate.lanes.add("keyword")
             candidate.bm25 = hit.bm25
@@ -289,6 +304,23 @@ class Assembler:
                     "neighbourOf": candidate.neighbour_of if candidate.decision == "neighbour" else None,
                 }
             )
+
+
+def _stored_window(conn: Connection, session: SessionRef, keys: set[str]) -> frozenset[int]:
+    """Ids of the stored messages the host's window holds.
+
+    They are the session's newest (the window is the end of the history the host has, and the host commits
+    every turn), so one short range of ``messages_by_session`` finds them whatever the history's size; a few
+    more are read in case the host holds turns the store has not seen. Anything missed here is still caught
+    by its window key when scored.
+    """
+    if session.rowid < 0 or not keys:
+        return frozenset()
+    rows = conn.execute(
+        "SELECT id, window_key FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
+        (session.rowid, len(keys) + WINDOW_SLACK),
+    )
+    return frozenset(int(row[0]) for row in rows if row[1] in keys)
 
 
 def _nearest_first(anchor: int, rows: list[messages.Neighbour]) -> list[messages.Neighbour]:
