@@ -518,6 +518,73 @@ def test_a_rewritten_or_shrunk_transcript_is_read_again_and_stores_only_what_is_
     assert len(recover(sidecar, MAIN_ID)["messages"]) == len(messages_of(expected[MAIN_ID]))
 
 
+def test_a_legacy_transcript_rewritten_shorter_is_recorded_as_a_compaction(
+    sidecar: LiveSidecar, openclaw: Path
+) -> None:
+    """How OpenClaw compacted before ``compaction`` entries: the file rewritten with fewer messages."""
+    live = Transcript(LEGACY_ID, T0)
+    said = [live.user(FACT), live.assistant("Noted.")]
+    said += [
+        live.user("Filler about tomatoes."),
+        live.assistant("Full sun."),
+        live.user("And basil?"),
+        live.assistant("Shade."),
+    ]
+    transcript = openclaw / "agents" / "main" / "sessions" / f"{LEGACY_ID}.jsonl"
+    write_jsonl(transcript, [live.header(), *said])
+    first = import_history(sidecar.sidecar, openclaw)
+    assert (first.messages_imported, first.compactions) == (6, 0)
+    gist = live.user("Summary so far: the staging password rotates on Tuesdays; tomatoes want sun.")
+    after = [live.user("And the office move?"), live.assistant("Desks are booked.")]
+    write_jsonl(transcript, [live.header(), gist, *said[-2:], *after])
+    shrunk = import_history(sidecar.sidecar, openclaw)
+    assert (shrunk.messages_seen, shrunk.messages_imported, shrunk.compactions) == (5, 3, 1)
+    stored = recover(sidecar, LEGACY_ID)["messages"]
+    assert [m["original"] for m in stored] == messages_of([*said, gist, *after])
+    point = sidecar.sidecar.compaction(1)
+    assert (point["sessionId"], point["lastMessageId"]) == (LEGACY_ID, stored[5]["id"]), "before the shorter file"
+    assert sidecar.client.get("/v1/snapshots").json()["snapshots"][0]["name"] == "pre-compaction-1"
+    assert import_history(sidecar.sidecar, openclaw).compactions == 0
+    write_jsonl(transcript, [live.header() | {"cwd": "/elsewhere"}, gist, *said[-2:], *after])
+    same_count = import_history(sidecar.sidecar, openclaw)
+    assert (same_count.messages_seen, same_count.messages_imported, same_count.compactions) == (5, 0, 0)
+    assert stats(sidecar)["compactions"] == 1
+
+
+def test_a_shrink_the_compact_hook_already_recorded_is_not_recorded_again(sidecar: LiveSidecar, openclaw: Path) -> None:
+    live = Transcript(LEGACY_ID, T0)
+    said = [live.user(FACT), live.assistant("Noted."), live.user("Filler."), live.assistant("Ok.")]
+    transcript = openclaw / "agents" / "main" / "sessions" / f"{LEGACY_ID}.jsonl"
+    write_jsonl(transcript, [live.header(), *said])
+    import_history(sidecar.sidecar, openclaw)
+    compact = {"sessionId": LEGACY_ID, "sessionKey": MAIN_KEY, "tokensBefore": 9000, "summary": "## Goal"}
+    assert sidecar.post("compact", compact).status_code == 200
+    write_jsonl(transcript, [live.header(), *said[-1:]])
+    assert import_history(sidecar.sidecar, openclaw).compactions == 0
+    assert stats(sidecar)["compactions"] == 1
+
+
+def test_the_bootstrap_hook_imports_an_existing_sessions_messages(sidecar: LiveSidecar) -> None:
+    openclaw = sidecar.settings.openclaw_state  # where the sidecar looks: $OPENCLAW_STATE_DIR
+    database = AgentDatabase(openclaw)
+    try:
+        expected = two_sessions(database)
+    finally:
+        database.close()
+    legacy = legacy_sessions(openclaw)
+    child = sidecar.post("bootstrap", {"sessionId": CHILD_ID, "sessionKey": CHILD_KEY}).json()
+    assert (child["reason"], child["importedMessages"]) == ("imported", 2)
+    assert [m["original"] for m in recover(sidecar, CHILD_ID)["messages"]] == messages_of(expected[CHILD_ID])
+    main = sidecar.post("bootstrap", {"sessionId": MAIN_ID, "sessionKey": MAIN_KEY}).json()
+    assert main["importedMessages"] == 4 and stats(sidecar)["compactions"] == 1
+    old = sidecar.post("bootstrap", {"sessionId": LEGACY_ID, "sessionKey": MAIN_KEY}).json()
+    assert old["importedMessages"] == len(legacy[LEGACY_ID])
+    assert [h["sessionId"] for h in search(sidecar, "lanterns", f"session:{CHILD_ID}")] == [CHILD_ID, CHILD_ID]
+    again = sidecar.post("bootstrap", {"sessionId": CHILD_ID, "sessionKey": CHILD_KEY}).json()
+    assert (again["reason"], again["importedMessages"]) == ("known", 0)
+    assert stats(sidecar)["messages"] == 2 + 4 + 4
+
+
 def test_openclaw_files_are_byte_identical_after_import(
     sidecar: LiveSidecar, openclaw: Path, agent_db: AgentDatabase
 ) -> None:

@@ -29,16 +29,20 @@ Entries: the ``session`` header (version 4); ``message`` ``{type, id, parentId, 
 ``message`` is the AgentMessage (dated by its entry when it has no timestamp); ``compaction`` ``{summary,
 firstKeptEntryId, tokensBefore, tokensAfter?}``, recorded as a compaction at its place in the message order.
 ``model_change``, ``thinking_level_change``, ``custom``, ``reset``, ``label`` and the like carry no
-conversation and are counted, not stored. Compactions are taken only from ``compaction`` entries, never
-inferred from gaps in the ``parentId`` chain. A malformed line or row is counted and skipped; a source that
-cannot be read is reported and the others go on.
+conversation and are counted, not stored. Compactions are taken from ``compaction`` entries, never inferred
+from gaps in the ``parentId`` chain; the one exception is a JSONL transcript without such entries that is
+rewritten with fewer messages than were read from it, which is how older OpenClaw compacted: that drop is
+recorded as a compaction (no summary, its snapshot ending where the longer transcript did) before the shorter
+file is read. A malformed line or row is counted and skipped; a source that cannot be read is reported with its
+reason and the others go on.
 
 Incremental and idempotent: a message's identity in the store is its content hash, so reading an entry twice
 stores it once. Cursors in ``meta`` (``import.cursor.<source>``: the last ``seq`` and rewrite generation per
-session, or a file's byte offset, size, mtime and a hash of the bytes before the offset) let a rerun skip
-what it read; a rewritten or shrunk transcript is read again from the start. An imported compaction is keyed
-by its entry id (``import.compaction.<session>.<entry>``) in the transaction that records it, and one the
-``compact`` hook already recorded live (same session, same summary) is not recorded again.
+session, or a file's byte offset, size, mtime, a hash of the bytes before the offset and the messages read)
+let a rerun skip what it read; a rewritten or shrunk transcript is read again from the start. An imported
+compaction is keyed by its entry id (``import.compaction.<session>.<entry>``; a shrink by the offset and hash
+of what was read before it) in the transaction that records it, and one the ``compact`` hook already recorded
+live (same session and summary; for a shrink, one recorded where the session ends) is not recorded again.
 
 Read-only: the database is opened ``mode=ro`` with ``query_only``. Like any reader of a WAL database, SQLite
 takes its read locks in the ``-shm`` file, and creates the empty ``-wal``/``-shm`` companions (with the

@@ -71,6 +71,17 @@ def compaction_record(entry: dict[str, Any]) -> snapshots.CompactionRecord:
     )
 
 
+def shrink_record(before: int, after: int) -> snapshots.CompactionRecord:
+    """The compaction a legacy transcript's drop in message count stands for; OpenClaw left no summary of it."""
+    return snapshots.CompactionRecord(
+        tokens_before=None,
+        tokens_after=None,
+        compacted=True,
+        summary=None,
+        reason=f"imported: the OpenClaw transcript was rewritten from {before} to {after} messages",
+    )
+
+
 def _count(value: Any) -> int | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 2**62:
         return int(value)

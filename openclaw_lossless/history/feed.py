@@ -13,6 +13,7 @@ from openclaw_lossless.history.entries import (
     entry_key,
     entry_kind,
     parse_entry,
+    shrink_record,
 )
 from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.store import snapshots
@@ -57,7 +58,7 @@ class Feed:
         elif kind == "compaction":
             self.touched = True
             self.flush()
-            self.report.compactions += self._record(entry)
+            self.report.compactions += self._record(entry_key(entry), compaction_record(entry))
         else:
             self.report.skipped_types[kind] = self.report.skipped_types.get(kind, 0) + 1
 
@@ -79,27 +80,49 @@ class Feed:
             self.report.skipped_malformed += 1
             return 0
 
-    def _record(self, entry: dict[str, Any]) -> int:
+    def shrank(self, key: str, before: int, after: int) -> None:
+        """A legacy transcript rewritten with fewer messages: how OpenClaw compacted before ``compaction`` entries.
+
+        Recorded before any entry of the shorter file is fed, so its snapshot ends where the longer one did.
+        """
+        self.touched = True
+        self.flush()
+        self.report.compactions += self._record(key, shrink_record(before, after))
+
+    def _record(self, key: str, record: snapshots.CompactionRecord) -> int:
         """Record the compaction unless it is already there; the key and the record share a commit.
 
         Already there: imported before (its key), or recorded live by the ``compact`` hook when the plugin was
-        running (same session, same summary).
+        running: same session and same summary, or, for one inferred without a summary, one recorded where the
+        session now ends.
         """
-        meta_key = f"{COMPACTION_PREFIX}{self.session_id}.{entry_key(entry)}"
-        record = compaction_record(entry)
+        meta_key = f"{COMPACTION_PREFIX}{self.session_id}.{key}"
 
         def work(conn: Connection) -> int:
             if conn.execute("SELECT 1 FROM meta WHERE key = ?", (meta_key,)).fetchone():
                 return 0
             session = ensure_session(conn, self.session_id, self.session_key)
-            live = conn.execute(
-                "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ?", (session.rowid, record.summary)
-            ).fetchone()
-            compaction_id = live[0] if live else snapshots.record_compaction(conn, session, record)["compactionId"]
+            live = _live_compaction(conn, session.rowid, record)
+            if live is not None:
+                compaction_id = live
+            else:
+                compaction_id = int(snapshots.record_compaction(conn, session, record)["compactionId"])
             conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (meta_key, str(compaction_id)))
-            return 0 if live else 1
+            return 0 if live is not None else 1
 
         return self.sidecar.db.write(work)
+
+
+def _live_compaction(conn: Connection, session_rowid: int, record: snapshots.CompactionRecord) -> int | None:
+    """The id of a compaction the ``compact`` hook already recorded for this one, if any."""
+    same: str | int | None
+    if record.summary is not None:
+        sql, same = "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ?", record.summary
+    else:
+        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND last_message_id IS ?"
+        same = snapshots.last_message_id(conn, session_rowid)
+    row = conn.execute(sql, (session_rowid, same)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def load_cursor(sidecar: Sidecar, name: str) -> dict[str, Any]:

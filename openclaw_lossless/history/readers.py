@@ -6,6 +6,7 @@ import hashlib
 import importlib
 import io
 import json
+from collections import Counter
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from openclaw_lossless.history.entries import parse_entry, session_key_for
+from openclaw_lossless.history.entries import entry_kind, parse_entry, session_key_for
 from openclaw_lossless.history.feed import BATCH, Feed, load_cursor, save_cursor
 from openclaw_lossless.history.sources import Source, SourceReport, is_identifier
 from openclaw_lossless.store.connection import Connection, sqlite_module
@@ -216,14 +217,29 @@ def _count_after(conn: Connection, session_id: str, after: int) -> int:
     return int(row[0])
 
 
+@dataclass(frozen=True)
+class _Shrink:
+    """A transcript read before that now holds fewer messages: the compaction to record, keyed by what was read."""
+
+    key: str
+    before: int
+    after: int
+
+
 class JsonlReader(Reader):
-    """One JSONL transcript (plain or ``.zst``), read from the byte offset the cursor recorded."""
+    """One JSONL transcript (plain or ``.zst``), read from the byte offset the cursor recorded.
+
+    The cursor also counts the messages read, so a transcript rewritten shorter (how OpenClaw compacted before
+    it wrote ``compaction`` entries) is recorded as a compaction before the shorter file is read.
+    """
 
     def __init__(self, sidecar: Sidecar, source: Source, codec: Codec | None, key: str | None) -> None:
         super().__init__(sidecar, source, codec)
         self.session_id = source.session_id or source.path.name
         self.session_key = session_key_for(key, source.agent_id, self.session_id)
         self.start: int | None = None
+        self.messages_before: int | None = 0  # messages before ``start``; None: a cursor too old to say
+        self.shrink: _Shrink | None = None
 
     def _stream(self) -> IO[bytes]:
         if not self.source.path.name.endswith(".zst"):
@@ -240,6 +256,11 @@ class JsonlReader(Reader):
                 return 0
             with self._stream() as stream:
                 self.start = _resume_offset(stream, cursor)
+                if self.start > 0:
+                    counted = cursor.get("messages")
+                    self.messages_before = counted if isinstance(counted, int) else None
+                else:
+                    self.shrink = _shrunk(stream, cursor)
                 stream.seek(self.start)
                 return sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b""))
         except OSError as exc:
@@ -257,8 +278,10 @@ class JsonlReader(Reader):
         try:
             stat = self.source.path.stat()  # before reading: anything appended later is read next time
             with self._stream() as stream:
-                offset = self._read_lines(stream, self.start, tick)
-                cursor = {"offset": offset, "tail": _tail(stream, offset)}
+                offset, messages = self._read_lines(stream, self.start, tick)
+                cursor: dict[str, Any] = {"offset": offset, "tail": _tail(stream, offset)}
+                if self.messages_before is not None:
+                    cursor["messages"] = self.messages_before + messages
             save_cursor(
                 self.sidecar, self.source.source_id, cursor | {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}
             )
@@ -267,15 +290,18 @@ class JsonlReader(Reader):
         except self._codec_errors() as exc:
             self.report.error = f"cannot decompress {self.source.source_id}: {exc}"
 
-    def _read_lines(self, stream: IO[bytes], start: int, tick: Callable[[int], None]) -> int:
-        """Feed every complete line from ``start``; returns the offset after the last line consumed.
+    def _read_lines(self, stream: IO[bytes], start: int, tick: Callable[[int], None]) -> tuple[int, int]:
+        """Feed every complete line from ``start``; returns the offset after the last line consumed and how many
+        message entries were among them.
 
         A last line without its newline is consumed only when it parses: OpenClaw may be writing it.
         """
         feed = Feed(self.sidecar, self.session_id, self.session_key, self.report)
+        if self.shrink is not None:
+            feed.shrank(self.shrink.key, self.shrink.before, self.shrink.after)
         stream.seek(start)
         offset = start
-        lines = 0
+        lines = messages = 0
         for line in stream:
             entry = parse_entry(line) if line.strip() else None
             if not line.endswith(b"\n") and entry is None:
@@ -283,12 +309,29 @@ class JsonlReader(Reader):
             offset += len(line)
             if line.strip():
                 feed.add(entry, None)
+                messages += entry_kind(entry) == "message"
             lines += 1
             if lines % BATCH == 0:
                 tick(BATCH)
         self._finish(feed)
         tick(lines % BATCH)
-        return offset
+        return offset, messages
+
+
+def _shrunk(stream: IO[bytes], cursor: dict[str, Any]) -> _Shrink | None:
+    """The compaction a transcript read before stands for when it now holds fewer messages.
+
+    Only for a file without ``compaction`` entries: one that has them says itself where it compacted.
+    """
+    before, offset, tail = cursor.get("messages"), cursor.get("offset"), cursor.get("tail")
+    if not isinstance(before, int) or not isinstance(offset, int) or not isinstance(tail, str):
+        return None
+    stream.seek(0)
+    kinds = Counter(entry_kind(parse_entry(line)) for line in stream if line.strip())
+    after = kinds["message"]
+    if after >= before or kinds["compaction"]:
+        return None
+    return _Shrink(f"shrink.{offset}.{tail[:32]}", before, after)
 
 
 def _resume_offset(stream: IO[bytes], cursor: dict[str, Any]) -> int:
