@@ -4,7 +4,9 @@ Queries (search, pack, recover, stats) go to the running sidecar when it answers
 warm index) and open the database file directly when it does not. Writes (snapshot, import, prune,
 reindex) always go to the file: SQLite's locking makes that safe next to a running sidecar, whose worker
 then embeds whatever was queued. Exit codes: 0 success, 1 a failure of the store or embedder (or a doctor
-finding), 2 bad input; errors are one line on stderr, never a traceback.
+finding), 2 bad input (including a session, snapshot or compaction that does not exist, and usage errors);
+errors are one line on stderr, never a traceback. Numbers are checked while parsing, so a query answers bad input
+the same way whether it reaches the sidecar or the file.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import ipaddress
 import json
 import logging
+import math
 import os
 import re
 import sqlite3
@@ -21,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 from pydantic import ValidationError
@@ -29,10 +32,12 @@ from tqdm import tqdm
 
 from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
-from openclaw_lossless.errors import BadRequest, LosslessError
+from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.store.connection import translate_error
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# The most hits /v1/search returns (its bound on k): a --role/--since/--until filter picks from this many.
+SEARCH_CEILING = 200
 _SURROGATE = re.compile("[\ud800-\udfff]")
 Handler = Callable[[argparse.Namespace], int]
 
@@ -62,9 +67,18 @@ def open_sidecar(settings: Settings, *, embeddings: bool = False) -> Iterator[An
     """The store opened in this process (no worker); without embeddings it loads no model and no vectors."""
     from openclaw_lossless.sidecar import Sidecar
 
-    if not embeddings:
-        settings = settings.model_copy(update={"embedding_provider": "none"})
-    sidecar = Sidecar(settings, start_worker=False)
+    if embeddings:
+        sidecar = Sidecar(settings, start_worker=False)
+    else:
+        # Keyword-only is this command's choice, not a fault: the embedder's "unavailable" warning would be
+        # a second stderr line beside any one-line error.
+        embed_log = logging.getLogger("openclaw_lossless.embed.service")
+        level = embed_log.level
+        embed_log.setLevel(logging.ERROR)
+        try:
+            sidecar = Sidecar(settings.model_copy(update={"embedding_provider": "none"}), start_worker=False)
+        finally:
+            embed_log.setLevel(level)
     try:
         yield sidecar
     finally:
@@ -161,9 +175,15 @@ def _scope(args: argparse.Namespace) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    """Search, then apply --role/--since/--until to the hits.
+
+    The search API takes no such filters, so they pick from the most hits it returns (SEARCH_CEILING, itself
+    drawn from each lane's best); when that pool may have been cut off and the filters leave fewer than -k,
+    a note on stderr says so rather than letting an older match go silently missing.
+    """
     settings = _settings(args)
-    fetch = max(args.k * 5, 50) if (args.role or args.since or args.until) else args.k
-    params = {"q": args.query, "scope": _scope(args), "k": min(fetch, 200), "mode": args.mode}
+    filtered = _filtered(args)
+    params = {"q": args.query, "scope": _scope(args), "k": SEARCH_CEILING if filtered else args.k, "mode": args.mode}
     data = _query(
         settings,
         "/v1/search",
@@ -171,16 +191,33 @@ def cmd_search(args: argparse.Namespace) -> int:
         lambda s: {"hits": s.search(args.query, params["scope"], params["k"], args.mode)},
     )
     hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
+    if filtered and len(hits) < args.k and _pool_may_be_cut(len(data["hits"])):
+        print(
+            f"openclaw-lossless: note: --role/--since/--until chose from the best {len(data['hits'])} hits only;"
+            " narrow the query, --agent or --session to reach older matches",
+            file=sys.stderr,
+        )
     _emit({"query": args.query, "hits": hits}, args.json, _human_hits)
     return EXIT_OK
+
+
+def _filtered(args: argparse.Namespace) -> bool:
+    return bool(args.role) or args.since is not None or args.until is not None
+
+
+def _pool_may_be_cut(found: int) -> bool:
+    """Whether a lane may have stopped at its depth, so matches beyond the hits returned can exist."""
+    from openclaw_lossless.recall.assemble import LANE_DEPTH
+
+    return found >= min(LANE_DEPTH, SEARCH_CEILING)
 
 
 def _keep(hit: dict[str, Any], args: argparse.Namespace) -> bool:
     if args.role and hit["role"] != args.role:
         return False
-    if args.since and hit["createdAt"] < args.since:
+    if args.since is not None and hit["createdAt"] < args.since:
         return False
-    return not (args.until and hit["createdAt"] > args.until)
+    return not (args.until is not None and hit["createdAt"] > args.until)
 
 
 def _human_hits(data: dict[str, Any]) -> str:
@@ -423,10 +460,57 @@ def _common(parser: argparse.ArgumentParser, *, output: bool = True) -> None:
 
 
 def _timestamp(value: str) -> float:
+    """An ISO date or time as epoch seconds: its offset is honoured; without one it is UTC, as stored times are."""
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=UTC).timestamp()
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a date: {value!r} (use YYYY-MM-DD or an ISO time)") from exc
+    return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+def _query_text(value: str) -> str:
+    """A query as the sidecar's API takes it (1-20000 characters, here also not blank), checked on both paths."""
+    if not value.strip() or len(value) > 20_000:
+        raise argparse.ArgumentTypeError("a query is 1 to 20000 characters, not blank")
+    return value
+
+
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer argument type within [low, high].
+
+    Checked while parsing, so a query refuses it the same way (exit 2) whether it would have gone to the
+    sidecar, whose API bounds these, or to the file, where a negative LIMIT would mean "no limit".
+    """
+    bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = low - 1
+        if number < low or (high is not None and number > high):
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, not {value!r}")
+        return number
+
+    return parse
+
+
+def _megabytes(value: str) -> float:
+    """A size limit in MB: 0 or more (0 means never prune, as for maxDbSizeMb)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected a size in MB of 0 or more (0: never prune), not {value!r}")
+    return number
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line with a pointer to --help (exit 2), not the whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def _add(commands: Any, name: str, handler: Handler, help_text: str, **kw: Any) -> argparse.ArgumentParser:
@@ -442,7 +526,7 @@ def _scope_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openclaw-lossless", description="A lossless context engine for OpenClaw.")
+    parser = _Parser(prog="openclaw-lossless", description="A lossless context engine for OpenClaw.")
     parser.add_argument("--version", action="version", version=f"openclaw-lossless {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
@@ -462,27 +546,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add(model_commands, "fetch", cmd_model_fetch, "download and build the local model (idempotent)", output=False)
 
     search = _add(commands, "search", cmd_search, "hybrid search over the stored history")
-    search.add_argument("query", help="what to look for, in plain words")
+    search.add_argument("query", type=_query_text, help="what to look for, in plain words")
     _scope_flags(search)
     search.add_argument("--role", help="only messages of this role (user, assistant, toolResult, ...)")
-    search.add_argument("--since", type=_timestamp, help="only messages from this time on (ISO date)")
-    search.add_argument("--until", type=_timestamp, help="only messages up to this time (ISO date)")
+    search.add_argument(
+        "--since", type=_timestamp, help="only messages from this time on: ISO date or time; no offset means UTC"
+    )
+    search.add_argument(
+        "--until",
+        type=_timestamp,
+        help="only messages up to this time, e.g. 2026-03-01 or 2026-03-01T12:00+02:00; no offset means UTC",
+    )
     search.add_argument("--mode", choices=["hybrid", "keyword", "vector"], default="hybrid")
-    search.add_argument("-k", type=int, default=10, help="how many hits (default 10)")
+    search.add_argument(
+        "-k", type=_whole(1, SEARCH_CEILING), default=10, help="how many hits (default 10, at most 200)"
+    )
 
     pack = _add(commands, "pack", cmd_pack, "the bounded, cited context bundle for a query")
-    pack.add_argument("--query", required=True, help="what the bundle is for")
-    pack.add_argument("--budget-tokens", type=int, default=2000, help="token budget of the bundle (default 2000)")
+    pack.add_argument("--query", type=_query_text, required=True, help="what the bundle is for")
+    pack.add_argument(
+        "--budget-tokens",
+        type=_whole(100, 1_000_000),
+        default=2000,
+        help="token budget of the bundle (default 2000, from 100 to 1000000)",
+    )
     pack.add_argument("--trace", action="store_true", help="include every candidate's score parts and fate")
-    pack.add_argument("-k", type=int, help="at most this many items (default: retrievalCount)")
+    pack.add_argument("-k", type=_whole(1, 200), help="at most this many items (default: retrievalCount)")
     _scope_flags(pack)
 
     recover = _add(commands, "recover", cmd_recover, "print a conversation as it was, ready to paste back")
-    recover.add_argument("--last", type=int, default=50, help="how many messages (default 50)")
+    recover.add_argument("--last", type=_whole(1), default=50, help="how many messages (default 50)")
     recover.add_argument("--session", help="the session (default: the most recent one)")
     point = recover.add_mutually_exclusive_group()
     point.add_argument("--snapshot", help="as it was at this snapshot")
-    point.add_argument("--before-compaction", type=int, metavar="N", help="as it was before compaction N")
+    point.add_argument("--before-compaction", type=_whole(1), metavar="N", help="as it was before compaction N")
 
     snapshot = commands.add_parser("snapshot", help="named checkpoints of a session (never destructive)")
     snapshot_commands = snapshot.add_subparsers(dest="snapshot_command", required=True, metavar="command")
@@ -492,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(snapshot_commands, "list", cmd_snapshot, "list snapshots, manual and automatic")
     show = _add(snapshot_commands, "show", cmd_snapshot, "show a snapshot and the conversation up to it")
     show.add_argument("name")
-    show.add_argument("--last", type=int, default=50, help="how many messages (default 50)")
+    show.add_argument("--last", type=_whole(1), default=50, help="how many messages (default 50)")
 
     export = _add(
         commands, "export", cmd_export, "write messages as JSONL (whole store, an agent or a session)", output=False
@@ -518,7 +615,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     prune = _add(commands, "prune", cmd_prune, "archive the oldest messages to compressed JSONL, then remove them")
     prune.add_argument("--dry-run", action="store_true", help="say what would be archived, change nothing")
-    prune.add_argument("--max-db-size-mb", type=float, help="the limit to prune to (default: maxDbSizeMb)")
+    prune.add_argument(
+        "--max-db-size-mb", type=_megabytes, help="the limit to prune to (default: maxDbSizeMb; 0: never prune)"
+    )
 
     reindex = _add(commands, "reindex", cmd_reindex, "rebuild the full-text index and/or the vectors (resumable)")
     reindex.add_argument("--fts", action="store_true", help="rebuild the full-text index")
@@ -541,8 +640,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.func(args)
         return result
     except LosslessError as exc:
+        # Not found (a session, snapshot or compaction) is bad input, as the sidecar's 404 is on the remote path.
         print(f"openclaw-lossless: {exc.message}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, BadRequest) else EXIT_FAILURE
+        return EXIT_USAGE if isinstance(exc, BadRequest | NotFound) else EXIT_FAILURE
     except _database_errors() as exc:  # a damaged page met outside a translated path
         print(f"openclaw-lossless: {translate_error(exc)}", file=sys.stderr)
         return EXIT_FAILURE

@@ -155,9 +155,22 @@ def test_prune_dry_run_changes_nothing(capsys: pytest.CaptureFixture[str], state
 
 def test_bad_input_is_one_line_and_no_traceback(capsys: pytest.CaptureFixture[str], state: Path) -> None:
     code, _, err = run(capsys, state, "recover", "--session", "no-such-session")
-    assert code == 1 and err.startswith("openclaw-lossless: no session") and "Traceback" not in err
+    assert code == 2 and err == "openclaw-lossless: no session 'no-such-session' is stored\n"
+    code, _, err = run(capsys, state, "recover", "--snapshot", "no-such-snapshot")
+    assert code == 2 and err.startswith("openclaw-lossless: no snapshot") and err.count("\n") == 1
     code, _, err = run(capsys, state, "import", "--jsonl", "/nonexistent/file.jsonl")
     assert code == 2 and "no such file" in err
+
+
+def test_usage_errors_are_one_line_with_a_pointer_to_help(capsys: pytest.CaptureFixture[str], state: Path) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["search", "--state-dir", str(state)])
+    _, err = capsys.readouterr()
+    assert exited.value.code == 2
+    assert err == (
+        "openclaw-lossless search: error: the following arguments are required: query"
+        " (see 'openclaw-lossless search --help')\n"
+    )
 
 
 def test_the_module_entry_point_and_help_work() -> None:
