@@ -13,6 +13,7 @@ in parallel thanks to WAL.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -24,6 +25,8 @@ from typing import Any, TypeVar
 import sqlite_vec
 
 from openclaw_lossless.errors import StorageFull, StoreCorrupt, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = Any  # sqlite3.Connection or sqlean's equivalent: same DB-API surface
@@ -56,6 +59,9 @@ def sqlite_module() -> ModuleType:
 # caches once for all of them anyway.
 WRITER_CACHE_KIB = 32000
 READER_CACHE_KIB = 4000
+CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024  # SQLite's own auto-checkpoint point: 1,000 pages of 4 KiB
+CHECKPOINT_POLL_S = 0.5
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024  # what a reset WAL file is truncated back to
 
 
 def open_connection(
@@ -99,7 +105,7 @@ def translate_error(exc: Exception) -> Exception:
 class Database:
     """One write connection behind a lock, one read connection per thread."""
 
-    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: Path, *, synchronous: str = "FULL", checkpoint_bytes: int = CHECKPOINT_WAL_BYTES) -> None:
         self.path = path
         self.synchronous = synchronous
         _ensure_private_dir(path.parent)
@@ -110,6 +116,11 @@ class Database:
         self._readers: list[Connection] = []
         self._readers_lock = threading.Lock()
         self.module = sqlite_module()
+        self._checkpointer = Checkpointer(path, synchronous, checkpoint_bytes)
+        # SQLite checkpoints inside whichever commit fills the WAL past 1,000 pages: that commit then copies
+        # the pages back into a large file and fsyncs it. The checkpointer thread does it instead.
+        self._writer.execute("PRAGMA wal_autocheckpoint = 0")
+        self._writer.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
 
     def write(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction on the write connection; all or nothing."""
@@ -152,12 +163,45 @@ class Database:
         return total
 
     def close(self) -> None:
+        self._checkpointer.stop()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
         with self._write_lock:
             self._writer.close()
+
+
+class Checkpointer:
+    """Copies the WAL back into the database from a thread of its own, off the commit path.
+
+    PASSIVE checkpoints never wait for the writer or block it, and copy what no reader still needs; the next
+    commit after a complete one starts the WAL over. A failed checkpoint (a full disk, a busy moment) changes
+    nothing committed and is retried at the next poll.
+    """
+
+    def __init__(self, path: Path, synchronous: str, threshold_bytes: int) -> None:
+        self._wal = Path(f"{path}-wal")
+        self._threshold = threshold_bytes
+        self._conn = open_connection(path, synchronous=synchronous, cache_kib=READER_CACHE_KIB)
+        self._stopping = threading.Event()
+        self.checkpoints = 0
+        self._thread = threading.Thread(target=self._run, name="lossless-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(CHECKPOINT_POLL_S):
+            try:
+                if self._wal.stat().st_size >= self._threshold:
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+            except (OSError, sqlite_module().Error) as exc:
+                log.debug("checkpoint deferred: %s", exc)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        self._conn.close()
 
 
 def _ensure_private_dir(directory: Path) -> None:
