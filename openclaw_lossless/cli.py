@@ -329,16 +329,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if not args.jsonl:
+        return _import_openclaw(args)
     settings = _settings(args)
     with open_sidecar(settings) as sidecar:
-        if args.jsonl:
-            from openclaw_lossless.store.transfer import import_jsonl
+        from openclaw_lossless.store.transfer import import_jsonl
 
-            with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
-                report: Any = import_jsonl(sidecar.db, Path(args.jsonl), progress=bar.update)
-            data = vars(report)
-        else:
-            data = _import_openclaw(sidecar, args)
+        with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
+            report: Any = import_jsonl(sidecar.db, Path(args.jsonl), progress=bar.update)
+        data = vars(report)
     _emit(
         data,
         args.json,
@@ -347,14 +346,26 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _import_openclaw(sidecar: Any, args: argparse.Namespace) -> dict[str, Any]:
+def _human_counts(data: dict[str, Any]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in data.items() if not isinstance(v, list | dict))
+
+
+def _import_openclaw(args: argparse.Namespace) -> int:
+    """Import OpenClaw's history; a source that could not be read is named with its reason and makes it exit 1.
+
+    The other sources are still imported (one damaged agent database must not hold back the rest), so the
+    counts are printed either way; the exit code is what tells a script that something was left behind.
+    """
     from dataclasses import asdict
 
     from openclaw_lossless.config import openclaw_state_dir
     from openclaw_lossless.history import import_history
 
     source = Path(args.openclaw_state) if args.openclaw_state else openclaw_state_dir()
-    with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
+    with (
+        open_sidecar(_settings(args)) as sidecar,
+        tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar,
+    ):
         report = import_history(
             sidecar,
             source,
@@ -362,8 +373,11 @@ def _import_openclaw(sidecar: Any, args: argparse.Namespace) -> dict[str, Any]:
             session_id=args.session,
             progress=lambda done, total: bar.update(done - bar.n),
         )
-    result: dict[str, Any] = asdict(report)
-    return result
+    for detail in report.details:
+        if detail.error is not None:
+            print(f"openclaw-lossless: {detail.error}", file=sys.stderr)
+    _emit(asdict(report), args.json, _human_counts)
+    return EXIT_FAILURE if report.errors else EXIT_OK
 
 
 # -- maintenance --------------------------------------------------------------------------------------------

@@ -173,6 +173,40 @@ def test_usage_errors_are_one_line_with_a_pointer_to_help(capsys: pytest.Capture
     )
 
 
+def openclaw_state(root: Path) -> Path:
+    """An OpenClaw state dir with one damaged agent database and one readable legacy transcript."""
+    broken = root / "agents" / "broken" / "agent" / "openclaw-agent.sqlite"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"this is not a database" * 100)
+    transcript = root / "agents" / "main" / "sessions" / "s-legacy.jsonl"
+    transcript.parent.mkdir(parents=True)
+    entries = [
+        {"type": "session", "version": 4, "id": "s-legacy"},
+        {
+            "type": "message",
+            "id": "a",
+            "message": {"role": "user", "content": "Where is the spare key?", "timestamp": 1},
+        },
+        {"type": "message", "id": "b", "message": {"role": "assistant", "content": "Under the mat.", "timestamp": 2}},
+    ]
+    transcript.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    return root
+
+
+def test_import_names_each_unreadable_source_with_its_reason_and_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = openclaw_state(tmp_path / "openclaw")
+    code, out, err = run(capsys, tmp_path / "store", "import", "--openclaw-state", str(source))
+    assert code == 1
+    [reason] = err.splitlines()
+    assert reason.startswith("openclaw-lossless: cannot read agents/broken/agent/openclaw-agent.sqlite: ")
+    assert "not a database" in reason
+    assert "messages imported: 2" in out and "errors: 1" in out, "the readable source is imported all the same"
+    code, _, err = run(capsys, tmp_path / "store", "import", "--openclaw-state", str(tmp_path / "nowhere"))
+    assert code == 2 and "no OpenClaw state dir" in err
+
+
 def test_the_module_entry_point_and_help_work() -> None:
     result = subprocess.run([sys.executable, "-m", "openclaw_lossless", "--help"], capture_output=True, text=True)
     assert result.returncode == 0
