@@ -389,16 +389,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     findings = doctor.run(_settings(args))
     data = {"ok": all(f.ok for f in findings), "findings": [f.view() for f in findings]}
 
-    def human(d: dict[str, Any]) -> str:
-        lines = [
-            f"{'ok ' if f['ok'] else 'BAD'} {f['check']}: {f['detail']}"
-            + ("" if f["ok"] or not f["fix"] else f"\n    fix: {f['fix']}")
-            for f in d["findings"]
-        ]
-        return "\n".join(lines)
-
-    _emit(data, args.json, human)
+    _emit(data, args.json, _human_findings)
     return EXIT_OK if data["ok"] else EXIT_FAILURE
+
+
+def _human_findings(data: dict[str, Any]) -> str:
+    """``ok``, ``BAD``, or ``note``: fine, but with something worth doing (a large backlog) and how."""
+    lines = []
+    for f in data["findings"]:
+        mark = "BAD " if not f["ok"] else "note" if f["fix"] else "ok  "
+        lines.append(f"{mark} {f['check']}: {f['detail']}" + (f"\n     fix: {f['fix']}" if f["fix"] else ""))
+    return "\n".join(lines)
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:

@@ -1,17 +1,21 @@
 """``doctor``: read-only checks of an installation, each finding with the command that fixes it.
 
 It never writes and never starts the sidecar's machinery (no migration, no vector rebuild), so it can be
-pointed at a damaged or foreign database and say what is wrong instead of making it worse.
+pointed at a damaged or foreign database and say what is wrong instead of making it worse. A finding that is
+not ok fails the run; one that is ok may still carry a fix (a note: nothing is broken, but something is worth
+doing, such as draining a large embedding backlog).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import recorded_identity
@@ -21,6 +25,9 @@ from openclaw_lossless.store.connection import Connection, open_connection, sqli
 from openclaw_lossless.store.migrations import MIGRATIONS
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
+# About 20 s of the local model's work (48 msg/s on one core): a backlog beyond it leaves recall without those
+# messages' vectors long enough that the operator should know, and what drains it.
+BACKLOG_LARGE = 1000
 
 
 @dataclass(frozen=True)
@@ -44,9 +51,10 @@ def run(settings: Settings) -> list[Finding]:
     except LosslessError as exc:
         return [*findings, Finding("database", False, exc.message, "openclaw-lossless salvage")]
     try:
-        checks: list[Callable[[Connection], Finding]] = [_schema, _integrity, _fts, _vectors, _backlog]
+        checks: list[Callable[[Connection], Finding]] = [_schema, _integrity, _fts, _vectors]
         for check in checks:
             findings.append(_guarded(check, conn))
+        findings.append(_guarded(lambda c: _backlog(c, settings), conn))
         findings.append(_guarded(lambda c: _index_identity(c, settings), conn))
     finally:
         conn.close()
@@ -77,6 +85,13 @@ def _binding() -> Finding:
 
 
 def _embedder(settings: Settings) -> Finding:
+    """Whether the configured provider can start. ``none`` is only ever set on purpose: a choice, not a fault."""
+    if settings.embedding_provider == "none":
+        return Finding("embedder", True, "provider 'none' chosen: no vectors are built, recall uses keyword search")
+    if settings.embedding_provider == "openai-compatible" and settings.openai_api_key is None:
+        missing_key = _missing_api_key(settings.embedding_base_url)
+        if missing_key is not None:
+            return missing_key
     try:
         provider = build_provider(settings)
     except LosslessError as exc:
@@ -88,6 +103,26 @@ def _embedder(settings: Settings) -> Finding:
     return Finding(
         "embedder", True, f"{identity.provider} {identity.model} ({identity.variant}, {identity.dimension}-d)"
     )
+
+
+def _missing_api_key(base_url: str) -> Finding | None:
+    """No API key: a problem for a remote endpoint (every request is refused), fine for a local server."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or _is_loopback_address(host):
+        return None
+    return Finding(
+        "embedder",
+        False,
+        f"openai-compatible at {base_url} but no OPENAI_API_KEY is set: every embedding request will be refused",
+        "set OPENAI_API_KEY (or LOSSLESS_OPENAI_API_KEY) where the sidecar starts, then restart it",
+    )
+
+
+def _is_loopback_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _index_identity(conn: Connection, settings: Settings) -> Finding:
@@ -175,9 +210,27 @@ def _vectors(conn: Connection) -> Finding:
     return Finding("vectors", True, "every message has a vector or is queued for one")
 
 
-def _backlog(conn: Connection) -> Finding:
-    backlog = conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0]
-    return Finding("backlog", True, f"{backlog} messages waiting to be embedded")
+def _backlog(conn: Connection, settings: Settings) -> Finding:
+    """How many messages wait for a vector; a large backlog is a note saying what drains it."""
+    backlog = int(conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0])
+    detail = f"{backlog} messages waiting to be embedded"
+    if backlog <= BACKLOG_LARGE:
+        return Finding("backlog", True, detail)
+    if settings.embedding_provider == "none":
+        return Finding(
+            "backlog",
+            True,
+            f"{detail}; provider 'none' embeds nothing, so they wait (keyword search still finds them)",
+            "only to add vector search: LOSSLESS_EMBEDDING_PROVIDER=local and 'openclaw-lossless model fetch';"
+            " the sidecar then drains it",
+        )
+    return Finding(
+        "backlog",
+        True,
+        f"{detail}; until then keyword search alone finds them. The running sidecar drains it in the background",
+        "openclaw-lossless serve (the plugin starts it), or with the sidecar stopped:"
+        " openclaw-lossless reindex --vectors --missing",
+    )
 
 
 def _permissions(settings: Settings) -> Finding:

@@ -134,6 +134,42 @@ def test_stats_and_doctor(capsys: pytest.CaptureFixture[str], state: Path) -> No
         os.chmod(state, 0o700)
 
 
+def test_doctor_takes_provider_none_as_a_choice_and_a_missing_api_key_as_a_problem(
+    capsys: pytest.CaptureFixture[str], state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    code, out, _ = run(capsys, state, "doctor", "--json")
+    embedder = {f["check"]: f for f in json.loads(out)["findings"]}["embedder"]
+    assert embedder["ok"] and "'none' chosen" in embedder["detail"] and embedder["fix"] is None
+    assert code == 0, out
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "openai-compatible")
+    for name in ("OPENAI_API_KEY", "LOSSLESS_OPENAI_API_KEY", "EMBEDDING_BASE_URL", "LOSSLESS_EMBEDDING_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, _ = run(capsys, state, "doctor")
+    assert code == 1 and "BAD  embedder: openai-compatible at https://api.openai.com/v1 but no OPENAI_API_KEY" in out
+    assert "fix: set OPENAI_API_KEY" in out
+    monkeypatch.setenv("EMBEDDING_BASE_URL", "http://127.0.0.1:11434/v1")  # a local server needs no key
+    _, out, _ = run(capsys, state, "doctor", "--json")
+    assert {f["check"]: f for f in json.loads(out)["findings"]}["embedder"]["ok"]
+
+
+def test_doctor_notes_a_large_backlog_and_what_drains_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state_dir = tmp_path / "state"
+    with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
+        many = [{"role": "user", "content": f"note number {n}", "timestamp": n} for n in range(1, 1202)]
+        server.sidecar.ingest("s-bulk", "agent:main:main", many, heartbeat=False, recall=server.settings.recall)
+    code, out, _ = run(capsys, state_dir, "doctor")
+    assert "note backlog: 1201 messages waiting to be embedded" in out
+    assert "fix: openclaw-lossless serve" in out and "reindex --vectors --missing" in out
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    code, out, _ = run(capsys, state_dir, "doctor", "--json")
+    backlog = {f["check"]: f for f in json.loads(out)["findings"]}["backlog"]
+    assert backlog["ok"] and "provider 'none' embeds nothing" in backlog["detail"]
+    assert code == 0, "a note is not a failure"
+
+
 def test_reindex_rebuilds_fts_and_vectors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
