@@ -260,8 +260,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _markdown(data: dict[str, Any]) -> str:
-    lines = [f"# Conversation {data['sessionId']} (agent {data['agentId']})", ""]
+def _markdown(data: dict[str, Any], title: str = "Conversation") -> str:
+    lines = [f"# {title} {data['sessionId']} (agent {data['agentId']})", ""]
     for message in data["messages"]:
         lines += [
             f"**{message['role']}** — {_when(message['createdAt'])} [{message['citation']}]",
@@ -292,10 +292,15 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             human = _human_snapshots
         else:
             snap = sidecar.snapshot(args.name)
-            data = snap | {"messages": sidecar.recover(snap["sessionId"], args.last, snap["lastMessageId"])["messages"]}
-            human = lambda d: _markdown({"sessionId": d["sessionId"], "agentId": d["name"], **d})  # noqa: E731
+            recovered = sidecar.recover(snap["sessionId"], args.last, snap["lastMessageId"])
+            data = snap | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
+            human = _human_snapshot
     _emit(data, args.json, human)
     return EXIT_OK
+
+
+def _human_snapshot(data: dict[str, Any]) -> str:
+    return _markdown(data, f"Snapshot {data['name']} of conversation")
 
 
 def _human_snapshots(data: dict[str, Any]) -> str:

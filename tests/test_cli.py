@@ -70,7 +70,9 @@ def test_snapshots_are_created_listed_shown_and_never_overwritten(
     names = [s["name"] for s in run_json(capsys, state, "snapshot", "list")["snapshots"]]
     assert names == ["pre-compaction-1", "before-refactor"]
     shown = run_json(capsys, state, "snapshot", "show", "before-refactor")
-    assert len(shown["messages"]) == 6
+    assert len(shown["messages"]) == 6 and shown["agentId"] == "main"
+    code, out, _ = run(capsys, state, "snapshot", "show", "pre-compaction-1", "--last", "2")
+    assert code == 0 and out.startswith("# Snapshot pre-compaction-1 of conversation s-main (agent main)\n")
     code, _, err = run(capsys, state, "snapshot", "create", "before-refactor")
     assert code == 2 and "already exists" in err and "Traceback" not in err
     code, _, err = run(capsys, state, "snapshot", "create", "../../etc/passwd")
