@@ -97,3 +97,56 @@ def test_outage_keeps_commits_and_keyword_recall_then_the_backlog_drains(
     after = stats(server)
     assert after["vectors"] == 24 and after["messages"] == 24
     assert "sk-test-not-real" not in json.dumps(after)
+
+
+class SizedEmbeddingApi:
+    """An OpenAI-compatible /embeddings endpoint that answers in the size the request asks for (``dimensions``),
+    as text-embedding-3 models do, and records every text it embedded."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.texts += body["input"]
+        vectors = HashEmbedder(dimension=body.get("dimensions", 64)).embed(body["input"])
+        data = [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+        return httpx.Response(200, json={"data": data, "model": body["model"]})
+
+
+def _run_with_dimensions(
+    state: Path, api: SizedEmbeddingApi, dimensions: int, turns: int = 0
+) -> tuple[dict[str, Any], list[str]]:
+    """Start the sidecar on the same store with EMBEDDING_DIMENSIONS=``dimensions``, commit and drain.
+
+    Returns its /stats and the texts the API embedded for the backlog (the search's own query left out)."""
+    api.texts.clear()
+    settings = make_settings(state, embedding_provider="openai-compatible")
+    provider = OpenAIEmbedder(base_url=API, api_key="sk-test-not-real-000000000000", dimensions=dimensions)
+    with respx.mock(assert_all_called=False) as mock:
+        mock.route(host="127.0.0.1", port=settings.port).pass_through()
+        mock.post(f"{API}/embeddings").mock(side_effect=api)
+        with live_sidecar(settings, provider) as live:
+            for turn in conversation(turns):
+                live.post("commit-turn", commit_body(turn))
+            live.wait_for_backlog(timeout=20)
+            embedded = list(api.texts)
+            hits = live.client.get("/v1/search", params={"q": QUESTION, "mode": "vector"}).json()["hits"]
+            assert hits, "recall has no vectors to search"
+            return stats(live), embedded
+
+
+def test_changing_only_the_dimension_rebuilds_the_vectors_and_reuses_none_of_the_old_size(tmp_path: Path) -> None:
+    """The cache once handed 64-d vectors to a 32-d index: every batch failed, the backlog never drained."""
+    api = SizedEmbeddingApi()
+    first, embedded = _run_with_dimensions(tmp_path / "state", api, 64, turns=5)
+    assert (first["vectors"], first["embedder"]["dimension"], len(embedded)) == (10, 64, 10)
+
+    resized, embedded = _run_with_dimensions(tmp_path / "state", api, 32)
+    assert resized["embedder"]["rebuilding"] and resized["embedder"]["dimension"] == 32
+    assert resized["vectors"] == 10 and resized["embedder"]["worker"]["failures"] == 0
+    assert len(embedded) == 10  # every message embedded again, at the new size
+
+    back, embedded = _run_with_dimensions(tmp_path / "state", api, 64)
+    assert back["vectors"] == 10 and back["embedder"]["dimension"] == 64
+    assert embedded == []  # the 64-d vectors stayed cached under their own size: nothing is paid for twice

@@ -104,7 +104,9 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
     "embedding_cache": [
         ("provider", "TEXT", 1, None, 1),
         ("model", "TEXT", 1, None, 2),
-        ("text_hash", "BLOB", 1, None, 3),
+        ("variant", "TEXT", 1, None, 3),
+        ("dimension", "INTEGER", 1, None, 4),
+        ("text_hash", "BLOB", 1, None, 5),
         ("vector", "BLOB", 1, None, 0),
     ],
     "embedding_backlog": [("message_id", "INTEGER", 0, None, 1)],
@@ -243,11 +245,11 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
     before = db_fingerprint(path)
     assert _fts(path, "tomatoes") == [1]
 
-    assert _migrated(path) == ["m002_date_terms"]
+    assert _migrated(path) == [fn.__name__ for fn in MIGRATIONS[1:]]
 
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
-    assert after["counts"] == before["counts"] | {"migrations": 2}
+    assert after["counts"] == before["counts"] | {"migrations": len(MIGRATIONS)}
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...
     assert _fts(path, '"november" AND "2022"') == [1]  # ...and now its date too
@@ -276,6 +278,36 @@ def test_messages_written_after_the_upgrade_and_a_rebuild_keep_their_dates(tmp_p
         conn.close()
     assert _fts(path, '"14" AND "november" AND "2023"') == [2]
     assert _fts(path, "news") == [1, 2]
+
+
+def test_cached_vectors_are_keyed_by_their_size_after_the_upgrade(tmp_path: Path) -> None:
+    """An m002-era cache knew no dimension: its API vectors are kept under the size they have, so a changed
+    EMBEDDING_DIMENSIONS no longer finds them, and the rows of unknown providers (test fakes) are dropped."""
+    path = tmp_path / "db.sqlite"
+    _v1_database(path, [("old news", 1667952000.0)])
+    db = Database(path)
+    try:
+        db.write(functools.partial(migrations._apply, fn=migrations.m002_date_terms))
+        db.write(
+            lambda conn: conn.executemany(
+                "INSERT INTO embedding_cache (provider, model, text_hash, vector) VALUES (?, ?, ?, ?)",
+                [
+                    ("openai-compatible", "text-embedding-3-small", b"h64", bytes(64 * 4)),
+                    ("openai-compatible", "text-embedding-3-small", b"h32", bytes(32 * 4)),
+                    ("test-hash", "hash-words", b"h64", bytes(64 * 4)),
+                ],
+            )
+        )
+    finally:
+        db.close()
+
+    assert _migrated(path) == [fn.__name__ for fn in MIGRATIONS[2:]]
+
+    rows = _rows(path, "SELECT provider, model, variant, dimension, text_hash FROM embedding_cache ORDER BY dimension")
+    assert rows == [
+        ("openai-compatible", "text-embedding-3-small", "api", 32, b"h32"),
+        ("openai-compatible", "text-embedding-3-small", "api", 64, b"h64"),
+    ]
 
 
 def _record_future_migration(path: Path, name: str) -> None:

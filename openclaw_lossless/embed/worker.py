@@ -3,7 +3,10 @@
 Commits only queue message ids in ``embedding_backlog``; this thread drains it in batches. When the
 provider is down the batch stays queued, the failure is counted, and the worker backs off (up to a minute)
 before trying again, so an outage costs vectors for a while, never messages. For paid API providers the
-worker consults ``embedding_cache`` first, so a rebuild never pays twice for the same text.
+worker consults ``embedding_cache`` first, so a rebuild never pays twice for the same text. The cache is
+keyed by the provider's whole identity (provider, model, variant, dimension): a vector is reused only by
+the configuration that made it, so changing ``EMBEDDING_DIMENSIONS`` alone re-embeds instead of reusing
+vectors of the old shape.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
-from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
+from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
 from openclaw_lossless.store.connection import Connection, Database
 
@@ -140,7 +143,7 @@ class EmbeddingWorker:
             return self.provider.embed(texts)
         identity = self.provider.identity
         hashes = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
-        cached = _cached_vectors(self.db.reader(), identity.provider, identity.model, hashes)
+        cached = _cached_vectors(self.db.reader(), identity, hashes)
         missing = [k for k, h in enumerate(hashes) if h not in cached]
         vectors = np.zeros((len(texts), identity.dimension), dtype=np.float32)
         if missing:
@@ -159,11 +162,14 @@ class EmbeddingWorker:
         if self._use_cache:
             identity = self.provider.identity
             conn.executemany(
-                "INSERT OR IGNORE INTO embedding_cache (provider, model, text_hash, vector) VALUES (?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO embedding_cache (provider, model, variant, dimension, text_hash, vector)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     (
                         identity.provider,
                         identity.model,
+                        identity.variant,
+                        identity.dimension,
                         hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest(),
                         v.astype(np.float32).tobytes(),
                     )
@@ -172,15 +178,22 @@ class EmbeddingWorker:
             )
 
 
-def _cached_vectors(conn: Connection, provider: str, model: str, hashes: list[bytes]) -> dict[bytes, Vectors]:
+def _cached_vectors(conn: Connection, identity: ProviderIdentity, hashes: list[bytes]) -> dict[bytes, Vectors]:
+    """The vectors ``identity`` already made for these texts; one of another size is a miss, never a result.
+
+    The size check is the last line of defence: a wrong-sized vector would fail the whole batch on every
+    retry and stop the backlog for good.
+    """
     if not hashes:
         return {}
     marks = ",".join("?" * len(hashes))
     rows = conn.execute(
-        f"SELECT text_hash, vector FROM embedding_cache WHERE provider = ? AND model = ? AND text_hash IN ({marks})",
-        [provider, model, *hashes],
+        "SELECT text_hash, vector FROM embedding_cache WHERE provider = ? AND model = ? AND variant = ?"
+        f" AND dimension = ? AND text_hash IN ({marks})",
+        [identity.provider, identity.model, identity.variant, identity.dimension, *hashes],
     )
-    return {bytes(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
+    size = identity.dimension * np.dtype(np.float32).itemsize
+    return {bytes(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows if len(r[1]) == size}
 
 
 def backlog_size(conn: Connection) -> int:

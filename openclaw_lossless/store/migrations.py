@@ -189,7 +189,41 @@ def m002_date_terms(conn: Connection) -> None:
     conn.execute("CREATE INDEX messages_by_session ON messages(session_rowid, id)")
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_date_terms]
+def m003_embedding_cache_identity(conn: Connection) -> None:
+    """Key cached vectors by everything that shapes them: provider, model, variant and dimension.
+
+    Why: keyed by (provider, model, text hash) alone, a changed ``EMBEDDING_DIMENSIONS`` with the same model
+    found the old vectors cached, so the worker got vectors of the old shape on every retry: the backlog
+    never drained and recall stayed on keyword search. The vectors cached so far are kept: a row's dimension
+    is its length (float32), and its variant is ``api``, the only variant of the only provider that has
+    written the cache (the local model is never cached). Rows of any other provider (test fakes) are
+    dropped: a cache miss costs one embedding, never a message.
+    """
+    conn.execute("ALTER TABLE embedding_cache RENAME TO embedding_cache_m001")
+    conn.execute(
+        """CREATE TABLE embedding_cache (
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            variant TEXT NOT NULL,
+            dimension INTEGER NOT NULL,
+            text_hash BLOB NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (provider, model, variant, dimension, text_hash)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        "INSERT INTO embedding_cache (provider, model, variant, dimension, text_hash, vector)"
+        " SELECT provider, model, 'api', length(vector) / 4, text_hash, vector FROM embedding_cache_m001"
+        " WHERE provider = 'openai-compatible'"
+    )
+    conn.execute("DROP TABLE embedding_cache_m001")
+
+
+MIGRATIONS: list[Migration] = [
+    m001_initial,
+    m002_date_terms,
+    m003_embedding_cache_identity,
+]
 
 
 def migrate(db: Database) -> list[str]:
