@@ -417,24 +417,44 @@ class Sidecar:
             self._prune_lock.release()
 
     def health(self) -> dict[str, Any]:
-        writable, problem = True, None
+        """Liveness and readiness: ``ok``; ``degraded`` (hooks work, recall is keyword-only); ``unavailable``.
+
+        ``unavailable`` means a turn cannot be stored now (the database takes no write lock or cannot be
+        read); the route answers it with 503, so a supervisor or the plugin's start-up wait sees it. A store
+        that fails is reported here, never raised: the operator needs this document most exactly then.
+        """
+        problem = self._write_problem()
+        vec_version: str | None = None
+        backlog: int | None = None
         try:
-            self.db.write(lambda conn: conn.execute("SELECT 1").fetchone())
+            conn = self.db.reader()
+            vec_version = str(conn.execute("SELECT vec_version()").fetchone()[0])
+            backlog = backlog_size(conn)
         except LosslessError as exc:
-            writable, problem = False, exc.message
-        vec_version = self.db.reader().execute("SELECT vec_version()").fetchone()[0]
-        status = self.embedding.status
-        ready = writable and status.ready
+            problem = problem or exc.message
+        except self.db.module.Error as exc:
+            problem = problem or str(translate_error(exc))
+        writable = problem is None
         return {
-            "status": "ok" if ready else ("degraded" if writable else "unavailable"),
+            "status": "unavailable" if not writable else ("ok" if self.embedding.status.ready else "degraded"),
             "version": __version__,
             "pid": os.getpid(),
             "database": {"writable": writable, "problem": problem},
             "sqliteVec": vec_version,
             "embedder": self._embedder_view(),
-            "backlog": backlog_size(self.db.reader()),
+            "backlog": backlog,
             "vectorIndex": self._index_view(),
         }
+
+    def _write_problem(self) -> str | None:
+        """Why the store cannot take a write now, or None: takes the write lock, as a commit would."""
+        try:
+            self.db.write(lambda conn: conn.execute("SELECT 1").fetchone())
+        except LosslessError as exc:
+            return exc.message
+        except self.db.module.Error as exc:  # not one of ours: e.g. "attempt to write a readonly database"
+            return str(exc)
+        return None
 
     def _index_view(self) -> dict[str, Any] | None:
         if self.index is None:

@@ -151,6 +151,28 @@ def test_stats_and_healthz_report_the_store(sidecar: LiveSidecar) -> None:
     assert health["status"] == "ok" and health["database"]["writable"] and health["sqliteVec"].startswith("v0.1")
 
 
+def test_healthz_answers_503_while_the_database_takes_no_writes_and_200_when_only_degraded(
+    sidecar: LiveSidecar, tmp_path: Path
+) -> None:
+    """Supervisors and the plugin's start-up wait read the status code: "unavailable" must not be a 200."""
+    public = {"Authorization": ""}
+    with sidecar.sidecar.db.writer() as conn:  # the write connection refuses writes, as a read-only file does
+        conn.execute("PRAGMA query_only = 1")
+    down = sidecar.client.get("/healthz", headers=public)
+    assert down.status_code == 503
+    body = down.json()
+    assert body["status"] == "unavailable" and not body["database"]["writable"]
+    assert "readonly" in body["database"]["problem"]
+    with sidecar.sidecar.db.writer() as conn:
+        conn.execute("PRAGMA query_only = 0")
+    assert sidecar.client.get("/healthz", headers=public).status_code == 200
+
+    keyword_only = make_settings(tmp_path / "degraded", model_dir=tmp_path / "no-model-here")
+    with live_sidecar(keyword_only, None) as degraded:
+        answer = degraded.client.get("/healthz", headers=public)
+        assert (answer.status_code, answer.json()["status"]) == (200, "degraded")
+
+
 def test_a_changed_embedding_model_rebuilds_vectors_without_mixing(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     with live_sidecar(settings, HashEmbedder(dimension=64)) as server:
