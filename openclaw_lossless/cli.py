@@ -317,20 +317,25 @@ def _human_snapshots(data: dict[str, Any]) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from openclaw_lossless.store.transfer import export_records, scope_filter, write_jsonl
+    from openclaw_lossless.store.transfer import ExportScope, check_scope, export_store, write_jsonl
 
     with open_sidecar(_settings(args)) as sidecar:
-        where, params = scope_filter(args.agent, args.session)
-        records = export_records(sidecar.db.reader(), where, params)
+        scope = ExportScope(args.agent, args.session)
+        check_scope(sidecar.db.reader(), scope)  # before the output file is created or truncated
+        records = export_store(sidecar.db.reader(), scope)
         if args.output in (None, "-"):
-            count = write_jsonl(records, sys.stdout)
+            counts = write_jsonl(records, sys.stdout)
         else:
             fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already exists
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                count = write_jsonl(tqdm(records, desc="export", unit="msg", disable=None), out)
-    print(f"exported {count} messages", file=sys.stderr)
+                counts = write_jsonl(tqdm(records, desc="export", unit="line", disable=None), out)
+    print("exported " + ", ".join(f"{counts[kind]} {label}" for kind, label in _EXPORTED.items()), file=sys.stderr)
     return EXIT_OK
+
+
+_EXPORTED = {"message": "messages", "session": "sessions", "turn": "turns", "compaction": "compactions",
+             "snapshot": "snapshots", "subagentLink": "subagent links"}  # fmt: skip
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -341,7 +346,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         from openclaw_lossless.store.transfer import import_jsonl
 
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
-            report: Any = import_jsonl(sidecar.db, Path(args.jsonl), progress=bar.update)
+            report: Any = import_jsonl(sidecar.db, Path(args.jsonl), sidecar.capture_options, bar.update)
         data = vars(report)
     _emit(
         data,

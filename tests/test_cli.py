@@ -79,37 +79,6 @@ def test_snapshots_are_created_listed_shown_and_never_overwritten(
     assert code == 2 and "snapshot name" in err
 
 
-def test_export_then_import_reproduces_the_store_exactly(
-    capsys: pytest.CaptureFixture[str], state: Path, tmp_path: Path
-) -> None:
-    first = tmp_path / "first.jsonl"
-    assert run(capsys, state, "export", "-o", str(first))[0] == 0
-    assert oct(first.stat().st_mode & 0o777) == "0o600"
-    copy = tmp_path / "copy"
-    imported = run_json(capsys, copy, "import", "--jsonl", str(first))
-    assert imported["imported"] == 30 and imported["malformed"] == 0
-    again = run_json(capsys, copy, "import", "--jsonl", str(first))
-    assert (again["imported"], again["already_present"]) == (0, 30)
-    second = tmp_path / "second.jsonl"
-    run(capsys, copy, "export", "-o", str(second))
-    assert _without_stored_at(second) == _without_stored_at(first)
-
-
-def _without_stored_at(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def test_import_counts_malformed_lines_and_goes_on(
-    capsys: pytest.CaptureFixture[str], state: Path, tmp_path: Path
-) -> None:
-    source = tmp_path / "mixed.jsonl"
-    run(capsys, state, "export", "--session", "s-two", "-o", str(source))
-    lines = source.read_text().splitlines()
-    source.write_text("\n".join(["{broken", lines[0], "[1, 2]", '{"id": 1}', *lines[1:]]) + "\n")
-    data = run_json(capsys, tmp_path / "other", "import", "--jsonl", str(source))
-    assert (data["imported"], data["malformed"]) == (6, 3)
-
-
 def test_pack_is_bounded_and_cited_with_a_trace(capsys: pytest.CaptureFixture[str], state: Path) -> None:
     data = run_json(capsys, state, "pack", "--query", "staging database password", "--budget-tokens", "300", "--trace")
     assert data["items"] and all(item["citation"].startswith("msg:") for item in data["items"])

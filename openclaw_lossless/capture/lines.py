@@ -1,0 +1,314 @@
+"""A line of an export file (``store/transfer.py``) → a checked record, ready to write; None when malformed.
+
+Import treats a file as untrusted input, and this is its capture step, run before any write. A message
+line's message goes through ``capture`` as if it had been committed over HTTP: its searchable text is derived
+from the original and redacted, the original is redacted when ``redact_originals`` is on, the importance is
+graded and the content hash taken. Only what the host computed on the message before redaction (window key,
+token estimate) and the store's bookkeeping (ids, times, turn) come from the line. Every other field is
+checked for the type and range the store holds, so no line can fail half-way through its write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from openclaw_lossless.capture.importance import label_for
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture, storable
+from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.store.sessions import agent_of, check_identifier
+from openclaw_lossless.store.snapshots import check_name
+
+_REQUIRED = ("id", "sessionId", "role", "createdAt", "message", "text", "contentHash", "windowKey", "tokens")
+_MAX_INT = 2**63 - 1  # SQLite's INTEGER
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+T = TypeVar("T")
+
+
+class Malformed(ValueError):
+    """A line that is not what an export writes."""
+
+
+@dataclass(frozen=True)
+class MessageLine:
+    id: int
+    session_id: str
+    session_key: str | None
+    kind: str
+    record: MessageRecord
+    stored_at: float | None
+    cites: int | None
+    advancement_key: str | None
+    child_key: str | None = None  # an outcome's: whose answer it carries
+
+
+@dataclass(frozen=True)
+class SessionLine:
+    session_id: str
+    session_key: str | None
+    created_at: float
+    last_seen_at: float
+
+
+@dataclass(frozen=True)
+class TurnLine:
+    advancement_key: str
+    session_id: str
+    committed_at: float
+    message_count: int
+    heartbeat: bool
+
+
+@dataclass(frozen=True)
+class CompactionLine:
+    id: int
+    session_id: str
+    recorded_at: float
+    tokens_before: int | None
+    tokens_after: int | None
+    compacted: bool
+    summary: str | None
+    reason: str | None
+    last_message_id: int | None
+
+
+@dataclass(frozen=True)
+class SnapshotLine:
+    id: int
+    name: str
+    session_id: str
+    last_message_id: int | None
+    created_at: float
+    automatic: bool
+    compaction_id: int | None
+
+
+@dataclass(frozen=True)
+class LinkLine:
+    id: int
+    parent_key: str
+    child_key: str
+    context_mode: str | None
+    spawned_at: float
+    ended_at: float | None
+    ended_reason: str | None
+
+
+Line = MessageLine | SessionLine | TurnLine | CompactionLine | SnapshotLine | LinkLine
+
+
+def parse_line(raw: bytes, options: CaptureOptions) -> Line | None:
+    """The record a line holds, captured and checked; None when the line is malformed."""
+    try:
+        record = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        if not isinstance(record, dict):
+            return None
+        return _typed(record, options)
+    # ValueError: bad UTF-8, bad JSON, Malformed; TypeError: a JSON shape no check foresaw (a list for a key)
+    except (ValueError, KeyError, TypeError, RecursionError, BadRequest):
+        return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise Malformed(f"{name} is not JSON")
+
+
+def _typed(record: dict[str, Any], options: CaptureOptions) -> Line:
+    kind = record.get("type", "message")
+    if kind == "message":
+        return _message_line(record, options)
+    parse = _PARSERS.get(kind) if isinstance(kind, str) else None
+    if parse is None:
+        raise Malformed(f"unknown record type {kind!r}")
+    return parse(record)
+
+
+def _session_line(record: dict[str, Any]) -> SessionLine:
+    created, last_seen = _number(record["createdAt"]), _number(record["lastSeenAt"])
+    return SessionLine(_session_id(record), _session_key(record), created, last_seen)
+
+
+def _turn_line(record: dict[str, Any]) -> TurnLine:
+    return TurnLine(
+        check_identifier(_string(record["advancementKey"]), "advancementKey"),
+        _session_id(record),
+        _number(record["committedAt"]),
+        _integer(record["messageCount"]),
+        _flag(record["heartbeat"]),
+    )
+
+
+def _compaction_line(record: dict[str, Any]) -> CompactionLine:
+    return CompactionLine(
+        _integer(record["id"], low=1),
+        _session_id(record),
+        _number(record["recordedAt"]),
+        _optional(_integer, record.get("tokensBefore")),
+        _optional(_integer, record.get("tokensAfter")),
+        _flag(record["compacted"]),
+        _optional(_text, record.get("summary")),
+        _optional(_text, record.get("reason")),
+        _optional(_integer, record.get("lastMessageId")),
+    )
+
+
+def _snapshot_line(record: dict[str, Any]) -> SnapshotLine:
+    return SnapshotLine(
+        _integer(record["id"], low=1),
+        check_name(_string(record["name"])),
+        _session_id(record),
+        _optional(_integer, record.get("lastMessageId")),
+        _number(record["createdAt"]),
+        _flag(record["automatic"]),
+        _optional(_integer, record.get("compactionId")),
+    )
+
+
+def _link_line(record: dict[str, Any]) -> LinkLine:
+    parent, child = _string(record["parentSessionKey"]), _string(record["childSessionKey"])
+    agent_of(parent)  # both refused as the subagent hooks refuse them
+    agent_of(child)
+    return LinkLine(
+        _integer(record["id"], low=1),
+        parent,
+        child,
+        _optional(_text, record.get("contextMode")),
+        _number(record["spawnedAt"]),
+        _optional(_number, record.get("endedAt")),
+        _optional(_text, record.get("endedReason")),
+    )
+
+
+_PARSERS: dict[str, Callable[[dict[str, Any]], Line]] = {
+    "session": _session_line,
+    "turn": _turn_line,
+    "compaction": _compaction_line,
+    "snapshot": _snapshot_line,
+    "subagentLink": _link_line,
+}
+
+
+def _message_line(record: dict[str, Any], options: CaptureOptions) -> MessageLine:
+    if any(key not in record for key in _REQUIRED) or not isinstance(record["message"], dict):
+        raise Malformed("not a message line")
+    created_at = _number(record["createdAt"])
+    kind, child_key = record.get("kind") or "message", None
+    if kind == "message":
+        captured = capture(record["message"], options, now=created_at)
+    elif kind == "outcome":
+        captured, child_key = _outcome(record, options)
+    else:
+        raise Malformed(f"unknown message kind {kind!r}")
+    window_key = _string(record["windowKey"])
+    if not _HEX64.match(window_key) or not _HEX64.match(_string(record["contentHash"])):
+        raise Malformed("windowKey and contentHash are SHA-256 digests in hex")
+    # The host computed the window key and the token estimate on the message before redaction: recomputing
+    # them from a redacted original would stop the stored message matching the host's.
+    captured = dataclasses.replace(captured, window_key=window_key, tokens=_integer(record["tokens"]))
+    key = record.get("advancementKey")
+    return MessageLine(
+        _integer(record["id"], low=1),
+        _session_id(record),
+        _session_key(record),
+        kind,
+        captured,
+        _optional(_number, record.get("storedAt")),
+        _optional(_integer, record.get("cites")),
+        None if not key else check_identifier(_string(key), "advancementKey"),
+        child_key,
+    )
+
+
+def _outcome(record: dict[str, Any], options: CaptureOptions) -> tuple[MessageRecord, str]:
+    """A subagent's outcome copied into its parent (``subagents.py``): not an AgentMessage, so not captured.
+
+    Its text is the child's answer, captured once in the child, and redacted here again by the same redactor;
+    its grade is the child's. Its original and hash are rebuilt from what it cites (``outcome_identity``), so
+    nothing else a line puts there is kept.
+    """
+    message: dict[str, Any] = record["message"]
+    child_key = _string(message.get("childSessionKey"))
+    agent_of(child_key)
+    if message.get("kind") != "subagentOutcome":
+        raise Malformed("an outcome's original is a subagentOutcome")
+    original, digest = outcome_identity(child_key, _integer(record["cites"], low=1))
+    importance = _optional(_number, record.get("importance"))
+    if importance is not None and not 0 <= importance <= 1:
+        raise Malformed("importance is between 0 and 1")
+    captured = MessageRecord(
+        role=check_identifier(_string(record["role"]), "role"),
+        created_at=_number(record["createdAt"]),
+        text=storable(options.redactor.redact(_string(record["text"]))),
+        original=original,
+        content_hash=digest,
+        window_key="",
+        tokens=0,
+        importance=0.0 if importance is None else importance,
+        importance_label=label_for(0.0 if importance is None else importance),
+    )
+    return captured, child_key
+
+
+def outcome_identity(child_key: str, cites: int) -> tuple[str, bytes]:
+    """An outcome's original and content hash, built as ``subagents.py`` builds them from the message cited.
+
+    Rebuilt rather than read, so an outcome whose cited message got a new id on import names the new one, and
+    the child ending again later finds it already copied.
+    """
+    original = json.dumps({"kind": "subagentOutcome", "childSessionKey": child_key, "cites": f"msg:{cites}"})
+    return original, hashlib.sha256(f"outcome:{cites}".encode()).digest()
+
+
+def _session_id(record: dict[str, Any]) -> str:
+    return check_identifier(_string(record["sessionId"]), "sessionId")
+
+
+def _session_key(record: dict[str, Any]) -> str | None:
+    key = _optional(_string, record.get("sessionKey"))
+    agent_of(key)  # refuses a key the hooks would refuse
+    return key
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Malformed("expected a string")
+    return value
+
+
+def _text(value: Any) -> str:
+    """Free text as the hooks store it (a lone surrogate from JavaScript becomes U+FFFD)."""
+    return storable(_string(value))
+
+
+def _integer(value: Any, *, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX_INT:
+        raise Malformed(f"expected an integer from {low} to 2**63-1")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Malformed("expected a number")
+    try:
+        number = float(value)
+    except OverflowError as exc:
+        raise Malformed("number out of range") from exc
+    if not math.isfinite(number):
+        raise Malformed("number out of range")
+    return number
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Malformed("expected true or false")
+    return value
+
+
+def _optional(check: Callable[[Any], T], value: Any) -> T | None:
+    return None if value is None else check(value)
