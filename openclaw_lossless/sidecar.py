@@ -154,7 +154,7 @@ class Sidecar:
     ) -> dict[str, Any]:
         check_identifier(advancement_key, "advancementKey")
         skip = heartbeat and recall.skip_heartbeats
-        records = [] if skip else self._records(raw)
+        records = [] if skip else messages.in_turn(self._records(raw), raw, advancement_key)
 
         def work(conn: Connection) -> tuple[str, list[int]]:
             session = ensure_session(conn, session_id, session_key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from openclaw_lossless.config import Settings
 from tests.conversation import QUESTION, commit_body, conversation
@@ -47,6 +48,40 @@ def test_ingest_is_idempotent_on_message_identity(sidecar: LiveSidecar) -> None:
     assert sidecar.post("ingest-batch", batch).json() == {"ingestedCount": 1}
     assert sidecar.post("after-turn", batch).json() == {"ingestedCount": 0}
     assert sidecar.client.get("/stats").json()["messages"] == 2
+
+
+def test_an_undated_message_repeated_in_later_turns_is_stored_each_time_and_replays_store_nothing(
+    tmp_path: Path,
+) -> None:
+    """Three turns in which the user answers "yes" (no timestamp) once stored one "yes": identity by content
+    alone took the later ones for the first. Within a turn the advancement key already makes replays safe."""
+    settings = make_settings(tmp_path / "state")
+
+    def turn(n: int) -> dict[str, Any]:
+        said = [{"role": "user", "content": "yes"}, {"role": "assistant", "content": "yes"}]
+        return {"advancementKey": f"yes-{n}", "sessionId": "s-yes", "sessionKey": MAIN, "messages": said}
+
+    with live_sidecar(settings, HashEmbedder()) as server:
+        assert [server.post("commit-turn", turn(n)).json()["stored"] for n in range(3)] == [2, 2, 2]
+        recovered = server.client.get("/v1/sessions/s-yes/messages", params={"last": 10}).json()["messages"]
+        assert [(m["role"], m["text"]) for m in recovered] == [("user", "yes"), ("assistant", "yes")] * 3
+        before = db_fingerprint(settings.database_path)
+        assert {server.post("commit-turn", turn(n)).json()["status"] for n in range(3)} == {"duplicate"}
+        assert db_fingerprint(settings.database_path) == before
+    with live_sidecar(settings, HashEmbedder()) as server:
+        assert {server.post("commit-turn", turn(n)).json()["stored"] for n in range(3)} == {0}
+        assert db_fingerprint(settings.database_path) == before
+
+
+def test_a_dated_message_keeps_its_content_identity_across_ingest_and_commit(sidecar: LiveSidecar) -> None:
+    """An imported or ingested message and a committed copy of it are one message, as before."""
+    dated = {"role": "user", "content": "the vault moved to rack 4", "timestamp": 1_700_000_000_000}
+    assert sidecar.post("ingest", {"sessionId": "s-d", "sessionKey": MAIN, "message": dated}).json()["ingested"]
+    body = {"advancementKey": "d-1", "sessionId": "s-d", "sessionKey": MAIN, "messages": [dated]}
+    assert sidecar.post("commit-turn", body).json() == {"status": "committed", "stored": 0, "skippedHeartbeat": False}
+    again = body | {"advancementKey": "d-2"}
+    assert sidecar.post("commit-turn", again).json()["stored"] == 0
+    assert sidecar.client.get("/stats").json()["messages"] == 1
 
 
 def test_heartbeat_turns_are_skipped_unless_configured(sidecar: LiveSidecar) -> None:

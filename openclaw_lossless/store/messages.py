@@ -2,19 +2,24 @@
 
 A committed turn is one transaction: its advancement key and every message it carries, each queued in
 ``embedding_backlog`` for the background worker. No embedding happens here; a message is durable (and
-keyword-searchable) the moment its turn commits. A message's identity within a session is its content hash,
-so re-sending the same message stores it once.
+keyword-searchable) the moment its turn commits.
+
+A message's identity within a session (``UNIQUE (session_rowid, content_hash)``) is its content hash, so
+re-sending the same message stores it once; a message of a durable turn that carries no timestamp is
+identified by the turn's key and its place in the turn instead (``in_turn`` says why).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from openclaw_lossless.capture.records import MessageRecord
+from openclaw_lossless.capture.records import MessageRecord, message_time
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import Scope, SessionRef
 
@@ -108,6 +113,30 @@ def commit_turn(
         (advancement_key, session.rowid, time.time(), len(records), int(heartbeat)),
     )
     return "committed", insert_records(conn, session, records, turn_rowid=int(cursor.lastrowid))
+
+
+def in_turn(records: Sequence[MessageRecord], raw: Sequence[Any], advancement_key: str) -> list[MessageRecord]:
+    """The records of one durable turn, each with its identity in the session.
+
+    A message with a timestamp keeps its content identity, so an imported or ingested copy of it and the
+    committed one meet. One without is identified by the turn's key and its position in the turn: by content
+    alone, a user's second "yes" in a later turn would be taken for the first and silently dropped. Replays
+    stay safe without content identity: a known key writes nothing (``commit_turn``).
+    """
+    return [
+        record if dated(message) else replace(record, content_hash=_turn_identity(advancement_key, position, record))
+        for position, (record, message) in enumerate(zip(records, raw, strict=True))
+    ]
+
+
+def dated(message: Any) -> bool:
+    """Whether the host stamped the message with a time capture can read (``message_time`` did not fall back)."""
+    return isinstance(message, dict) and not math.isnan(message_time(message.get("timestamp"), math.nan))
+
+
+def _turn_identity(advancement_key: str, position: int, record: MessageRecord) -> bytes:
+    key = advancement_key.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(b"turn\0" + key + b"\0" + str(position).encode() + b"\0" + record.content_hash).digest()
 
 
 def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
