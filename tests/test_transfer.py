@@ -4,14 +4,17 @@ captured (redacted, graded) like committed ones, bad lines cost only themselves,
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from openclaw_lossless.capture.records import canonical_json
 from openclaw_lossless.cli import main
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.snapshots import CompactionRecord
@@ -154,6 +157,9 @@ def test_export_then_import_reproduces_the_store_exactly(
     second = tmp_path / "second.jsonl"
     export(capsys, copy, second)
     assert second.read_bytes() == first.read_bytes()
+    home = shutil.copytree(source, tmp_path / "home")  # its own export, back into the store it came from
+    assert run_json(capsys, home, "import", "--jsonl", str(first))["already_present"] == len(lines)
+    assert content(home) == expected
 
     for command in (
         ("recover", "--before-compaction", "1", "--last", "100"),
@@ -252,6 +258,8 @@ def _planted(template: dict[str, Any]) -> list[dict[str, Any]]:
         "text": f"[subagent result] the key is {OPENAI_KEY}",
         "message": {"kind": "subagentOutcome", "childSessionKey": CHILD, "cites": "msg:1", "note": GITHUB_TOKEN},
     }
+    for line in (plain, tool):  # as an export writes it: the hash of the original
+        line["contentHash"] = hashlib.sha256(canonical_json(line["message"]).encode()).hexdigest()
     return [plain, tool, outcome]
 
 
@@ -273,6 +281,7 @@ def test_imported_secrets_are_redacted_as_if_committed(
     conn = sqlite3.connect(store / "lossless.sqlite")
     try:
         rows = conn.execute("SELECT id, text, original, importance_label FROM messages ORDER BY id").fetchall()
+        hashes = conn.execute("SELECT original, content_hash FROM messages WHERE kind = 'message'").fetchall()
         for secret in SECRETS:
             assert (
                 conn.execute(
@@ -284,6 +293,7 @@ def test_imported_secrets_are_redacted_as_if_committed(
         conn.close()
     assert rows[0][1] == "Remember that the deploy key is [REDACTED:openai_key], and [REDACTED:github_token]"
     assert rows[0][3] == "must_remember"  # graded from the captured text, not the line's "ignore"
+    assert all(digest == hashlib.sha256(original.encode()).digest() for original, digest in hashes)
     assert all(secret not in text for _, text, _, _ in rows for secret in SECRETS)
     hits = run_json(capsys, store, "search", "deploy key logging login", "--mode", "keyword")["hits"]
     assert len(hits) >= 2 and not any(secret in json.dumps(hits) for secret in SECRETS)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from openclaw_lossless.capture.importance import label_for
-from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture, storable
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, canonical_json, capture, storable
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sessions import agent_of, check_identifier
 from openclaw_lossless.store.snapshots import check_name
@@ -211,6 +211,8 @@ def _message_line(record: dict[str, Any], options: CaptureOptions) -> MessageLin
     # The host computed the window key and the token estimate on the message before redaction: recomputing
     # them from a redacted original would stop the stored message matching the host's.
     captured = dataclasses.replace(captured, window_key=window_key, tokens=_integer(record["tokens"]))
+    if kind == "message":
+        captured = dataclasses.replace(captured, content_hash=_identity(record, captured))
     key = record.get("advancementKey")
     return MessageLine(
         _integer(record["id"], low=1),
@@ -223,6 +225,20 @@ def _message_line(record: dict[str, Any], options: CaptureOptions) -> MessageLin
         None if not key else check_identifier(_string(key), "advancementKey"),
         child_key,
     )
+
+
+def _identity(record: dict[str, Any], captured: MessageRecord) -> bytes:
+    """The message's identity in its session: re-derived when it is its content's hash, else kept as exported.
+
+    A content hash is taken again over the original as stored here (redaction may have changed it), so a
+    commit of the same message meets it. Any other identity (a store may identify a message by its turn and
+    place in it) cannot be derived from the line and is kept, so importing a store's export into that store
+    finds every message already there.
+    """
+    exported = bytes.fromhex(_string(record["contentHash"]))
+    original = canonical_json(record["message"])
+    content = hashlib.sha256(original.encode("utf-8", "surrogatepass")).digest()
+    return captured.content_hash if exported == content else exported
 
 
 def _outcome(record: dict[str, Any], options: CaptureOptions) -> tuple[MessageRecord, str]:
