@@ -24,14 +24,14 @@ export const ENGINE_ID = MANIFEST.engineId;
 const RECENT_USER_TEXTS = 3;
 const HEALTH_TIMEOUT_MS = 1000;
 const START_POLL_MS = 200;
-// A failed autoStart is retried only after this long, so a broken install does not cost every turn
-// the whole start timeout.
+// After a failed autoStart, a new start is tried at most this often, in the background: a broken install
+// must not cost any later turn the start timeout.
 const START_RETRY_COOLDOWN_MS = 60_000;
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
 
 // Process-wide state, shared by every engine instance and every evaluation of this module.
 const SHARED = (globalThis[Symbol.for("openclaw-lossless.shim")] ??= {
-  starts: new Map(), // `${url}|${stateDir}` -> {promise, failedAt?}
+  starts: new Map(), // `${url}|${stateDir}` -> {promise, first, state: "starting" | "up" | "failed", failedAt?}
   tokens: new Map(), // stateDir -> token string
 });
 
@@ -64,6 +64,7 @@ export function resolveSettings(pluginConfig = {}, env = process.env) {
   };
   settings.sidecarUrl = String(settings.sidecarUrl).replace(/\/+$/, "");
   settings.stateDir = user.stateDir || join(openclawStateDir(env), "plugins", ENGINE_ID);
+  settings.now = Date.now; // the clock of the autoStart retry cooldown (tests pass their own to createEngine)
   // Only the recall knobs the user set travel with each request; the sidecar owns the defaults.
   settings.overrides = Object.fromEntries(
     MANIFEST.requestOverrides.filter((key) => user[key] !== undefined).map((key) => [key, user[key]]),
@@ -278,28 +279,53 @@ async function startAndWait(settings, log) {
 /**
  * Make sure a sidecar answers. A sidecar started by hand is used as is; otherwise, with autoStart on
  * and a loopback URL, start one, once per gateway process (concurrent engines share the promise).
+ *
+ * Only the process's FIRST start is waited for (up to timeouts.startMs): the first turn after the gateway
+ * starts may wait for the sidecar to come up, so that turn is already recalled and committed. Once a start
+ * has failed, no hook waits again: a new start runs in the background at most every
+ * START_RETRY_COOLDOWN_MS, and until it answers every hook fails at once (the host falls back). A sidecar
+ * that started and later went away is not restarted here (a supervisor or the operator owns that).
  * Returns true when a sidecar is up.
  */
 async function ensureSidecar(settings, log) {
   if (await isHealthy(settings)) return true;
   if (!settings.autoStart || !LOOPBACK_HOSTS.has(sidecarAddress(settings).host)) return false;
   const slot = `${settings.sidecarUrl}|${settings.stateDir}`;
-  let entry = SHARED.starts.get(slot);
-  if (entry?.failedAt && Date.now() - entry.failedAt > START_RETRY_COOLDOWN_MS) entry = undefined;
+  const entry = SHARED.starts.get(slot);
   if (!entry) {
-    entry = { promise: startAndWait(settings, log) };
-    entry.promise.catch((error) => {
-      entry.failedAt = Date.now();
-      log.warn?.(`[lossless] ${error.message}`);
-    });
-    SHARED.starts.set(slot, entry);
+    await beginStart(slot, settings, log, { first: true }).promise;
+    return isHealthy(settings);
   }
-  try {
+  if (entry.state === "starting" && entry.first) {
     await entry.promise;
-  } catch {
-    return false;
+    return isHealthy(settings);
   }
-  return isHealthy(settings);
+  if (entry.state === "failed" && settings.now() - entry.failedAt >= START_RETRY_COOLDOWN_MS) {
+    beginStart(slot, settings, log, { first: false }); // not awaited: this hook fails at once
+  }
+  return false;
+}
+
+/** Start the sidecar and record the attempt under `slot`; its promise resolves to whether it came up. */
+function beginStart(slot, settings, log, { first }) {
+  const entry = { first, state: "starting" };
+  // Never rejects: a background start has no one to catch it, and an unhandled rejection ends the gateway.
+  entry.promise = startAndWait(settings, log).then(
+    () => {
+      entry.state = "up";
+      log.info?.(`[lossless] sidecar ready on ${settings.sidecarUrl} (state dir ${settings.stateDir})`);
+      return true;
+    },
+    (error) => {
+      entry.state = "failed";
+      entry.failedAt = settings.now();
+      log.warn?.(`[lossless] ${error.message}; until it answers, hooks fail at once (the host falls back) ` +
+        `and a new start is tried in the background at most every ${START_RETRY_COOLDOWN_MS / 1000} s`);
+      return false;
+    },
+  );
+  SHARED.starts.set(slot, entry);
+  return entry;
 }
 
 async function readToken(settings, { fresh = false } = {}) {
@@ -434,11 +460,12 @@ async function runtimeCompaction(params) {
 }
 
 /**
- * Build one engine instance. `deps` lets tests replace the host's compaction.
+ * Build one engine instance. `deps` lets tests replace the host's compaction and the clock.
  * Every method is a translation: pick the JSON-safe fields, POST, map the answer back.
  */
-export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction } = {}) {
+export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction, now } = {}) {
   const settings = resolveSettings(pluginConfig);
+  if (now) settings.now = now;
   const call = (hook, body) => callHook(settings, hook, body, log);
   const config = settings.overrides;
   const identity = (params) => pick(params, ["sessionId", "sessionKey"]);

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { mkdtempSync, writeFileSync, readFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -239,6 +239,72 @@ test("autoStart spawns the command once per process and waits for /healthz", asy
   await new Promise((r) => setTimeout(r, 300));
   // Started once already: a sidecar that went away later is not restarted by the shim.
   await assert.rejects(createEngine(config, { log: quiet }).bootstrap({ sessionId: "s" }), (e) => e.code === "sidecar_unreachable");
+});
+
+async function freePort() {
+  const probe = createServer();
+  await new Promise((r) => probe.listen(0, "127.0.0.1", r));
+  const { port } = probe.address();
+  await new Promise((r) => probe.close(r));
+  return port;
+}
+
+const startsOf = (stateDir) => readFileSync(join(stateDir, "starts.log"), "utf8").trim().split("\n").length;
+
+async function until(check, timeoutMs = 10000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("after a failed autoStart no hook waits: starts again in the background at most every 60 s", async () => {
+  const port = await freePort();
+  const stateDir = mkdtempSync(join(tmpdir(), "lossless-restart-"));
+  writeFileSync(join(stateDir, "refuse-start"), "");
+  const clock = { ms: 1_000_000 };
+  const command = fileURLToPath(new URL("./fixtures/fake-sidecar.mjs", import.meta.url));
+  const config = { sidecarUrl: `http://127.0.0.1:${port}`, stateDir, autoStart: true, command, timeouts: { startMs: 20000 } };
+  const engine = () => createEngine(config, { log: quiet, now: () => clock.ms });
+  const timed = async (hook) => {
+    const began = Date.now();
+    const error = await engine().bootstrap({ sessionId: "s" }).then(() => null, (e) => e);
+    return { error, ms: Date.now() - began };
+  };
+
+  // The first start is waited for; it fails (the command exits), so the hook throws.
+  const first = await timed();
+  assert.equal(first.error?.code, "sidecar_unreachable");
+  assert.equal(startsOf(stateDir), 1);
+
+  // Within the cooldown: no new start, and the hook fails at once.
+  rmSync(join(stateDir, "refuse-start"));
+  writeFileSync(join(stateDir, "start-delay-ms"), "1500"); // the next start takes 1.5 s to answer
+  clock.ms += 59_000;
+  const cooling = await timed();
+  assert.equal(cooling.error?.code, "sidecar_unreachable");
+  assert.ok(cooling.ms < 1000, `${cooling.ms} ms`);
+  assert.equal(startsOf(stateDir), 1);
+
+  // Past the cooldown: a start begins in the background, and this hook still fails at once (no 1.5 s wait).
+  clock.ms += 2_000;
+  const retry = await timed();
+  assert.equal(retry.error?.code, "sidecar_unreachable");
+  assert.ok(retry.ms < 1000, `the hook waited ${retry.ms} ms for the background start`);
+  await until(() => startsOf(stateDir) === 2);
+  // While it is starting, hooks fail at once and start nothing more.
+  const meanwhile = await timed();
+  assert.equal(meanwhile.error?.code, "sidecar_unreachable");
+  assert.ok(meanwhile.ms < 1000, `${meanwhile.ms} ms`);
+
+  // Once it answers, hooks work again.
+  await until(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.ok === true);
+  const healthy = await timed();
+  assert.equal(healthy.error, null);
+  assert.equal(startsOf(stateDir), 2);
+  const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
+  process.kill(health.pid, "SIGTERM");
 });
 
 test("register registers the engine, whose info declares the durable-turn contract", () => {
