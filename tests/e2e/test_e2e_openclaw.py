@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.driver import DOWN_PROBE, FACT_PROBE, OUTCOME_PROBE
+from tests.e2e.prerequisites import unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +54,9 @@ def install_openclaw() -> Path:
 def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     prefix = unshare_prefix()
     if prefix is None:
-        pytest.skip("a private network namespace (`unshare -n`) is not permitted here; the e2e test needs one")
+        unavailable(
+            "a private network namespace (`unshare -n` or `unshare -rn`) is not permitted here; the e2e needs one"
+        )
     mode = os.environ.get("LOSSLESS_E2E_SIDECAR", "real")
     venv_bin = Path(sys.prefix) / "bin"
     if mode == "real" and not (venv_bin / "openclaw-lossless").exists():

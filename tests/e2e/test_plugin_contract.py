@@ -5,7 +5,8 @@
 - the shim's window descriptors (key, tokens, text) equal the sidecar's ``capture/text.py`` for the same messages;
 - the shim's own unit tests (``node --test``) pass.
 
-The node-based checks need a ``node`` >= 20 on PATH (or the e2e cache's Node 24); without one they are skipped.
+The node-based checks need a ``node`` >= 20 on PATH (or the e2e cache's Node 24); without one they are skipped,
+or fail under CI (``CI=true``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
+from tests.e2e.prerequisites import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "plugin"
@@ -42,7 +42,7 @@ def node_binary() -> str | None:
 def require_node() -> str:
     node = node_binary()
     if node is None:
-        pytest.skip("no node >= 20 on PATH (nor in the e2e cache)")
+        unavailable(f"no node >= 20 on PATH nor in the e2e cache ({CACHE}); run tests/e2e/install.sh")
     return node
 
 
