@@ -493,6 +493,12 @@ def _timestamp(value: str) -> float:
     return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).timestamp()
 
 
+def _until(value: str) -> float:
+    """As ``_timestamp``, but a date alone means the end of that day: ``--until 2026-03-01`` includes the 1st."""
+    moment = _timestamp(value)
+    return moment + 86400 - 0.001 if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()) else moment
+
+
 def _query_text(value: str) -> str:
     """A query as the sidecar's API takes it (1-20000 characters, here also not blank), checked on both paths."""
     if not value.strip() or len(value) > 20_000:
@@ -579,8 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--until",
-        type=_timestamp,
-        help="only messages up to this time, e.g. 2026-03-01 or 2026-03-01T12:00+02:00; no offset means UTC",
+        type=_until,
+        help="only messages up to this time, e.g. 2026-03-01 (that whole day) or 2026-03-01T12:00+02:00;"
+        " no offset means UTC",
     )
     search.add_argument("--mode", choices=["hybrid", "keyword", "vector"], default="hybrid")
     search.add_argument(

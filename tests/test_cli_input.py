@@ -104,6 +104,11 @@ def test_since_and_until_honour_an_offset_and_a_time_without_one_is_utc(
     assert FACT not in texts(hits(capsys, store, path, *query, "--since", wall_clock))
     before = (in_plus_two - timedelta(seconds=1)).isoformat()
     assert FACT not in texts(hits(capsys, store, path, *query, "--until", before))
+    # A date alone is that whole day, up to its last moment.
+    assert FACT in texts(hits(capsys, store, path, *query, "--until", said.date().isoformat()))
+    assert FACT not in texts(
+        hits(capsys, store, path, *query, "--until", (said.date() - timedelta(days=1)).isoformat())
+    )
 
 
 def texts(found: list[dict[str, Any]]) -> list[str]:
