@@ -122,13 +122,16 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
     "migrations": [("name", "TEXT", 0, None, 1), ("applied_at", "REAL", 1, None, 0)],
 }
 INDEXES_AND_TRIGGERS = {
+    "compactions_by_session",
     "messages_by_agent",
     "messages_by_session",
     "messages_fts_delete",
     "messages_fts_insert",
     "sessions_by_agent",
     "sessions_by_key",
+    "snapshots_by_session",
     "subagent_links_by_parent",
+    "turns_by_session",
 }
 
 

@@ -298,11 +298,14 @@ def _hamming(bits: quantize.Bits, query_bits: quantize.Bits) -> npt.NDArray[np.u
 def _scope_mask(
     agents: npt.NDArray[np.int32], sessions: npt.NDArray[np.int64], codes: list[int], scope: Scope
 ) -> npt.NDArray[np.bool_]:
+    """The rows in ``scope``, as ``Scope.contains`` decides: the agents' rows but excluded sessions', plus extras."""
     mask: npt.NDArray[np.bool_]
     if len(codes) == 1:
         mask = np.equal(agents, codes[0])
     else:
         mask = np.isin(agents, codes) if codes else np.zeros(len(agents), dtype=bool)
+    if scope.excluded:
+        mask &= ~np.isin(sessions, list(scope.excluded))
     if scope.session_rowids:
         mask |= np.isin(sessions, list(scope.session_rowids))
     return mask

@@ -219,10 +219,24 @@ def m003_embedding_cache_identity(conn: Connection) -> None:
     conn.execute("DROP TABLE embedding_cache_m001")
 
 
+def m004_session_references_indexed(conn: Connection) -> None:
+    """Index every table that refers to a session by that reference.
+
+    Why: a spawn registers its child's session and a rollback deletes it again; with foreign keys on,
+    SQLite checks each referring table for rows naming the deleted session, and without an index that check
+    is a scan of every turn (and compaction and snapshot) ever stored. ``messages`` is already indexed by
+    session (``messages_by_session``).
+    """
+    conn.execute("CREATE INDEX turns_by_session ON turns(session_rowid)")
+    conn.execute("CREATE INDEX compactions_by_session ON compactions(session_rowid)")
+    conn.execute("CREATE INDEX snapshots_by_session ON snapshots(session_rowid)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
     m003_embedding_cache_identity,
+    m004_session_references_indexed,
 ]
 
 

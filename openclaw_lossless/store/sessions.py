@@ -2,11 +2,13 @@
 
 OpenClaw names a session twice: ``sessionId`` (a new one after ``/new`` or ``/reset``) and ``sessionKey``
 (``agent:<agentId>:<rest>``, stable across resets). The agent id comes from the key; recall scope is built
-from agents and sessions, and a subagent's scope also includes its parent's sessions.
+from agents and sessions: a subagent's scope also includes its parent's sessions, and a parent's leaves out
+its subagents' transcripts (it recalls the outcome records copied when a child ends, ``subagents.py``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -29,22 +31,33 @@ class SessionRef:
 
 @dataclass(frozen=True)
 class Scope:
-    """Messages in scope: any of these agents' sessions, plus these extra sessions (a parent's)."""
+    """Messages in scope: these agents' sessions but the ``excluded`` ones, plus these extra sessions.
+
+    ``session_rowids`` (the session's own, its parent's) are in scope even when ``excluded`` names them: a
+    subagent recalls its own transcript and its parent's, while its parent's agent scope leaves it out.
+    """
 
     agent_ids: frozenset[str] = field(default_factory=frozenset)
     session_rowids: frozenset[int] = field(default_factory=frozenset)
+    excluded: frozenset[int] = field(default_factory=frozenset)
 
     def contains(self, agent_id: str, session_rowid: int) -> bool:
         """Whether a message of this agent and session is in scope (the Python twin of ``sql``)."""
-        return agent_id in self.agent_ids or session_rowid in self.session_rowids
+        if session_rowid in self.session_rowids:
+            return True
+        return agent_id in self.agent_ids and session_rowid not in self.excluded
 
     def sql(self, alias: str = "m") -> tuple[str, list[object]]:
         """A WHERE fragment selecting the scope's messages, with its parameters."""
         parts: list[str] = []
         params: list[object] = []
         if self.agent_ids:
-            parts.append(f"{alias}.agent_id IN ({','.join('?' * len(self.agent_ids))})")
+            agents = f"{alias}.agent_id IN ({','.join('?' * len(self.agent_ids))})"
             params += sorted(self.agent_ids)
+            if self.excluded:  # one JSON parameter however many subagents the agent has spawned
+                agents = f"({agents} AND {alias}.session_rowid NOT IN (SELECT value FROM json_each(?)))"
+                params.append(json.dumps(sorted(self.excluded)))
+            parts.append(agents)
         if self.session_rowids:
             parts.append(f"{alias}.session_rowid IN ({','.join('?' * len(self.session_rowids))})")
             params += sorted(self.session_rowids)
@@ -75,11 +88,18 @@ def check_identifier(value: str, what: str) -> str:
 
 
 def ensure_session(conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
-    """The session's row, created on first sight; a later call may fill in a key seen for the first time."""
+    """The session's row, created on first sight; a later call may fill in a key seen for the first time.
+
+    A subagent's session registered at spawn (``register_spawned``) becomes the first session the host
+    names under the child's key.
+    """
     check_identifier(session_id, "sessionId")
     agent_id = agent_of(session_key)
     now = time.time()
     row = conn.execute("SELECT id, session_key, agent_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None and session_key is not None and (spawned := _unused_spawned(conn, session_key)) is not None:
+        conn.execute("UPDATE sessions SET session_id = ?, last_seen_at = ? WHERE id = ?", (session_id, now, spawned))
+        return SessionRef(spawned, session_id, session_key, agent_id)
     if row is None:
         cursor = conn.execute(
             "INSERT INTO sessions (session_id, session_key, agent_id, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
@@ -90,6 +110,42 @@ def ensure_session(conn: Connection, session_id: str, session_key: str | None) -
         conn.execute("UPDATE sessions SET session_key = ?, agent_id = ? WHERE id = ?", (session_key, agent_id, row[0]))
         return SessionRef(int(row[0]), session_id, session_key, agent_id)
     return SessionRef(int(row[0]), session_id, row[1], str(row[2]))
+
+
+def register_spawned(conn: Connection, child_key: str) -> None:
+    """Register a subagent's session at spawn, before the host names it: its id is its key until then.
+
+    Nothing is registered when the key already has a session (a child spawned again under its old key).
+    """
+    if latest_session_for_key(conn, child_key) is None:
+        ensure_session(conn, child_key, child_key)
+
+
+def unregister_spawned(conn: Connection, child_key: str) -> bool:
+    """Undo ``register_spawned`` (a rolled-back spawn) while the session is unused; returns whether it did.
+
+    Unused: still named by its key, and no message, turn, compaction or snapshot refers to it. Each check is
+    one probe of an index on ``session_rowid`` (migration m004), as is SQLite's own foreign-key check.
+    """
+    rowid = _unused_spawned(conn, child_key)
+    if rowid is None or any(
+        conn.execute(f"SELECT 1 FROM {table} WHERE session_rowid = ? LIMIT 1", (rowid,)).fetchone()
+        for table in ("turns", "compactions", "snapshots")
+    ):
+        return False
+    conn.execute("DELETE FROM sessions WHERE id = ?", (rowid,))
+    return True
+
+
+def _unused_spawned(conn: Connection, child_key: str) -> int | None:
+    """The session registered at spawn for ``child_key``, while no host call has named it and it holds nothing."""
+    row = conn.execute(
+        "SELECT s.id FROM sessions s JOIN subagent_links l ON l.child_session_key = s.session_key"
+        " WHERE s.session_id = ? AND s.session_key = ?"
+        " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_rowid = s.id)",
+        (child_key, child_key),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def find_session(conn: Connection, session_id: str) -> SessionRef | None:
@@ -121,15 +177,47 @@ def parent_key(conn: Connection, session_key: str | None) -> str | None:
 
 
 def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:
-    """What ``session`` may recall: its agent's history (or only itself), plus its ancestors' sessions."""
-    extra: set[int] = set()
-    agents: set[str] = set()
-    if mode == "agent":
-        agents.add(session.agent_id)
-    else:
-        extra.add(session.rowid)
-    key, seen = session.session_key, set[str]()
+    """What ``session`` may recall: its agent's history (or only itself), plus its ancestors' sessions.
+
+    The agent's history leaves out the transcripts of the subagents spawned in it, but for the session's own
+    (every session under its key) and its ancestors': what a child found reaches its parent as outcome
+    records, not as a transcript.
+    """
+    extra = _ancestor_sessions(conn, session.session_key)
+    if mode != "agent":
+        return Scope(session_rowids=frozenset(extra | {session.rowid}))
+    own = _sessions_of(conn, session.session_key) | {session.rowid}
+    children = spawned_sessions(conn, session.agent_id) - extra - own
+    return Scope(frozenset({session.agent_id}), frozenset(extra), frozenset(children))
+
+
+def _ancestor_sessions(conn: Connection, session_key: str | None) -> set[int]:
+    found: set[int] = set()
+    key, seen = session_key, set[str]()
     while (key := parent_key(conn, key)) is not None and key not in seen:
         seen.add(key)
-        extra.update(row[0] for row in conn.execute("SELECT id FROM sessions WHERE session_key = ?", (key,)))
-    return Scope(frozenset(agents), frozenset(extra))
+        found |= _sessions_of(conn, key)
+    return found
+
+
+def _sessions_of(conn: Connection, session_key: str | None) -> set[int]:
+    if session_key is None:
+        return set()
+    return {int(row[0]) for row in conn.execute("SELECT id FROM sessions WHERE session_key = ?", (session_key,))}
+
+
+def spawned_sessions(conn: Connection, agent_id: str) -> set[int]:
+    """The sessions of ``agent_id``'s subagents (children linked at spawn, ended or not).
+
+    A child's key names its agent (``agent:<agentId>:...``), so the agent's children are one range of the
+    links' unique index on the child key, each joined to its sessions by ``sessions_by_key``: the cost grows
+    with the agent's subagents, never with its messages. CROSS JOIN keeps the links outer: the same key range
+    over ``sessions_by_key`` would walk every session of the agent.
+    """
+    prefix = f"agent:{agent_id}:"
+    rows = conn.execute(
+        "SELECT s.id FROM subagent_links l CROSS JOIN sessions s ON s.session_key = l.child_session_key"
+        " WHERE l.child_session_key >= ? AND l.child_session_key < ?",
+        (prefix, prefix[:-1] + chr(ord(":") + 1)),
+    )
+    return {int(row[0]) for row in rows}

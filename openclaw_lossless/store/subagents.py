@@ -1,9 +1,10 @@
 """Subagent links, and the outcome a finished child hands to its parent.
 
-A child session is linked to its parent by session key at spawn (undone on rollback). When the child ends,
-its final assistant answer and any message graded must-remember are copied into the parent's session as
-``outcome`` records that cite the child's messages: the parent can recall what the child found without
-inheriting its whole transcript.
+A spawn registers the child's session and links it to its parent by session key (a rollback undoes both).
+The parent's recall scope leaves the child's transcript out (``sessions.recall_scope``). When the child
+ends, its final answer (its last assistant message with text, not a tool call) and any message graded
+must-remember are copied into the parent's session as ``outcome`` records that cite the child's messages:
+the parent can recall what the child found without inheriting its whole transcript.
 """
 
 from __future__ import annotations
@@ -11,15 +12,25 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
+from openclaw_lossless.capture.text import descriptor_text
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.messages import queue_for_embedding
-from openclaw_lossless.store.sessions import SessionRef, agent_of, latest_session_for_key
+from openclaw_lossless.store.sessions import (
+    SessionRef,
+    agent_of,
+    latest_session_for_key,
+    register_spawned,
+    unregister_spawned,
+)
 
 
 def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | None) -> int:
+    """Register the child's session and link it to its parent; returns the spawn id a rollback names."""
     agent_of(parent_key)
     agent_of(child_key)
     cursor = conn.execute(
@@ -29,17 +40,27 @@ def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | 
         " RETURNING id",
         (parent_key, child_key, None if context_mode is None else storable(context_mode), time.time()),
     )
-    return int(cursor.fetchone()[0])
+    spawn_id = int(cursor.fetchone()[0])
+    register_spawned(conn, child_key)
+    return spawn_id
 
 
 def unlink(conn: Connection, spawn_id: int | None, child_key: str | None) -> bool:
+    """Undo a spawn that has not ended: its session (while unused) and its link."""
     if spawn_id is not None:
-        cursor = conn.execute("DELETE FROM subagent_links WHERE id = ? AND ended_at IS NULL", (spawn_id,))
+        row = conn.execute(
+            "SELECT child_session_key FROM subagent_links WHERE id = ? AND ended_at IS NULL", (spawn_id,)
+        ).fetchone()
     else:
-        cursor = conn.execute(
-            "DELETE FROM subagent_links WHERE child_session_key = ? AND ended_at IS NULL", (child_key,)
-        )
-    return bool(cursor.rowcount)
+        row = conn.execute(
+            "SELECT child_session_key FROM subagent_links WHERE child_session_key = ? AND ended_at IS NULL",
+            (child_key,),
+        ).fetchone()
+    if row is None:
+        return False
+    unregister_spawned(conn, str(row[0]))  # needs the link to tell a spawned session from any other
+    conn.execute("DELETE FROM subagent_links WHERE child_session_key = ?", (row[0],))
+    return True
 
 
 def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:
@@ -59,14 +80,64 @@ def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:
     return True, _copy_outcome(conn, child_key, parent)
 
 
+def _outcome_ids(conn: Connection, child_key: str) -> list[int]:
+    """The child's messages its parent inherits: the final answer and every must-remember message.
+
+    Read along ``messages_by_session``: the child's own messages only, never the rest of the history.
+    """
+    sessions = [int(r[0]) for r in conn.execute("SELECT id FROM sessions WHERE session_key = ?", (child_key,))]
+    chosen: set[int] = set()
+    for session in sessions:
+        chosen.update(
+            int(r[0])
+            for r in conn.execute(
+                "SELECT id FROM messages WHERE session_rowid = ? AND kind = 'message' AND importance >= ?",
+                (session, MUST_REMEMBER),
+            )
+        )
+    answer = _final_answer(conn, sessions)
+    if answer is not None:
+        chosen.add(answer)
+    return sorted(chosen)
+
+
+def _final_answer(conn: Connection, sessions: Sequence[int]) -> int | None:
+    """The child's last assistant message with text of its own (tool calls alone are not an answer).
+
+    Walks each session backwards from its newest assistant message and stops at the first answer.
+    """
+    answers: list[int] = []
+    for session in sessions:
+        rows = conn.execute(
+            "SELECT id, original FROM messages WHERE session_rowid = ? AND role = 'assistant' AND kind = 'message'"
+            " ORDER BY id DESC",
+            (session,),
+        )
+        for msg_id, original in rows:
+            if _is_answer(json.loads(original)):
+                answers.append(int(msg_id))
+                break
+    return max(answers, default=None)
+
+
+def _is_answer(message: Any) -> bool:
+    """Text the child said, in a message that asks for no tool: what a person would call its answer."""
+    if not isinstance(message, dict) or not descriptor_text(message).strip():
+        return False
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return not any(isinstance(block, dict) and block.get("type") == "toolCall" for block in blocks)
+
+
 def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
+    ids = _outcome_ids(conn, child_key)
+    if not ids:
+        return 0
+    marks = ",".join("?" * len(ids))
     rows = conn.execute(
-        "SELECT m.id, m.role, m.created_at, m.text, m.window_key, m.tokens, m.importance, m.importance_label"
-        " FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        " WHERE s.session_key = ? AND m.kind = 'message' AND (m.importance >= ? OR m.id = ("
-        "   SELECT max(m2.id) FROM messages m2 JOIN sessions s2 ON s2.id = m2.session_rowid"
-        "   WHERE s2.session_key = ? AND m2.role = 'assistant' AND m2.text != ''))",
-        (child_key, MUST_REMEMBER, child_key),
+        "SELECT id, role, created_at, text, window_key, tokens, importance, importance_label"
+        f" FROM messages WHERE id IN ({marks}) ORDER BY id",
+        ids,
     ).fetchall()
     copied: list[int] = []
     for msg_id, role, created_at, text, key, tokens, importance, label in rows:
