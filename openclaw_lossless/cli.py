@@ -99,7 +99,9 @@ def remote(settings: Settings) -> httpx.Client | None:
 def _query(settings: Settings, path: str, params: dict[str, Any], local: Callable[[Any], Any]) -> Any:
     client = remote(settings)
     if client is None:
-        with open_sidecar(settings, embeddings=True) as sidecar:
+        from openclaw_lossless.sidecar import store_for_queries
+
+        with store_for_queries(settings) as sidecar:
             return local(sidecar)
     with client:
         response = client.get(path, params={k: v for k, v in params.items() if v is not None})

@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -28,14 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openclaw_lossless import __version__
 from openclaw_lossless.cli import remote
 from openclaw_lossless.config import Settings
-from openclaw_lossless.embed.index import recorded_identity
-from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
+from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError, NotFound
-from openclaw_lossless.store.connection import open_connection, sqlite_module
-
-if TYPE_CHECKING:
-    from openclaw_lossless.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 
@@ -135,57 +130,10 @@ class MemorySearch:
                 f"the sidecar is not running on {self.settings.host}:{self.settings.port} and there is no store at "
                 f"{path}; set LOSSLESS_STATE_DIR (and LOSSLESS_PORT) to the sidecar's"
             )
-        sidecar = open_store(self.settings, self.provider_factory)
-        try:
+        from openclaw_lossless.sidecar import store_for_queries
+
+        with store_for_queries(self.settings, self.provider_factory) as sidecar:
             return sidecar.search(query, scope, k, mode)
-        finally:
-            provider = sidecar.embedding.provider
-            sidecar.close()
-            if provider is not None:  # built here for this one query, handed to the store: closed here too
-                provider.close()
-
-
-def open_store(settings: Settings, provider_factory: ProviderFactory = build_provider) -> Sidecar:
-    """The store opened in this process for queries (a ``Sidecar`` without its worker), never at the cost of
-    its vectors: a provider whose identity differs from the one recorded with them would have them dropped
-    and rebuilt, so then (or with no vectors, or no provider) search runs on keywords alone."""
-    from openclaw_lossless.sidecar import Sidecar
-
-    provider: EmbeddingProvider | None = None
-    recorded = _recorded_identity(settings)
-    if recorded is not None and settings.embedding_provider != "none":
-        try:
-            candidate = provider_factory(settings)
-        except LosslessError as exc:
-            log.warning("embeddings unavailable, keyword search only: %s", exc.message)
-        else:
-            if candidate.identity == recorded:
-                provider = candidate
-            else:
-                log.warning(
-                    "the configured embedder %s is not the one the stored vectors were made with (%s): "
-                    "keyword search only",
-                    candidate.identity,
-                    recorded,
-                )
-                candidate.close()
-    if provider is None:
-        settings = settings.model_copy(update={"embedding_provider": "none"})
-    return Sidecar(settings, start_worker=False, provider=provider)
-
-
-def _recorded_identity(settings: Settings) -> ProviderIdentity | None:
-    """The embedder the store's vectors were made with (read only; None when there are none)."""
-    try:
-        conn = open_connection(settings.database_path, readonly=True)
-    except LosslessError:
-        return None
-    try:
-        return recorded_identity(conn)
-    except sqlite_module().Error:  # no meta table yet: no vectors either
-        return None
-    finally:
-        conn.close()
 
 
 def hit_view(hit: dict[str, Any]) -> Hit:

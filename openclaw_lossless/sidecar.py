@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from openclaw_lossless import __version__
@@ -20,15 +20,15 @@ from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import RecallOverrides, RecallSettings, Settings
 from openclaw_lossless.embed.index import VectorIndex, prepare_table, recorded_identity
 from openclaw_lossless.embed.openai_compat import EmbedderStats
-from openclaw_lossless.embed.provider import EmbeddingProvider
-from openclaw_lossless.embed.service import EmbeddingService
+from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
+from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store import archive, messages, snapshots, subagents
-from openclaw_lossless.store.connection import Connection, Database, translate_error
+from openclaw_lossless.store.connection import Connection, Database, open_connection, sqlite_module, translate_error
 from openclaw_lossless.store.migrations import migrate
 from openclaw_lossless.store.sessions import (
     Scope,
@@ -534,3 +534,61 @@ class Sidecar:
         self.embedding.close()
         with contextlib.suppress(LosslessError):
             self.db.close()
+
+
+ProviderFactory = Callable[[Settings], EmbeddingProvider]
+
+
+def open_store(settings: Settings, provider_factory: ProviderFactory = build_provider) -> Sidecar:
+    """The store opened in this process for queries (a ``Sidecar`` without its worker), never at the cost of
+    its vectors: a provider whose identity differs from the one recorded with them would have them dropped
+    and rebuilt (a CLI search run with another model's settings would wipe a million vectors), so then (or
+    with no vectors, or no provider) search runs on keywords alone."""
+    provider: EmbeddingProvider | None = None
+    recorded = _recorded_identity(settings)
+    if recorded is not None and settings.embedding_provider != "none":
+        try:
+            candidate = provider_factory(settings)
+        except LosslessError as exc:
+            log.warning("embeddings unavailable, keyword search only: %s", exc.message)
+        else:
+            if candidate.identity == recorded:
+                provider = candidate
+            else:
+                log.warning(
+                    "the configured embedder %s is not the one the stored vectors were made with (%s): "
+                    "keyword search only",
+                    candidate.identity,
+                    recorded,
+                )
+                candidate.close()
+    if provider is None:
+        settings = settings.model_copy(update={"embedding_provider": "none"})
+    return Sidecar(settings, start_worker=False, provider=provider)
+
+
+@contextlib.contextmanager
+def store_for_queries(settings: Settings, provider_factory: ProviderFactory = build_provider) -> Iterator[Sidecar]:
+    """``open_store`` for one piece of work, closed after it with the provider built for it."""
+    sidecar = open_store(settings, provider_factory)
+    try:
+        yield sidecar
+    finally:
+        provider = sidecar.embedding.provider
+        sidecar.close()
+        if provider is not None:  # handed to the store, so not closed by it
+            provider.close()
+
+
+def _recorded_identity(settings: Settings) -> ProviderIdentity | None:
+    """The embedder the store's vectors were made with (read only; None when there are none)."""
+    try:
+        conn = open_connection(settings.database_path, readonly=True)
+    except LosslessError:
+        return None
+    try:
+        return recorded_identity(conn)
+    except sqlite_module().Error:  # no meta table yet: no vectors either
+        return None
+    finally:
+        conn.close()

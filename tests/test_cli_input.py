@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.cli import main
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.index import TABLE
 from openclaw_lossless.embed.local import LocalEmbedder
+from openclaw_lossless.store.connection import open_connection
 from tests.conversation import FACT, commit_body, conversation
 from tests.helpers import live_sidecar, make_settings
 
@@ -135,3 +138,24 @@ def test_vector_mode_finds_a_paraphrase_by_its_meaning_alone(
     found = hits(capsys, store, path, paraphrase, "--mode", "vector", "--agent", "main", "-k", "3")
     assert found and all(h["lanes"] == ["vector"] and h["cosine"] is not None for h in found)
     assert FACT in texts(found)
+
+
+def test_a_search_on_the_file_with_another_models_settings_leaves_the_vectors_alone(
+    capsys: pytest.CaptureFixture[str], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the store with an embedder other than the one its vectors were made with drops and rebuilds
+    them: a search run with the other variant's settings would have wiped every vector the sidecar made."""
+    other = "fp32" if Settings().local_variant == "int8" else "int8"
+    monkeypatch.setenv("LOSSLESS_LOCAL_VARIANT", other)
+    before = vector_count(store)
+    found = hits(capsys, store, "file", "staging database password", "--mode", "hybrid")
+    assert FACT in texts(found) and all(hit["lanes"] == ["keyword"] for hit in found)
+    assert vector_count(store) == before > 0
+
+
+def vector_count(store: Store) -> int:
+    conn = open_connection(store.state_dir / "lossless.sqlite", readonly=True)
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
+    finally:
+        conn.close()
