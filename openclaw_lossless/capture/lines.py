@@ -24,6 +24,7 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, can
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sessions import agent_of, check_identifier
 from openclaw_lossless.store.snapshots import check_name
+from openclaw_lossless.store.subagents import outcome_identity
 
 _REQUIRED = ("id", "sessionId", "role", "createdAt", "message", "text", "contentHash", "windowKey", "tokens")
 _MAX_INT = 2**63 - 1  # SQLite's INTEGER
@@ -269,16 +270,6 @@ def _outcome(record: dict[str, Any], options: CaptureOptions) -> tuple[MessageRe
         importance_label=label_for(0.0 if importance is None else importance),
     )
     return captured, child_key
-
-
-def outcome_identity(child_key: str, cites: int) -> tuple[str, bytes]:
-    """An outcome's original and content hash, built as ``subagents.py`` builds them from the message cited.
-
-    Rebuilt rather than read, so an outcome whose cited message got a new id on import names the new one, and
-    the child ending again later finds it already copied.
-    """
-    original = json.dumps({"kind": "subagentOutcome", "childSessionKey": child_key, "cites": f"msg:{cites}"})
-    return original, hashlib.sha256(f"outcome:{cites}".encode()).digest()
 
 
 def _session_id(record: dict[str, Any]) -> str:

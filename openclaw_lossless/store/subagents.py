@@ -129,6 +129,16 @@ def _is_answer(message: Any) -> bool:
     return not any(isinstance(block, dict) and block.get("type") == "toolCall" for block in blocks)
 
 
+def outcome_identity(child_key: str, cites: int) -> tuple[str, bytes]:
+    """An outcome record's original and content hash, from the child and the message it cites.
+
+    Derived, never stored apart: the import rebuilds it the same way, so an outcome whose cited message got a
+    new id on import names the new one, and the child ending again later finds it already copied.
+    """
+    original = json.dumps({"kind": "subagentOutcome", "childSessionKey": child_key, "cites": f"msg:{cites}"})
+    return original, hashlib.sha256(f"outcome:{cites}".encode()).digest()
+
+
 def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
     ids = _outcome_ids(conn, child_key)
     if not ids:
@@ -141,8 +151,7 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
     ).fetchall()
     copied: list[int] = []
     for msg_id, role, created_at, text, key, tokens, importance, label in rows:
-        original = json.dumps({"kind": "subagentOutcome", "childSessionKey": child_key, "cites": f"msg:{msg_id}"})
-        digest = hashlib.sha256(f"outcome:{msg_id}".encode()).digest()
+        original, digest = outcome_identity(child_key, msg_id)
         cursor = conn.execute(
             "INSERT OR IGNORE INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text,"
             " original, content_hash, window_key, tokens, importance, importance_label, cites)"

@@ -41,7 +41,6 @@ from openclaw_lossless.capture.lines import (
     SessionLine,
     SnapshotLine,
     TurnLine,
-    outcome_identity,
     parse_line,
 )
 from openclaw_lossless.capture.records import CaptureOptions
@@ -49,6 +48,7 @@ from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.messages import queue_for_embedding
 from openclaw_lossless.store.sessions import SessionRef, ensure_session, find_session
+from openclaw_lossless.store.subagents import outcome_identity
 
 FORMAT = "openclaw-lossless/v1"
 BATCH = 500
