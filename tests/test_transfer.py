@@ -139,9 +139,10 @@ def test_export_then_import_reproduces_the_store_exactly(
     expected = content(source)
     types = [line.get("type", "message") for line in lines]
     assert types == sorted(types, key=["message", "session", "turn", "compaction", "snapshot", "subagentLink"].index)
+    # sessions: s-main, s-child, s-ops, and the one registered for the subagent still running
     assert {t: types.count(t) for t in ("session", "compaction", "snapshot", "subagentLink")} == {
         "session": 4, "compaction": 1, "snapshot": 2, "subagentLink": 2,
-    }  # fmt: skip  (s-main, s-child, s-ops, and the session registered for the subagent still running)
+    }  # fmt: skip
     copy = tmp_path / "copy"
     imported = run_json(capsys, copy, "import", "--jsonl", str(first))
     assert (imported["read"], imported["malformed"], imported["conflicts"]) == (len(lines), 0, 0)
