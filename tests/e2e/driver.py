@@ -19,6 +19,7 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -47,7 +48,11 @@ DOWN_FACT = "the loading dock key hangs behind the red fire door"
 DOWN_PROBE = "behind the red fire door"
 RECALL_HEADING = "## Recalled Context"
 DEGRADED_LINE = 'degraded to "legacy"'
+ASSEMBLE_FALLBACK_LINE = "context engine assemble failed"
+SIDECAR_READY_LINE = "[lossless] sidecar ready on"
+QUEUED_LINE = "durable turn advancement remains queued: "
 MAIN_KEY = "agent:main:main"
+SIDE_KEY = "agent:main:side-chat"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -151,6 +156,12 @@ def own_namespace_pids() -> list[int]:
 # The run
 
 
+def full_text(message: JsonObj) -> str:
+    """Everything a chat message the model got carries: its text and, whole, the tool calls it makes."""
+    calls = message.get("tool_calls")
+    return str(message["text"]) + (f"\n{json.dumps(calls)}" if calls else "")
+
+
 @dataclass
 class Turn:
     message: str
@@ -160,6 +171,7 @@ class Turn:
     status: str | None
     requests: list[JsonObj]
     stderr_tail: str
+    session_key: str = MAIN_KEY
 
     def main_request(self) -> JsonObj | None:
         """The model request of this turn's own prompt (not a compaction or a child run)."""
@@ -175,6 +187,7 @@ class Turn:
         history = [m for m in request["messages"] if m["role"] != "system"] if request else []
         return {
             "message": self.message,
+            "sessionKey": self.session_key,
             "rc": self.rc,
             "seconds": round(self.seconds, 2),
             "sessionId": self.session_id,
@@ -183,7 +196,8 @@ class Turn:
             "foundRequest": request is not None,
             "recalledBlock": recalled_block(system),
             "systemHasRecallHeading": RECALL_HEADING in system,
-            "historyTexts": [m["text"][:400] for m in history],
+            # Whole, never cut: "the fact is not in the host's messages" must hold for every character.
+            "historyTexts": [full_text(m) for m in history],
             "stderrTail": self.stderr_tail if self.rc else "",
         }
 
@@ -348,17 +362,20 @@ class Run:
         self._seen_requests = len(lines)
         return fresh
 
-    def turn(self, message: str, timeout: float = 180.0) -> Turn:
+    def turn(self, message: str, session_key: str = MAIN_KEY, timeout: float = 180.0) -> Turn:
+        """One user message through the gateway, as `openclaw agent` sends it, into the session `session_key`."""
         self.new_requests()
         began = time.monotonic()
-        done = self.openclaw("agent", "--agent", "main", "--message", message, "--json", timeout=timeout)
+        selector = ["--agent", "main"] if session_key == MAIN_KEY else ["--session-key", session_key]
+        done = self.openclaw("agent", *selector, "--message", message, "--json", timeout=timeout)
         seconds = time.monotonic() - began
         session_id = status = None
         with contextlib.suppress(json.JSONDecodeError):
             result = json.loads(done.stdout)
             status = result.get("status")
             session_id = result.get("result", {}).get("meta", {}).get("agentMeta", {}).get("sessionId")
-        turn = Turn(message, done.returncode, seconds, session_id, status, self.new_requests(), done.stderr[-1500:])
+        requests = self.new_requests()
+        turn = Turn(message, done.returncode, seconds, session_id, status, requests, done.stderr[-1500:], session_key)
         self.turns.append(turn)
         return turn
 
@@ -380,6 +397,29 @@ class Run:
             return self.stored_texts(session_id)
         except RuntimeError:
             return []
+
+    def store(self, sql: str, *params: Any) -> list[JsonObj] | None:
+        """Rows of the sidecar's own SQLite store, opened read-only: what it recorded, not what its API says.
+
+        None with the stub sidecar, which keeps its store in memory."""
+        if self.sidecar_mode == "stub":
+            return None
+        uri = f"{(self.state_dir / 'lossless.sqlite').as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+            conn.row_factory = sqlite3.Row
+            return [dict(row) for row in conn.execute(sql, params)]
+
+    def session_rows(self) -> list[JsonObj] | None:
+        return self.store("SELECT id, session_id, session_key FROM sessions ORDER BY id")
+
+    def rows_holding(self, probe: str) -> list[JsonObj] | None:
+        """Every stored message whose text holds `probe`, with the session it is stored under."""
+        return self.store(
+            "SELECT m.id, m.role, m.kind, m.cites, m.original, m.turn_rowid, s.id AS sessionRow,"
+            " s.session_id AS sessionId, s.session_key AS sessionKey"
+            " FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE instr(m.text, ?) > 0 ORDER BY m.id",
+            probe,
+        )
 
     def gateway_log_text(self) -> str:
         return self.gateway_log.read_text(errors="replace") if self.gateway_log.exists() else ""
@@ -425,20 +465,29 @@ def message_text_of(row: Any) -> str:
 
 
 def scenario_selected(run: Run) -> JsonObj:
-    """Turns reach the engine (no legacy degradation) and every turn is committed to the store."""
+    """Turns reach the engine (no legacy degradation), every turn is committed, the sidecar embeds locally,
+    and the engine shapes what the model gets: a second chat of the same agent finds the first chat's fact
+    in its system prompt, in the Recalled Context block only the engine writes."""
     messages = [f"Remember this: {FACT}.", "Filler one: tomatoes like sun.", "Filler two: boats like wind."]
     turns = [run.turn(m) for m in messages]
     session_id = turns[-1].session_id
     stored = run.stored_texts(session_id) if session_id else []
+    side = run.turn("Another chat. Which day does the staging database password rotate?", session_key=SIDE_KEY)
     stats = run.sidecar("/stats")
+    log = run.gateway_log_text().splitlines()
     return {
         "turns": [t.view() for t in turns],
         "sessionId": session_id,
         "storedTexts": stored,
         "expectedStored": 2 * len(messages),
+        "sideTurn": side.view(),
+        "sideStoredTexts": run.stored_texts(side.session_id) if side.session_id else [],
         "stats": {k: stats.get(k) for k in ("messages", "sessions", "turns")},
         "hookCounts": {op: v.get("count") for op, v in (stats.get("latency") or {}).items()},
         "health": http_json("GET", f"{run.sidecar_url}/healthz")[1],
+        "assembleFallbackLines": [ln for ln in log if ASSEMBLE_FALLBACK_LINE in ln][:5],
+        "readyLines": [ln for ln in log if SIDECAR_READY_LINE in ln][:5],
+        "storeSessions": run.session_rows(),
     }
 
 
@@ -460,20 +509,47 @@ def scenario_compaction(run: Run) -> JsonObj:
         "compactionReplies": [r["reply"]["text"] for r in compaction_requests],
         "question": question.view(),
         "storeCompactions": stats.get("compactions"),
+        "storeCompactionRows": run.store(
+            "SELECT s.session_id AS sessionId, s.session_key AS sessionKey, c.tokens_before AS tokensBefore,"
+            " c.tokens_after AS tokensAfter, c.compacted, c.summary, c.reason"
+            " FROM compactions c JOIN sessions s ON s.id = c.session_rowid ORDER BY c.id"
+        ),
     }
 
 
 def scenario_new_session(run: Run) -> JsonObj:
-    """After /new (sessions.reset reason=new) the fresh history lacks the fact; recall still has it."""
+    """`/new` both ways a user types it in OpenClaw 2026.9.6, and recall of the old session's fact after each.
+
+    Typed into a chat (here through `openclaw agent`, the gateway's `agent` method, as in every channel), `/new`
+    resets `agent:main:main` IN PLACE: the gateway's performGatewaySessionReset keeps the entry's sessionId
+    (`nextSessionId = currentEntry?.sessionId ?? randomUUID()` in dist/session-reset-service-*.mjs; the
+    auto-reply path likewise keeps `entry?.sessionId`, dist/get-reply-*.mjs), so the store sees the same session.
+    Typed into the Control UI, `/new` creates a fresh dashboard session (docs/web/control-ui/chat.md): the UI sends
+    `sessions.create {agentId, parentSessionKey, emitCommandHooks: true, succeedsParent: false}`, which makes a
+    new key `agent:main:dashboard:<uuid>` with a new sessionId (unless `session.dmScope: "main"` is set
+    explicitly, which resets the main session in place instead). That is the session switch recall must bridge.
+    """
     before = run.turns[-1].session_id
-    with run.timed("reset"):
-        reset = run.gateway_call("sessions.reset", {"key": MAIN_KEY, "reason": "new"})
-    question = run.turn("Fresh start. Remind me: which day does the staging database password rotate?")
+    typed = run.turn("/new")
+    in_place = run.turn("Fresh start. Remind me: which day does the staging database password rotate?")
+    created = run.gateway_call(
+        "sessions.create",
+        {"agentId": "main", "parentSessionKey": MAIN_KEY, "emitCommandHooks": True, "succeedsParent": False},
+    )
+    new_key = str(created.get("key") or "")
+    question = run.turn("New chat. Which day does the staging database password rotate?", session_key=new_key)
     return {
         "sessionIdBefore": before,
-        "reset": reset,
+        "typedNew": typed.view(),
+        "inPlaceQuestion": in_place.view(),
+        "created": created,
+        "newKey": new_key,
         "question": question.view(),
-        "sessionIdAfter": question.session_id,
+        "factRows": run.rows_holding(FACT_PROBE),
+        "questionRows": run.rows_holding(question.message),
+        "inPlaceRows": run.rows_holding(in_place.message),
+        "newSessionStoredTexts": run.stored_texts(question.session_id) if question.session_id else [],
+        "storeSessions": run.session_rows(),
     }
 
 
@@ -497,6 +573,17 @@ def subagents_settled(run: Run) -> bool:
     return bool(children) and not any(r.get("hasActiveRun") for r in rows)
 
 
+def outcome_rows(run: Run) -> list[JsonObj] | None:
+    """The outcome records onSubagentEnded copied into a parent, with the child message each one cites."""
+    return run.store(
+        "SELECT o.id, o.text, o.original, o.cites, ps.session_id AS sessionId, ps.session_key AS sessionKey,"
+        " c.role AS citedRole, c.text AS citedText, cs.session_key AS citedSessionKey"
+        " FROM messages o JOIN sessions ps ON ps.id = o.session_rowid"
+        " LEFT JOIN messages c ON c.id = o.cites LEFT JOIN sessions cs ON cs.id = c.session_rowid"
+        " WHERE o.kind = 'outcome' ORDER BY o.id"
+    )
+
+
 def scenario_subagents(run: Run) -> JsonObj:
     """A spawned child is linked to its parent and its outcome is recallable from the parent later."""
     spawn = run.turn(f"Please {fake_model.SPAWN_TRIGGER}: the lantern count in the east shed.")
@@ -517,11 +604,16 @@ def scenario_subagents(run: Run) -> JsonObj:
     ]
     child_requests = [r for r in run.new_requests() if r["reply"]["kind"] == "child"]
     child_stored = {c["key"]: run.stored_texts(c["sessionId"]) for c in children if c.get("sessionId")}
-    parent_id = run.turns[-1].session_id or ""
+    parent_id = spawn.session_id or ""
     # onSubagentEnded (which hands the child's outcome to the parent) may land a moment after the runs settle.
     with run.timed("outcomeInParent"):
-        wait_until(lambda: any(OUTCOME_PROBE in t for t in run.stored_texts_or_none(parent_id)), timeout=30, interval=1)
-    run.gateway_call("sessions.reset", {"key": MAIN_KEY, "reason": "new"})
+        wait_until(lambda: bool(outcome_rows(run) or run.sidecar_mode == "stub"), timeout=30, interval=1)
+    links = run.store(
+        "SELECT parent_session_key AS parentKey, child_session_key AS childKey, context_mode AS contextMode,"
+        " ended_at AS endedAt, ended_reason AS endedReason FROM subagent_links ORDER BY id"
+    )
+    outcomes = outcome_rows(run)
+    run.turn("/new")  # typed, as a user starts over: the parent's history no longer holds the child's report
     question = run.turn("New topic. How many brass lanterns are in the lighthouse east shed?")
     stats = run.sidecar("/stats")
     parent_stored = run.stored_texts(question.session_id) if question.session_id else []
@@ -532,10 +624,24 @@ def scenario_subagents(run: Run) -> JsonObj:
         "children": children,
         "childRunRequests": len(child_requests),
         "childStoredTexts": child_stored,
+        "parentSessionId": parent_id,
         "question": question.view(),
         "parentStoredTexts": parent_stored[-20:],
         "storeSubagents": stats.get("subagents"),
+        "storeLinks": links,
+        "storeOutcomes": outcomes,
     }
+
+
+def queued_keys(log_text: str) -> list[str]:
+    """The advancement keys the host kept in its outbox because commitTurn failed, in order, once each."""
+    keys: list[str] = []
+    for line in log_text.splitlines():
+        if QUEUED_LINE in line:
+            key = line.split(QUEUED_LINE, 1)[1].split(":", 1)[0].strip()
+            if key not in keys:
+                keys.append(key)
+    return keys
 
 
 def scenario_sidecar_down(run: Run) -> JsonObj:
@@ -565,6 +671,7 @@ def scenario_sidecar_down(run: Run) -> JsonObj:
     session_id = after.session_id or down.session_id
     stored = run.stored_texts(session_id) if session_id else []
     log_tail = run.gateway_log_text()[log_mark:]
+    queued = queued_keys(log_tail)
     return {
         "killedPid": pid,
         "sidecarGone": gone,
@@ -576,7 +683,25 @@ def scenario_sidecar_down(run: Run) -> JsonObj:
         "downFactStoredCount": sum(DOWN_PROBE in text for text in stored),
         "afterStoredCount": sum("Anything else on your list" in text for text in stored),
         "queuedLines": [ln for ln in log_tail.splitlines() if "remains queued" in ln][:5],
+        "queuedKeys": queued,
         "degradedLines": [ln for ln in log_tail.splitlines() if DEGRADED_LINE in ln][:5],
+        # Each key the host queued, as the store holds it: its turn rows and how many messages they own.
+        "storeQueuedTurns": {
+            key: run.store(
+                "SELECT t.id, t.message_count AS messageCount, s.session_id AS sessionId,"
+                " (SELECT count(*) FROM messages m WHERE m.turn_rowid = t.id) AS storedMessages"
+                " FROM turns t JOIN sessions s ON s.id = t.session_rowid WHERE t.advancement_key = ?",
+                key,
+            )
+            for key in queued
+        },
+        "storeDownFactRows": run.rows_holding(DOWN_PROBE),
+        # Keys are UNIQUE in the schema, so a re-delivery stored twice would show as the same message (same
+        # session, role, time and text) under a second content hash: there must be none anywhere in the store.
+        "storeDuplicateMessages": run.store(
+            "SELECT session_rowid AS sessionRow, role, kind, created_at AS createdAt, substr(text, 1, 200) AS text,"
+            " count(*) AS copies FROM messages GROUP BY session_rowid, role, kind, created_at, text HAVING count(*) > 1"
+        ),
     }
 
 

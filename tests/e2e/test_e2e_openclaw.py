@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.driver import DOWN_PROBE, FACT_PROBE, OUTCOME_PROBE
+from tests.e2e.driver import DOWN_PROBE, FACT_PROBE, MAIN_KEY, OUTCOME_PROBE, SIDE_KEY
 from tests.e2e.prerequisites import unavailable
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,10 @@ def unshare_prefix() -> list[str] | None:
 
 
 def install_openclaw() -> Path:
-    done = subprocess.run(["bash", str(HERE / "install.sh")], capture_output=True, text=True, timeout=1200, check=False)
+    # PYTHON: the pip that bootstraps an npm on a machine without one is this venv's.
+    env = {**os.environ, "PYTHON": sys.executable}
+    command = ["bash", str(HERE / "install.sh")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, env=env, check=False)
     if done.returncode != 0:
         pytest.fail(f"install.sh failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
@@ -95,20 +98,51 @@ def assert_recalled_not_in_history(turn: Report, probe: str) -> None:
     assert not any(probe in text for text in turn["historyTexts"]), "the host's own history still holds the fact"
 
 
+def only(rows: list[Any], what: str) -> Any:
+    """The one row `rows` must hold, or a failure that shows them all."""
+    assert len(rows) == 1, f"expected exactly one {what}, got {len(rows)}: {rows}"
+    return rows[0]
+
+
+def with_store(report: Report) -> bool:
+    """Whether store-side evidence was read: always with the real sidecar (the stub keeps no SQLite store)."""
+    return bool(report["sidecarMode"] != "stub")
+
+
 def test_engine_selected_and_every_turn_committed(report: Report) -> None:
     result = scenario(report, "selected")
     assert report["gatewayLog"]["degradedLines"] == [], report["gatewayLog"]["degradedLines"]
     assert report["gatewayLog"]["quarantineLines"] == [], report["gatewayLog"]["quarantineLines"]
+    assert result["readyLines"], "the gateway log has no '[lossless] sidecar ready' line"
     for turn in result["turns"]:
         assert_completed(turn)
-    # Every turn went through the engine's assemble (nothing to recall yet, so no block in the prompt).
-    assert result["hookCounts"].get("assemble") == len(result["turns"]), result["hookCounts"]
+    side = result["sideTurn"]
+    # Every turn went through the engine's assemble, and the host used its answer (never its fallback).
+    assert result["hookCounts"].get("assemble") == len(result["turns"]) + 1, result["hookCounts"]
+    assert result["assembleFallbackLines"] == [], result["assembleFallbackLines"]
     messages = [t["message"] for t in result["turns"]]
     stored = result["storedTexts"]
     assert len(stored) == result["expectedStored"] == 2 * len(messages), stored
     assert stored[0::2] == messages, "user messages stored out of order or not exactly once"
-    assert result["stats"]["turns"] == len(messages)
-    assert result["stats"]["messages"] == result["expectedStored"]
+    assert result["sideStoredTexts"][0::2] == [side["message"]], result["sideStoredTexts"]
+    assert result["stats"]["turns"] == len(messages) + 1
+    assert result["stats"]["messages"] == result["expectedStored"] + 2
+    # The sidecar embeds with its local model, loaded and ready (not keyword-only).
+    embedder = result["health"]["embedder"]
+    assert embedder["configured"] == embedder["active"] == "local" and embedder["ready"], embedder
+    assert embedder["model"] and embedder["dimension"], embedder
+    # In the first chat nothing lies outside the window, so nothing is recalled: the window the engine chose is
+    # the whole history, every earlier message in order.
+    for index, turn in enumerate(result["turns"]):
+        assert not turn["systemHasRecallHeading"], turn["recalledBlock"]
+        where = [next((i for i, text in enumerate(turn["historyTexts"]) if m in text), -1) for m in messages[:index]]
+        assert -1 not in where and where == sorted(where), (messages[:index], turn["historyTexts"])
+    # A second chat of the same agent: the engine put the first chat's fact into the model's system prompt.
+    assert side["sessionKey"] == SIDE_KEY and side["sessionId"] not in (None, result["sessionId"]), side
+    assert_recalled_not_in_history(side, FACT_PROBE)
+    if with_store(report):
+        sessions = {(row["session_id"], row["session_key"]) for row in result["storeSessions"]}
+        assert sessions == {(result["sessionId"], MAIN_KEY), (side["sessionId"], SIDE_KEY)}, sessions
 
 
 def test_fact_survives_compaction(report: Report) -> None:
@@ -116,19 +150,49 @@ def test_fact_survives_compaction(report: Report) -> None:
     compact = result["compact"]
     assert compact["rc"] == 0 and compact["result"]["ok"] and compact["result"]["compacted"], compact
     assert result["compactionReplies"], "the host never asked the fake model for a summary"
-    assert FACT_PROBE not in compact["result"]["result"]["summary"]
-    assert result["storeCompactions"] >= 1, "the compaction was not recorded in the sidecar"
+    host = compact["result"]["result"]
+    assert FACT_PROBE not in host["summary"]
+    assert result["storeCompactions"] == 1, "the compaction was not recorded in the sidecar"
     question = result["question"]
     assert any("compacted into the following summary" in text for text in question["historyTexts"])
     assert_recalled_not_in_history(question, FACT_PROBE)
+    if with_store(report):
+        # The sidecar recorded this compaction, of this session, with the host's own numbers and summary.
+        row = only(result["storeCompactionRows"], "compaction row")
+        assert (row["sessionId"], row["sessionKey"]) == (question["sessionId"], MAIN_KEY), row
+        assert row["compacted"] == 1, row
+        assert row["tokensBefore"] == host["tokensBefore"] > 0, (row, host)
+        assert row["tokensAfter"] == host["tokensAfter"] and row["tokensAfter"] < row["tokensBefore"], (row, host)
+        assert row["summary"] == host["summary"] and "## " in row["summary"], row
 
 
 def test_recall_across_new_session(report: Report) -> None:
     result = scenario(report, "newSession")
-    assert result["reset"]["ok"], result["reset"]
-    question = result["question"]
-    assert len(question["historyTexts"]) <= 2, "the history was not reset"
+    before = result["sessionIdBefore"]
+    # A typed /new resets agent:main:main in place on OpenClaw 2026.9.6 (the driver's scenario says where in its
+    # code): the same sessionId, an empty history, and the fact comes back only through recall.
+    typed, in_place = result["typedNew"], result["inPlaceQuestion"]
+    assert typed["rc"] == 0 and typed["status"] == "ok", typed
+    assert typed["sessionId"] == in_place["sessionId"] == before, (typed, in_place["sessionId"], before)
+    assert len(in_place["historyTexts"]) <= 2, "the history was not reset"
+    assert_recalled_not_in_history(in_place, FACT_PROBE)
+    # The Control UI's /new: a new session (new key, new sessionId) whose first turn recalls the old fact.
+    question, new_key = result["question"], result["newKey"]
+    assert new_key.startswith("agent:main:dashboard:"), result["created"]
+    assert question["sessionKey"] == new_key
+    assert question["sessionId"] == result["created"]["entry"]["sessionId"] != before, (question, before)
+    assert len(question["historyTexts"]) <= 2, "the new session's history is not empty"
     assert_recalled_not_in_history(question, FACT_PROBE)
+    assert not any(FACT_PROBE in text for text in result["newSessionStoredTexts"])
+    if with_store(report):
+        # The fact is stored under the old session only; the new session's turn under a session row of its own.
+        facts = result["factRows"]
+        assert facts and {(r["sessionId"], r["sessionKey"]) for r in facts} == {(before, MAIN_KEY)}, facts
+        asked = only(result["questionRows"], "stored copy of the new session's question")
+        assert (asked["sessionId"], asked["sessionKey"], asked["role"]) == (question["sessionId"], new_key, "user")
+        assert asked["sessionRow"] not in {r["sessionRow"] for r in facts}, (asked, facts)
+        # The in-place reset kept the session: its turn is stored under the fact's session row.
+        assert {r["sessionRow"] for r in result["inPlaceRows"]} == {r["sessionRow"] for r in facts}
 
 
 def test_agent_tools_offered_and_answering_in_the_real_host(report: Report) -> None:
@@ -152,9 +216,25 @@ def test_subagent_linked_and_outcome_recallable(report: Report) -> None:
     assert result["childRunRequests"] >= 1
     child_texts = result["childStoredTexts"][child["key"]]
     assert any(OUTCOME_PROBE in text for text in child_texts), "the child's turn was not committed"
-    assert result["storeSubagents"] >= 1, "the child was not linked to its parent"
+    assert result["storeSubagents"] == 1, "the child was not linked to its parent"
     assert any(OUTCOME_PROBE in text for text in result["parentStoredTexts"]), "no outcome in the parent"
     assert_recalled_not_in_history(result["question"], OUTCOME_PROBE)
+    if with_store(report):
+        # The link row: parent key -> child key, ended with the host's reason.
+        link = only(result["storeLinks"], "subagent link")
+        assert (link["parentKey"], link["childKey"]) == (MAIN_KEY, child["key"]), link
+        assert link["endedAt"] is not None and link["endedReason"] == "completed", link
+        # The outcome records copied into the parent's session, each citing the child's message it copies.
+        outcomes = result["storeOutcomes"]
+        assert outcomes, "no outcome record was copied into the parent"
+        for outcome in outcomes:
+            assert (outcome["sessionId"], outcome["sessionKey"]) == (result["parentSessionId"], MAIN_KEY), outcome
+            cites = f"msg:{outcome['cites']}"
+            original = {"kind": "subagentOutcome", "childSessionKey": child["key"], "cites": cites}
+            assert json.loads(outcome["original"]) == original, outcome
+            assert outcome["citedSessionKey"] == child["key"], outcome
+            assert outcome["text"] == f"[subagent result] {outcome['citedText']}", outcome
+        assert any(o["citedRole"] == "assistant" and OUTCOME_PROBE in o["citedText"] for o in outcomes), outcomes
 
 
 def test_sidecar_down_then_back(report: Report) -> None:
@@ -171,6 +251,17 @@ def test_sidecar_down_then_back(report: Report) -> None:
     assert result["downFactStoredCount"] == 1, result["storedTexts"]
     assert result["afterStoredCount"] == 1, result["storedTexts"]
     assert DOWN_PROBE in " ".join(result["storedTexts"])
+    if with_store(report):
+        # The host queued exactly the down turn's key; the store holds that key once, with all of its messages.
+        key = only(result["queuedKeys"], "queued advancement key")
+        turn = only(result["storeQueuedTurns"][key], f"stored turn for {key}")
+        assert turn["sessionId"] == down["sessionId"], turn
+        assert turn["storedMessages"] == turn["messageCount"] >= 2, turn
+        users = [r for r in result["storeDownFactRows"] if r["role"] == "user"]
+        fact = only(users, "stored copy of the down turn's fact")
+        assert fact["turn_rowid"] == turn["id"], (fact, turn)
+        # Nothing anywhere in the store is stored twice (same session, role, time and text).
+        assert result["storeDuplicateMessages"] == [], result["storeDuplicateMessages"]
 
 
 def test_import_reads_the_real_gateways_transcript_store(report: Report) -> None:
