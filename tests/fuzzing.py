@@ -4,14 +4,13 @@ The schema is the app's own ``app.openapi()``, so an endpoint added tomorrow is 
 tests. Each response is held to what a caller relies on: never a 5xx, always JSON, an error always in the one
 shape with a known code, and every body as the schema documents it (schemathesis' own conformance checks).
 
-Figures (cases per endpoint, statuses, 5xx) are written to the JSON file named by ``LOSSLESS_RELIABILITY_OUT``
-when it is set, so the README's table comes from the same runs that assert the properties.
+Figures (cases per endpoint, statuses, 5xx) are recorded by the tests with ``tests.reliability.record``, into
+``benchmarks/results/reliability.json`` beside the other reliability figures, on every run (CI's included),
+so the README's table comes from the same runs that assert the properties.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ KNOWN_CODES = frozenset(
     | {"not_found", "method_not_allowed", "payload_too_large"}
 )
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
-RESULTS_ENV = "LOSSLESS_RELIABILITY_OUT"
 
 
 def app_schema(state_dir: Path) -> dict[str, Any]:
@@ -124,15 +122,3 @@ def fuzz(
         case.validate_response(response, checks=CHECKS, headers=auth)
 
     run()
-
-
-def record_figures(section: str, data: dict[str, Any]) -> None:
-    """Merge ``data`` under ``section`` into the results file, when one is asked for."""
-    target = os.environ.get(RESULTS_ENV)
-    if not target:
-        return
-    path = Path(target)
-    current = json.loads(path.read_text()) if path.exists() else {}
-    current[section] = data
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzzing import record_figures
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
+from tests.reliability import record
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +74,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSidecar]:
     settings_ = make_settings(tmp_path_factory.mktemp("capture") / "state", max_body_bytes=8 * 1024 * 1024)
     with live_sidecar(settings_, HashEmbedder()) as live:
         yield live
-    record_figures("capture_properties", {"requests": sum(OUTCOMES.values()), **OUTCOMES, "5xx": OUTCOMES["5xx"]})
+    record("captureProperties", {"requests": sum(OUTCOMES.values()), **OUTCOMES, "5xx": OUTCOMES["5xx"]})
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:
