@@ -16,7 +16,11 @@ from openclaw_lossless.errors import BadRequest
 
 Id = Field(min_length=1, max_length=512)
 MAX_MESSAGES = 20_000
-MAX_INT = 2**62  # every integer that may reach SQLite (a signed 64-bit column) stays inside it
+# Every integer that may reach SQLite (a signed 64-bit column) stays inside it. The bound is JavaScript's
+# Number.MAX_SAFE_INTEGER (the host cannot send a larger integer exactly), which also survives the OpenAPI
+# schema as written: FastAPI states bounds as floats, and 2**62 printed as one (4.611686018427388e+18) reads
+# back as an integer above the bound itself, so the fuzzer's schema-valid maximum was refused.
+MAX_INT = 2**53 - 1
 
 
 def _shallow(message: dict[str, Any]) -> dict[str, Any]:
