@@ -4,20 +4,28 @@ Every operation gets schema-valid cases (``positive``) and schema-breaking ones 
 in all (``LOSSLESS_FUZZ_POSITIVE`` / ``LOSSLESS_FUZZ_NEGATIVE``, default 200 + 100: about a minute and a half
 on 2 shared cores), sent over real HTTP with the token to a sidecar whose store already holds a conversation.
 None may answer 5xx; every error must have the standard shape; a rejected write must leave the database as it
-was.
+was; and a hook request the schema calls valid must succeed, or its success path would never be fuzzed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from schemathesis.generation.modes import GenerationMode
 
+from openclaw_lossless.api import schemas
+from openclaw_lossless.capture.records import CaptureOptions, capture
+from openclaw_lossless.capture.redact import build_redactor
+from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.store.sessions import agent_of, check_identifier
 from tests.conversation import commit_body, conversation
 from tests.fuzzing import Tally, app_schema, fuzz, has_inputs, operations
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
@@ -104,6 +112,9 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
     )
     assert tally.cases >= (min(examples, 20) if has_inputs(operation) else 1)
     assert not [status for status in tally.statuses if status >= 500]
+    if mode is GenerationMode.POSITIVE and writes:
+        refused = {status: n for status, n in tally.statuses.items() if status >= 400}
+        assert not refused, f"schema-valid requests refused: {refused}; state the rule in api/schemas.py"
 
 
 @pytest.mark.parametrize(
@@ -126,3 +137,65 @@ def test_numbers_sqlite_or_scoring_cannot_hold_are_refused(server: LiveSidecar, 
     response = server.client.post(f"/v1/hooks/{hook}", content=body, headers={"Content-Type": "application/json"})
     assert_error(response, 422, "invalid_request")
     assert _stable_fingerprint(server.settings.database_path) == before
+
+
+def _accepts(check: Callable[[str], object]) -> Callable[[str], bool]:
+    def accepts(value: str) -> bool:
+        try:
+            check(value)
+        except BadRequest:
+            return False
+        return True
+
+    return accepts
+
+
+def _role_accepted(role: str) -> bool:
+    return _accepts(lambda r: capture({"role": r}, CaptureOptions(build_redactor())))(role)
+
+
+NO_SURROGATES = st.characters(exclude_categories=["Cs"])  # the one rule a portable pattern cannot state
+NEAR_MISSES = st.sampled_from(["agent:", "agent:main:", "agent:a.b-c_d:", "agent::", "Agent:x:", "x", ":", " "])
+ROLE_TRAILING_NEWLINE = (
+    "capture/records.py checks the role with re.match and '$', which also matches before a final newline:"
+    " 'user\\n' is stored as a role. The schema (JSON Schema regexes: '$' is the end) refuses it."
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "accepted"),
+    [
+        pytest.param(schemas.SESSION_KEY_PATTERN, _accepts(agent_of), id="session-key"),
+        pytest.param(schemas.PRINTABLE_PATTERN, _accepts(lambda v: check_identifier(v, "sessionId")), id="identifier"),
+        pytest.param(
+            schemas.ROLE_PATTERN,
+            _role_accepted,
+            id="role",
+            marks=pytest.mark.xfail(strict=True, reason=ROLE_TRAILING_NEWLINE),
+        ),
+    ],
+)
+def test_the_schema_states_exactly_the_rules_the_validators_enforce(
+    pattern: str, accepted: Callable[[str], bool]
+) -> None:
+    """The fuzzer (and any client) learns the rules from these patterns; the validators enforce their own copy.
+
+    ``fullmatch`` reads a pattern as JSON Schema does: ``$`` is the end of the string, never a final newline.
+    Class escapes (``\\s``, ``\\d``, ``\\w``) are left out: JSON Schema's regexes and Python's give them
+    different sets (U+0085 is whitespace to Python only), and the fuzzer read one where the server used the other.
+    """
+    assert not re.search(r"\\[sSdDwW]", pattern), "a class escape means different things to client and server"
+    maximum = 512 if pattern != schemas.ROLE_PATTERN else None  # the schema's maxLength, beside the pattern
+    text = st.text(NO_SURROGATES, max_size=600)
+
+    near_misses = st.builds(str.__add__, NEAR_MISSES, text)
+
+    @given(st.from_regex(pattern, fullmatch=True, alphabet=NO_SURROGATES) | near_misses | text)
+    @example("agent:main:main\n")
+    @example("agent:main:\x85x")
+    @example("user\n")
+    def agree(value: str) -> None:
+        stated = re.fullmatch(pattern, value) is not None and (maximum is None or len(value) <= maximum)
+        assert stated == accepted(value), (value, stated)
+
+    agree()

@@ -2,6 +2,11 @@
 
 Messages stay plain JSON objects here (``dict``): the host's AgentMessage has many shapes and we keep the
 original verbatim; capture (``capture/records.py``) decides what is acceptable and says why when it is not.
+
+The rules those later checks enforce on names (session keys, printable identifiers, a message's role) are
+also stated in the OpenAPI schema, as ``pattern``/``required`` only (``json_schema_extra``): the checks
+themselves stay where they are, with their own error codes and messages. A client generated from the
+schema, or a fuzzer, then knows what a request that can succeed looks like.
 """
 
 from __future__ import annotations
@@ -14,13 +19,30 @@ from openclaw_lossless.capture.records import check_depth
 from openclaw_lossless.config import RecallOverrides
 from openclaw_lossless.errors import BadRequest
 
-Id = Field(min_length=1, max_length=512)
 MAX_MESSAGES = 20_000
 # Every integer that may reach SQLite (a signed 64-bit column) stays inside it. The bound is JavaScript's
 # Number.MAX_SAFE_INTEGER (the host cannot send a larger integer exactly), which also survives the OpenAPI
 # schema as written: FastAPI states bounds as floats, and 2**62 printed as one (4.611686018427388e+18) reads
 # back as an integer above the bound itself, so the fuzzer's schema-valid maximum was refused.
 MAX_INT = 2**53 - 1
+
+
+# What ``store/sessions.py`` (``check_identifier``, ``agent_of``) and ``capture/records.py`` (``_ROLE``)
+# accept: no control characters, a key of ``agent:<agentId>:<name>`` whose name starts with no whitespace,
+# a role of letters, digits, _ and -. Written in the part of regex syntax JSON Schema (ECMA-262) and Python
+# read alike: no ``\s`` (the two disagree on U+0085 and U+FEFF), so the whitespace Python's ``\S`` excludes
+# is listed. Those checks also refuse lone surrogates (SQLite cannot store them as UTF-8), which a pattern
+# cannot state portably: engines in Unicode mode, schemathesis' among them, reject a surrogate range and then
+# ignore the whole pattern.
+PRINTABLE_PATTERN = r"^[^\x00-\x1f]+$"
+_NO_SPACE = r"[^\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+SESSION_KEY_PATTERN = rf"^agent:[A-Za-z0-9][A-Za-z0-9_.\-]{{0,127}}:{_NO_SPACE}[^\x00-\x1f]*$"
+ROLE_PATTERN = r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$"
+
+# An identifier the store keeps (a session id, an advancement key): 1-512 printable characters.
+Identifier = Annotated[str, Field(min_length=1, max_length=512, json_schema_extra={"pattern": PRINTABLE_PATTERN})]
+# ``agent:<agentId>:<name>``: the agent id is read from it, so every write refuses a key without one.
+SessionKey = Annotated[str, Field(min_length=1, max_length=512, json_schema_extra={"pattern": SESSION_KEY_PATTERN})]
 
 
 def _shallow(message: dict[str, Any]) -> dict[str, Any]:
@@ -31,8 +53,14 @@ def _shallow(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-# A host message, kept as plain JSON; only its depth is bounded here (capture judges the rest).
-AgentMessage = Annotated[dict[str, Any], AfterValidator(_shallow)]
+# A host message, kept as plain JSON; only its depth is bounded here (capture judges the rest, the role first).
+AgentMessage = Annotated[
+    dict[str, Any],
+    AfterValidator(_shallow),
+    Field(
+        json_schema_extra={"required": ["role"], "properties": {"role": {"type": "string", "pattern": ROLE_PATTERN}}}
+    ),
+]
 
 
 class Wire(BaseModel):
@@ -51,8 +79,8 @@ class ErrorResponse(BaseModel):
 
 
 class SessionFields(Wire):
-    session_id: str = Field(alias="sessionId", min_length=1, max_length=512)
-    session_key: str | None = Field(None, alias="sessionKey", min_length=1, max_length=512)
+    session_id: Identifier = Field(alias="sessionId")
+    session_key: SessionKey | None = Field(None, alias="sessionKey")
 
 
 class BootstrapRequest(SessionFields):
@@ -74,6 +102,15 @@ class DescriptorIn(Wire):
 
 
 class AssembleRequest(SessionFields):
+    # ``one_history`` below, as the schema states it: never both as lists.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["messages", "descriptors"],
+                "properties": {"messages": {"type": "array"}, "descriptors": {"type": "array"}},
+            }
+        }
+    )
     messages: list[AgentMessage] | None = Field(None, max_length=MAX_MESSAGES)
     descriptors: list[DescriptorIn] | None = Field(None, max_length=MAX_MESSAGES)
     prompt: str | None = Field(None, max_length=1_000_000)
@@ -112,7 +149,7 @@ class AssembleResponse(Wire):
 
 
 class CommitTurnRequest(SessionFields):
-    advancement_key: str = Field(alias="advancementKey", min_length=1, max_length=512)
+    advancement_key: Identifier = Field(alias="advancementKey")
     messages: list[AgentMessage] = Field(max_length=MAX_MESSAGES)
     is_heartbeat: bool = Field(False, alias="isHeartbeat")
     config: RecallOverrides | None = None
@@ -164,8 +201,8 @@ class CompactResponse(Wire):
 
 
 class SubagentSpawnRequest(Wire):
-    parent_session_key: str = Field(alias="parentSessionKey", min_length=1, max_length=512)
-    child_session_key: str = Field(alias="childSessionKey", min_length=1, max_length=512)
+    parent_session_key: SessionKey = Field(alias="parentSessionKey")
+    child_session_key: SessionKey = Field(alias="childSessionKey")
     context_mode: str | None = Field(None, alias="contextMode", max_length=64)
     ttl_ms: int | None = Field(None, alias="ttlMs", ge=0, le=MAX_INT)
 
@@ -175,6 +212,15 @@ class SubagentSpawnResponse(Wire):
 
 
 class SubagentRollbackRequest(Wire):
+    # ``names_one`` below, as the schema states it: at least one of the two, not null.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["spawnId"], "properties": {"spawnId": {"type": "integer"}}},
+                {"required": ["childSessionKey"], "properties": {"childSessionKey": {"type": "string"}}},
+            ]
+        }
+    )
     spawn_id: int | None = Field(None, alias="spawnId", ge=1, le=MAX_INT)
     child_session_key: str | None = Field(None, alias="childSessionKey", min_length=1, max_length=512)
 
