@@ -3,7 +3,11 @@
 The host hands the engine whatever its transcript holds: deep nesting, huge strings, odd unicode (JavaScript
 strings may hold lone surrogates), nulls and wrong types. Sent to ``commit-turn`` or ``ingest`` of a live
 sidecar, such a value is either stored, with a derived text and its original, or refused with 422 in the
-standard shape, and a refusal writes nothing at all (the database's fingerprint is unchanged).
+standard shape, and a refusal writes nothing at all (the database's fingerprint is unchanged). A success
+stores the whole request: every message sent, in order, but one that has the identity of a message stored
+before it (``store/messages.py``: content, or for an undated message of a turn, the turn's key and its
+place). Each session here is new, so those are exactly the dated repeats within a turn, or any repeat
+within an ingest; and a message with text gets a non-empty derived text.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from openclaw_lossless.capture.redact import build_redactor
+from openclaw_lossless.store.messages import dated
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 from tests.reliability import record
 
@@ -102,11 +108,49 @@ def _stored_or_refused(server: LiveSidecar, hook: str, body: dict[str, Any], sen
     stored = server.client.get(f"/v1/sessions/{body['sessionId']}/messages", params={"last": 10_000})
     assert stored.status_code == 200, stored.text
     kept = stored.json()["messages"]
-    assert 1 <= len(kept) <= len(sent)
-    for message in kept:
+    expected = _what_a_new_session_stores(hook, sent)
+    stored_originals = [_identity(m["original"]) for m in kept]
+    assert stored_originals == [_identity(REDACTOR.redact_value(m)) for m in expected], "a partial or extra write"
+    for message, original in zip(kept, expected, strict=True):
         assert isinstance(message["text"], str)
-        assert isinstance(message["original"], dict)
-        assert message["original"]["role"] in {m["role"] for m in sent}
+        assert message["text"] or not _has_text(original), f"no derived text for a message with text: {original!r}"
+
+
+# Stored originals are redacted (the default); the oracle redacts what it sent the same way. Random text
+# practically never looks like a secret, but if it did, the stored original would rightly differ.
+REDACTOR = build_redactor()
+
+
+def _identity(message: Any) -> str:
+    """A message's content to compare: JSON with sorted keys, so 1, 1.0 and true stay different."""
+    return json.dumps(message, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _what_a_new_session_stores(hook: str, sent: list[Any]) -> list[Any]:
+    """The messages kept, in order: each but a repeat of the content of one kept before it, where content
+    is the identity (ingest, and a dated message of a turn; an undated one is the only one at its place)."""
+    seen: set[str] = set()
+    kept = []
+    for message in sent:
+        content = _identity(REDACTOR.redact_value(message))
+        if hook == "commit-turn" and not dated(message):
+            kept.append(message)
+        elif content not in seen:
+            seen.add(content)
+            kept.append(message)
+    return kept
+
+
+def _has_text(message: dict[str, Any]) -> bool:
+    """Whether a person reading the message would see text: a string where the host puts what was said."""
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else [content]
+    said = [*blocks, *(b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text")]
+    if message["role"] in ("compactionSummary", "branchSummary"):
+        said = [message.get("summary")]
+    if message["role"] == "bashExecution":
+        said = [message.get("command"), message.get("output")]
+    return any(isinstance(value, str) and value for value in said)
 
 
 @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
