@@ -4,7 +4,9 @@ The API is a real HTTP server on loopback (the network edge is the only thing fa
 refuse connections (it stops listening), answer 429 with ``Retry-After``, 500, malformed JSON, the wrong
 number of vectors or the wrong dimension. For each fault: turns commit while it lasts, keyword recall finds
 them, ``/stats`` counts the failure under its kind, and once the API heals the backlog drains to one
-vector per message.
+vector per message. What the fake server saw shows the client's policy: a fault that can heal by waiting
+is retried (``Retry-After`` honoured), an invalid answer fails the batch at once, as asking again would
+only cost time and money for the same wrong answer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.embed.openai_compat import OpenAIEmbedder
+from openclaw_lossless.errors import EmbeddingResponseInvalid, EmbeddingUnavailable
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, free_port, live_sidecar, make_settings
 from tests.reliability import record
@@ -38,6 +41,7 @@ FAULTS = {
     "wrong_count": "wrong_count",
     "wrong_dimension": "wrong_dimension",
 }
+INVALID_ANSWERS = frozenset({"malformed_json", "wrong_count", "wrong_dimension"})
 handled: dict[str, dict[str, Any]] = {}
 
 
@@ -170,6 +174,10 @@ def test_an_embedding_api_fault_loses_nothing_and_heals(
     assert during["messages"] == 20 and during["turns"] == 10
     assert during["vectors"] == 0 and during["backlog"] == 20, "a failed batch was stored anyway"
     assert during["embedder"]["worker"]["lastError"]
+    if fault in INVALID_ANSWERS:
+        assert during["embedder"]["api"]["retries"] == 0, f"an invalid answer ({fault}) was asked for again"
+    else:
+        assert during["embedder"]["api"]["retries"] >= 1, f"a transient fault ({fault}) was not retried"
     hits = server.client.get("/v1/search", params={"q": turns[3].messages[0]["content"], "mode": "keyword"})
     assert hits.status_code == 200 and hits.json()["hits"], "keyword search must work during the fault"
     body = {"sessionId": "s-fault", "sessionKey": "agent:main:main", "messages": [], "prompt": "billing"}
@@ -194,3 +202,37 @@ def test_an_embedding_api_fault_loses_nothing_and_heals(
     }
     if len(handled) == len(FAULTS):
         record("embeddingFaults", {"cases": dict(sorted(handled.items())), "handled": len(handled)})
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_invalid_answers_fail_the_batch_at_once_and_transient_faults_are_retried(
+    fault: str, api: FakeEmbeddingApi
+) -> None:
+    """Counted where the requests arrive: one for an invalid answer, 1 + max_retries for a transient fault."""
+    retries = 2
+    waits: list[float] = []
+    provider = OpenAIEmbedder(
+        base_url=api.base_url,
+        api_key="sk-test-not-real-000000000000",
+        model="fake",
+        dimensions=DIMENSION,
+        max_retries=retries,
+        backoff_base_s=0.05,
+        timeout_s=CLIENT_TIMEOUT_S,
+        sleep=waits.append,  # the waits asked for, without waiting them
+    )
+    api.fault = fault
+    if fault == "refused":
+        api.close()
+    try:
+        with pytest.raises(EmbeddingUnavailable) as failed:
+            provider.embed(["the first text", "the second text"])
+    finally:
+        provider.close()
+    attempts = 1 if fault in INVALID_ANSWERS else 1 + retries
+    assert len(api.requests) == (0 if fault == "refused" else attempts), api.requests  # refused: none arrive
+    assert (provider.stats.requests, provider.stats.retries, len(waits)) == (attempts, attempts - 1, attempts - 1)
+    assert provider.stats.failures[FAULTS[fault]] == attempts
+    assert isinstance(failed.value, EmbeddingResponseInvalid) == (fault in INVALID_ANSWERS)
+    if fault == "429":
+        assert waits == [RETRY_AFTER_S] * retries
