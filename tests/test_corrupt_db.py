@@ -93,8 +93,13 @@ def pages_of(db: Path) -> bytes:
     return bytes(data)
 
 
-def cli(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"LOSSLESS_EMBEDDING_PROVIDER": "none", "LOSSLESS_OPENCLAW_STATE": str(state.parent / "oc")}
+def cli(state: Path, *args: str, settings: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with no embedder unless ``settings`` (environment variables) name one."""
+    env = os.environ | {
+        "LOSSLESS_EMBEDDING_PROVIDER": "none",
+        "LOSSLESS_OPENCLAW_STATE": str(state.parent / "oc"),
+        **(settings or {}),
+    }
     return subprocess.run(
         [sys.executable, "-m", "openclaw_lossless", *args, "--state-dir", str(state)],
         capture_output=True,
@@ -224,6 +229,26 @@ def test_another_embedding_model_is_reported_then_rebuilt_not_mixed(
     assert set(other.texts) == {m[2] for m in originals(state / "lossless.sqlite").values()}
     outcomes["another-model"] = "logged, in /stats, vectors rebuilt"
     record("corruptDatabase", {"cases": dict(sorted(outcomes.items()))})
+
+
+def test_doctor_reports_vectors_built_with_another_model_and_leaves_them_alone(pristine: Path, tmp_path: Path) -> None:
+    """The store's vectors came from hash-words (64-d); the configured model is an API's (1536-d)."""
+    state = damaged_copy(pristine, tmp_path, "none")
+    before = pages_of(state / "lossless.sqlite")
+    another_model = {
+        "LOSSLESS_EMBEDDING_PROVIDER": "openai-compatible",
+        "LOSSLESS_EMBEDDING_MODEL": "text-embedding-3-small",
+        "LOSSLESS_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",  # never asked: doctor makes no request
+    }
+    doctor = cli(state, "doctor", "--json", settings=another_model)
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    findings = {f["check"]: f for f in json.loads(doctor.stdout)["findings"]}
+    index = findings["index"]
+    assert not index["ok"], index
+    assert "hash-words/words/64-d" in index["detail"] and "text-embedding-3-small/api/1536-d" in index["detail"]
+    assert "rebuilds them at its next start" in index["detail"] and index["fix"] == "openclaw-lossless serve"
+    assert [name for name, f in findings.items() if not f["ok"]] == ["index"], "only the index is at fault"
+    assert pages_of(state / "lossless.sqlite") == before, "doctor must not rebuild or write anything"
 
 
 def test_a_read_that_meets_a_damaged_page_answers_store_corrupt_naming_salvage(pristine: Path, tmp_path: Path) -> None:
