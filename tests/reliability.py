@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,16 @@ def percentile(values: list[float], share: float) -> float:
 class SidecarProcess:
     """``python -m openclaw_lossless serve`` on a free loopback port, with its own state dir and log."""
 
-    def __init__(self, state_dir: Path, *, env: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
         self.state_dir = state_dir
+        self.args = list(args)  # more ``serve`` options; the tests still connect through loopback
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = state_dir.parent / "sidecar.log"
@@ -67,7 +76,7 @@ class SidecarProcess:
     def spawn(self) -> SidecarProcess:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "openclaw_lossless", "serve", "--log-level", "warning"],
+                [sys.executable, "-m", "openclaw_lossless", "serve", "--log-level", "warning", *self.args],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

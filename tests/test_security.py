@@ -23,10 +23,11 @@ from openclaw_lossless.store.connection import Database
 from openclaw_lossless.store.migrations import migrate
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
+from tests.reliability import SidecarProcess
 
 
-def _routes(server: LiveSidecar) -> list[tuple[str, str]]:
-    schema = server.client.get("/openapi.json").json()
+def _routes(client: httpx.Client) -> list[tuple[str, str]]:
+    schema = client.get("/openapi.json").json()
     routes = [
         (method.upper(), path.replace("{session_id}", "s-main").replace("{message_id}", "1"))
         for path, methods in schema["paths"].items()
@@ -51,7 +52,7 @@ def test_every_endpoint_but_healthz_answers_401_without_or_with_a_wrong_token(si
         token,
         "Bearer",
     ]
-    routes = _routes(sidecar)
+    routes = _routes(sidecar.client)
     assert len(routes) > 15
     body = commit_body(conversation(1)[0]) | {"advancementKey": "sneaky"}
     for method, path in routes:
@@ -101,6 +102,41 @@ def test_serve_refuses_a_non_loopback_address_without_the_flag(tmp_path: Path, h
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert refused.returncode == 2 and "not loopback" in refused.stderr
+
+
+def _listening(port: int) -> set[str]:
+    """The IPv4 addresses a socket listens on at ``port``, from /proc (``0.0.0.0``: every interface)."""
+    found: set[str] = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if int(hex_port, 16) == port and state == "0A":  # TCP_LISTEN
+            found.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
+
+
+def test_allow_remote_serves_every_interface_and_every_endpoint_but_healthz_needs_the_token(tmp_path: Path) -> None:
+    """Bound to 0.0.0.0 on purpose, reached (as every test here) only through 127.0.0.1."""
+    server = SidecarProcess(
+        tmp_path / "state", env={"LOSSLESS_EMBEDDING_PROVIDER": "none"}, args=["--host", "0.0.0.0", "--allow-remote"]
+    ).spawn()
+    try:
+        server.wait_healthy()
+        assert _listening(server.port) == {"0.0.0.0"}
+        with server.client() as client:
+            routes = _routes(client)
+            assert client.get("/stats").status_code == 200
+        for method, path in routes:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {server.token()}x"}):
+                response = httpx.request(
+                    method, server.url + path, headers=headers, json={} if method == "POST" else None
+                )
+                if path == "/healthz":
+                    assert response.status_code == 200
+                else:
+                    assert_error(response, 401, "unauthorized")
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("token", ["", "short", " " * 20])
