@@ -111,6 +111,7 @@ class Sidecar:
         self.assembler = Assembler(self.index, self.embedding, TermStats(settings.keyword_term_limit))
         self._last_prune_check = 0.0
         self._prune_lock = threading.Lock()
+        self._closing = threading.Event()
         self.last_prune: dict[str, Any] | None = None
 
     def _load_index(self, start_worker: bool) -> None:
@@ -413,6 +414,12 @@ class Sidecar:
                     self.assembler.terms.clear()
         except LosslessError as exc:
             log.warning("archiving to stay under maxDbSizeMb failed: %s", exc.message)
+        except Exception:
+            if not self._closing.is_set():
+                raise
+            # closed under it: the archive is written before anything is removed, so nothing is lost; the
+            # next start archives again
+            log.info("archiving stopped: the sidecar is closing")
         finally:
             self._prune_lock.release()
 
@@ -529,6 +536,7 @@ class Sidecar:
         }
 
     def close(self) -> None:
+        self._closing.set()
         if self.worker is not None:
             self.worker.stop()
         self.embedding.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openclaw_lossless.config import Settings
 from tests.conversation import QUESTION, commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
@@ -245,3 +247,39 @@ def test_the_store_stays_under_max_db_size_by_archiving_not_losing(tmp_path: Pat
             f"note {n}" for n in range(archived)
         )
         assert oct(files[0].stat().st_mode & 0o777) == "0o600"
+
+
+def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk (or the sidecar closing) in the middle of writing an archive: the messages it was to hold
+    stay in the store, and no half-written archive is left beside it."""
+    from openclaw_lossless.store import archive
+
+    settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        big = "lorem ipsum dolor sit amet " * 200
+        for n in range(120):
+            message = {"role": "user", "content": f"note {n}: {big}", "timestamp": 1_700_000_000_000 + n}
+            server.post(
+                "commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN, "messages": [message]}
+            )
+        real = archive.export_records
+
+        def cut_short(*args: Any, **kwargs: Any) -> Any:
+            for n, record in enumerate(real(*args, **kwargs)):
+                if n == 5:
+                    raise OSError(28, "No space left on device")
+                yield record
+
+        monkeypatch.setattr(archive, "export_records", cut_short)
+        with pytest.raises(OSError, match="No space"):
+            server.sidecar.maybe_prune(force=True)
+        assert server.client.get("/stats").json()["messages"] == 120
+        assert list(settings.archive_dir.iterdir()) == []
+        monkeypatch.setattr(archive, "export_records", real)
+        server.sidecar._closing.set()  # as close() does: a prune it interrupts ends quietly
+        monkeypatch.setattr(archive, "export_records", cut_short)
+        server.sidecar.maybe_prune(force=True)
+        assert list(settings.archive_dir.iterdir()) == []
+        assert server.client.get("/stats").json()["messages"] == 120

@@ -89,12 +89,16 @@ def _write_archive(conn: Connection, archive_dir: Path, last_id: int) -> Path:
     path = archive_dir / f"messages-{time.strftime('%Y%m%dT%H%M%S')}-{last_id}.jsonl.gz"
     partial = path.with_suffix(".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
-        for record in export_records(conn, "m.id <= ?", (last_id,)):
-            out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
-        out.flush()
-        raw.flush()
-        os.fsync(raw.fileno())
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
+            for record in export_records(conn, "m.id <= ?", (last_id,)):
+                out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
+            out.flush()
+            raw.flush()
+            os.fsync(raw.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)  # an archive not finished is no archive: nothing was removed for it
+        raise
     os.replace(partial, path)
     return path
 
