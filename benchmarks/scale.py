@@ -317,7 +317,7 @@ class Server:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOSSLESS_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOSSLESS_")} | {"LOSSLESS_MAX_DB_SIZE_MB": "0"}
         command = [sys.executable, "-m", "openclaw_lossless", "serve", "--state-dir", str(state_dir)]
         command += ["--port", str(self.port), "--log-level", "warning"]
         self.log = (state_dir / "server.log").open("wb")
@@ -382,7 +382,9 @@ def measure_server(state_dir: Path, prompts: list[str], history: list[dict[str, 
 def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     state = work / f"n{size}"
     state.mkdir(mode=0o700)
-    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0)
+    # Archiving off (maxDbSizeMb 0): its default of 500 MB would start archiving a 1M store in the background
+    # in the middle of what is measured here, which is the turn's path.
+    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0)
     print(f"[{size}] filling", flush=True)
     sidecar = Sidecar(settings, start_worker=False)  # creates the schema and the vector table
     baseline = scale_data.open_baseline(state / "baseline.sqlite", real.shape[1])
