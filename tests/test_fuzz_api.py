@@ -157,10 +157,6 @@ def _role_accepted(role: str) -> bool:
 
 NO_SURROGATES = st.characters(exclude_categories=["Cs"])  # the one rule a portable pattern cannot state
 NEAR_MISSES = st.sampled_from(["agent:", "agent:main:", "agent:a.b-c_d:", "agent::", "Agent:x:", "x", ":", " "])
-ROLE_TRAILING_NEWLINE = (
-    "capture/records.py checks the role with re.match and '$', which also matches before a final newline:"
-    " 'user\\n' is stored as a role. The schema (JSON Schema regexes: '$' is the end) refuses it."
-)
 
 
 @pytest.mark.parametrize(
@@ -168,12 +164,7 @@ ROLE_TRAILING_NEWLINE = (
     [
         pytest.param(schemas.SESSION_KEY_PATTERN, _accepts(agent_of), id="session-key"),
         pytest.param(schemas.PRINTABLE_PATTERN, _accepts(lambda v: check_identifier(v, "sessionId")), id="identifier"),
-        pytest.param(
-            schemas.ROLE_PATTERN,
-            _role_accepted,
-            id="role",
-            marks=pytest.mark.xfail(strict=True, reason=ROLE_TRAILING_NEWLINE),
-        ),
+        pytest.param(schemas.ROLE_PATTERN, _role_accepted, id="role"),
     ],
 )
 def test_the_schema_states_exactly_the_rules_the_validators_enforce(

@@ -29,7 +29,7 @@ KNOWN_ROLES = frozenset(
 # limit in json.dumps and redaction (a 500) instead of being refused.
 MAX_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_ROLE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+_ROLE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")  # whole string: fullmatch, so no trailing newline
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
         raise BadRequest("each message must be a JSON object with a 'role'")
     check_depth(message)
     role = message.get("role")
-    if not isinstance(role, str) or not _ROLE.match(role):
+    if not isinstance(role, str) or not _ROLE.fullmatch(role):
         raise BadRequest("each message needs a 'role' of 1-64 letters, digits, '_' or '-' (user, assistant, ...)")
     key = window_key(message)
     tokens = descriptor_tokens(message)
