@@ -52,6 +52,14 @@ def test_the_limit_is_a_setting_and_search_uses_it(store: Sidecar) -> None:
     assert [hit["id"] for hit in store.search("zeppelin budget", "agent:main", 50, "keyword")] == [1]
 
 
+def test_a_word_no_message_holds_does_not_push_out_the_common_ones(store: Sidecar) -> None:
+    """Counted 0, such a word was kept as the rarest and the common ones left out: the query matched nothing.
+    At a million messages, where most words are common, that emptied the keyword lane for most prompts."""
+    assert sorted(_search(store, "budget quixotic", TermStats(limit=5))) == list(range(27, 32))
+    assert _search(store, "zeppelin quixotic budget", TermStats(limit=5)) == [1]
+    assert _search(store, "quixotic", TermStats(limit=5)) == []
+
+
 def test_a_rare_word_is_found_however_old(store: Sidecar) -> None:
     """Age never hides a rare word: only common words are cut to their newest matches."""
     assert _search(store, "hangar", TermStats(limit=5)) == [1]

@@ -56,6 +56,10 @@ class TermStats:
             return expression, 0
         newest = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
         counts = {term: self._count(conn, term, newest) for term in terms}
+        # A word no message holds matches nothing: kept as the "rarest", it would push out every word that does.
+        terms = [term for term in terms if counts[term] > 0]
+        if not terms:
+            return expression, 0
         rare = sorted((term for term in terms if counts[term] <= self.limit), key=lambda term: counts[term])
         if rare:
             kept, postings = [rare[0]], counts[rare[0]]
