@@ -254,7 +254,7 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
 ) -> None:
     """A full disk (or the sidecar closing) in the middle of writing an archive: the messages it was to hold
     stay in the store, and no half-written archive is left beside it."""
-    from openclaw_lossless.store import archive
+    from openclaw_lossless.store.transfer import export_records as real
 
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
     with live_sidecar(settings, HashEmbedder()) as server:
@@ -264,22 +264,20 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
             server.post(
                 "commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN, "messages": [message]}
             )
-        real = archive.export_records
-
         def cut_short(*args: Any, **kwargs: Any) -> Any:
             for n, record in enumerate(real(*args, **kwargs)):
                 if n == 5:
                     raise OSError(28, "No space left on device")
                 yield record
 
-        monkeypatch.setattr(archive, "export_records", cut_short)
+        monkeypatch.setattr("openclaw_lossless.store.archive.export_records", cut_short)
         with pytest.raises(OSError, match="No space"):
             server.sidecar.maybe_prune(force=True)
         assert server.client.get("/stats").json()["messages"] == 120
         assert list(settings.archive_dir.iterdir()) == []
-        monkeypatch.setattr(archive, "export_records", real)
+        monkeypatch.setattr("openclaw_lossless.store.archive.export_records", real)
         server.sidecar._closing.set()  # as close() does: a prune it interrupts ends quietly
-        monkeypatch.setattr(archive, "export_records", cut_short)
+        monkeypatch.setattr("openclaw_lossless.store.archive.export_records", cut_short)
         server.sidecar.maybe_prune(force=True)
         assert list(settings.archive_dir.iterdir()) == []
         assert server.client.get("/stats").json()["messages"] == 120
