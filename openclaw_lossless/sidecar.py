@@ -539,6 +539,7 @@ class Sidecar:
         self._closing.set()
         if self.worker is not None:
             self.worker.stop()
+        self.assembler.close()
         self.embedding.close()
         with contextlib.suppress(LosslessError):
             self.db.close()

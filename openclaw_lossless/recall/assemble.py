@@ -17,6 +17,7 @@ The work is read-only: assemble never writes, so it never waits on the writer.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 
 from openclaw_lossless.config import RecallSettings
 from openclaw_lossless.embed.index import VectorIndex
+from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render
 from openclaw_lossless.recall.scoring import Candidate, score
@@ -35,6 +37,7 @@ from openclaw_lossless.store.sessions import DEFAULT_AGENT, Scope, SessionRef, a
 from openclaw_lossless.store.term_stats import TermStats
 
 LANE_DEPTH = 100
+LANE_THREADS = 4  # vector lanes running at once, beside their requests' keyword lanes
 WINDOW_SLACK = 8  # stored messages read past the window's size when finding the window's own
 
 
@@ -73,6 +76,12 @@ class Assembler:
         self.index = index
         self.embedding = embedding
         self.terms = terms
+        # The vector lane (embed the query, scan the index) runs beside the keyword lane: onnxruntime, numpy and
+        # SQLite all release the GIL, so on two cores a turn waits for the slower lane rather than for both.
+        self._lanes = concurrent.futures.ThreadPoolExecutor(LANE_THREADS, thread_name_prefix="lossless-lane")
+
+    def close(self) -> None:
+        self._lanes.shutdown(wait=False, cancel_futures=True)
 
     def assemble(self, conn: Connection, request: AssembleInput) -> AssembleResult:
         deadline = time.monotonic() + request.deadline_s
@@ -156,19 +165,19 @@ class Assembler:
         """
         found: dict[int, Candidate] = {}
         depth = LANE_DEPTH + len(skip)
-        wants_vector = lanes in ("hybrid", "vector")
-        query_vector = self.embedding.embed_query(result.query_parts or result.query) if wants_vector else None
-        if query_vector is not None and self.index is not None:
-            for message_id, cosine in self.index.search(query_vector, scope, depth):
-                if message_id not in skip:
-                    found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
-                    found[message_id].cosine = cosine
+        vector_lane = self._lanes.submit(self._vector_lane, result, scope, depth) if lanes != "keyword" else None
         try:
             keyword_depth = depth if lanes in ("hybrid", "keyword") else 0
-            hits = keyword_search(conn, result.query, scope, keyword_depth, deadline, self.terms)
+            hits, timed_out = keyword_search(conn, result.query, scope, keyword_depth, deadline, self.terms), False
         except TimeoutError:
-            hits = []
+            hits, timed_out = [], True
+        query_vector, nearest = vector_lane.result() if vector_lane is not None else (None, [])
+        if timed_out:
             result.skipped = "keyword_deadline" if query_vector is not None else "deadline"
+        for message_id, cosine in nearest:
+            if message_id not in skip:
+                found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
+                found[message_id].cosine = cosine
         best = max((h.bm25 for h in hits), default=0.0)
         for hit in (h for h in hits if h.message_id not in skip):
             candidate = found.setdefault(hit.message_id, Candidate(hit.message_id))
@@ -179,6 +188,15 @@ class Assembler:
                 vector = self.index.vector(hit.message_id)
                 candidate.cosine = None if vector is None else float(vector @ query_vector)
         return found
+
+    def _vector_lane(
+        self, result: AssembleResult, scope: Scope, depth: int
+    ) -> tuple[Vectors | None, list[tuple[int, float]]]:
+        """The query's vector (None past its deadline) and its ``depth`` nearest messages in scope."""
+        query_vector = self.embedding.embed_query(result.query_parts or result.query)
+        if query_vector is None or self.index is None:
+            return query_vector, []
+        return query_vector, self.index.search(query_vector, scope, depth)
 
     def _choose(
         self,
