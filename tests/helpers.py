@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import socket
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 import uvicorn
 
 from openclaw_lossless.app import create_app, server_config
@@ -154,3 +156,22 @@ def db_fingerprint(path: Path) -> dict[str, Any]:
         return {"counts": counts, "messages": digest.hexdigest(), "turns": turns.hexdigest()}
     finally:
         conn.close()
+
+
+NOBODY_PORT = 9  # the discard port: no sidecar answers there, so the CLI opens the database file
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tuple[int, str, str]:
+    """The CLI on the store in ``state`` (the file itself, no sidecar): its exit code, stdout and stderr."""
+    from openclaw_lossless.cli import main
+
+    code = main([*args, "--state-dir", str(state), "--port", str(NOBODY_PORT)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_cli_json(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> Any:
+    """``run_cli`` with ``--json``, which must succeed: its parsed output."""
+    code, out, err = run_cli(capsys, state, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)

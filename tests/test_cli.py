@@ -7,13 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from openclaw_lossless.cli import main
 from tests.conversation import commit_body, conversation
-from tests.helpers import HashEmbedder, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, live_sidecar, make_settings, run_cli, run_cli_json
 
 
 @pytest.fixture(scope="module")
@@ -30,57 +29,47 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return state_dir
 
 
-def run(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tuple[int, str, str]:
-    code = main([*args, "--state-dir", str(state), "--port", "9"])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> Any:
-    code, out, err = run(capsys, state, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
 def test_search_finds_the_fact_with_citations(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    data = run_json(capsys, state, "search", "staging database password", "-k", "3", "--mode", "keyword")
+    data = run_cli_json(capsys, state, "search", "staging database password", "-k", "3", "--mode", "keyword")
     assert "rotates every Tuesday" in data["hits"][0]["text"]
     assert data["hits"][0]["citation"].startswith("msg:")
-    code, out, _ = run(capsys, state, "search", "staging database password", "--role", "assistant")
+    code, out, _ = run_cli(capsys, state, "search", "staging database password", "--role", "assistant")
     assert code == 0 and "user" not in out.split("\n")[0]
-    only_user = run_json(capsys, state, "search", "staging password", "--role", "user")
+    only_user = run_cli_json(capsys, state, "search", "staging password", "--role", "user")
     assert only_user["hits"] and {h["role"] for h in only_user["hits"]} == {"user"}
-    assert run_json(capsys, state, "search", "staging password", "--until", "2001-01-01")["hits"] == []
+    assert run_cli_json(capsys, state, "search", "staging password", "--until", "2001-01-01")["hits"] == []
 
 
 def test_recover_prints_the_conversation_as_it_was(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    data = run_json(capsys, state, "recover", "--last", "4", "--session", "s-main")
+    data = run_cli_json(capsys, state, "recover", "--last", "4", "--session", "s-main")
     assert len(data["messages"]) == 4 and data["messages"][-1]["original"]["role"] == "assistant"
-    before = run_json(capsys, state, "recover", "--before-compaction", "1", "--last", "100")
+    before = run_cli_json(capsys, state, "recover", "--before-compaction", "1", "--last", "100")
     assert len(before["messages"]) == 24
-    code, out, _ = run(capsys, state, "recover", "--snapshot", "pre-compaction-1", "--last", "2")
+    code, out, _ = run_cli(capsys, state, "recover", "--snapshot", "pre-compaction-1", "--last", "2")
     assert code == 0 and out.startswith("# Conversation s-main") and "**assistant**" in out
 
 
 def test_snapshots_are_created_listed_shown_and_never_overwritten(
     capsys: pytest.CaptureFixture[str], state: Path
 ) -> None:
-    created = run_json(capsys, state, "snapshot", "create", "before-refactor", "--session", "s-two")
+    created = run_cli_json(capsys, state, "snapshot", "create", "before-refactor", "--session", "s-two")
     assert created["lastMessageId"] is not None
-    names = [s["name"] for s in run_json(capsys, state, "snapshot", "list")["snapshots"]]
+    names = [s["name"] for s in run_cli_json(capsys, state, "snapshot", "list")["snapshots"]]
     assert names == ["pre-compaction-1", "before-refactor"]
-    shown = run_json(capsys, state, "snapshot", "show", "before-refactor")
+    shown = run_cli_json(capsys, state, "snapshot", "show", "before-refactor")
     assert len(shown["messages"]) == 6 and shown["agentId"] == "main"
-    code, out, _ = run(capsys, state, "snapshot", "show", "pre-compaction-1", "--last", "2")
+    code, out, _ = run_cli(capsys, state, "snapshot", "show", "pre-compaction-1", "--last", "2")
     assert code == 0 and out.startswith("# Snapshot pre-compaction-1 of conversation s-main (agent main)\n")
-    code, _, err = run(capsys, state, "snapshot", "create", "before-refactor")
+    code, _, err = run_cli(capsys, state, "snapshot", "create", "before-refactor")
     assert code == 2 and "already exists" in err and "Traceback" not in err
-    code, _, err = run(capsys, state, "snapshot", "create", "../../etc/passwd")
+    code, _, err = run_cli(capsys, state, "snapshot", "create", "../../etc/passwd")
     assert code == 2 and "snapshot name" in err
 
 
 def test_pack_is_bounded_and_cited_with_a_trace(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    data = run_json(capsys, state, "pack", "--query", "staging database password", "--budget-tokens", "300", "--trace")
+    data = run_cli_json(
+        capsys, state, "pack", "--query", "staging database password", "--budget-tokens", "300", "--trace"
+    )
     assert data["items"] and all(item["citation"].startswith("msg:") for item in data["items"])
     assert data["estimatedTokens"] <= 300
     assert any("rotates every Tuesday" in item["text"] for item in data["items"])
@@ -90,16 +79,16 @@ def test_pack_is_bounded_and_cited_with_a_trace(capsys: pytest.CaptureFixture[st
 
 
 def test_stats_and_doctor(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    stats = run_json(capsys, state, "stats")
+    stats = run_cli_json(capsys, state, "stats")
     assert stats["messages"] == 30 and stats["compactions"] == 1
-    code, out, _ = run(capsys, state, "doctor", "--json")
+    code, out, _ = run_cli(capsys, state, "doctor", "--json")
     report = json.loads(out)
     checks = {f["check"]: f for f in report["findings"]}
     assert {"binding", "integrity", "fts", "vectors", "permissions", "disk", "backlog"} <= set(checks)
     assert checks["integrity"]["ok"] and checks["fts"]["ok"] and checks["permissions"]["ok"]
     os.chmod(state, 0o755)
     try:
-        code, out, _ = run(capsys, state, "doctor")
+        code, out, _ = run_cli(capsys, state, "doctor")
         assert code == 1 and "chmod -R u=rwX,go=" in out
     finally:
         os.chmod(state, 0o700)
@@ -109,18 +98,18 @@ def test_doctor_takes_provider_none_as_a_choice_and_a_missing_api_key_as_a_probl
     capsys: pytest.CaptureFixture[str], state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
-    code, out, _ = run(capsys, state, "doctor", "--json")
+    code, out, _ = run_cli(capsys, state, "doctor", "--json")
     embedder = {f["check"]: f for f in json.loads(out)["findings"]}["embedder"]
     assert embedder["ok"] and "'none' chosen" in embedder["detail"] and embedder["fix"] is None
     assert code == 0, out
     monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "openai-compatible")
     for name in ("OPENAI_API_KEY", "LOSSLESS_OPENAI_API_KEY", "EMBEDDING_BASE_URL", "LOSSLESS_EMBEDDING_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    code, out, _ = run(capsys, state, "doctor")
+    code, out, _ = run_cli(capsys, state, "doctor")
     assert code == 1 and "BAD  embedder: openai-compatible at https://api.openai.com/v1 but no OPENAI_API_KEY" in out
     assert "fix: set OPENAI_API_KEY" in out
     monkeypatch.setenv("EMBEDDING_BASE_URL", "http://127.0.0.1:11434/v1")  # a local server needs no key
-    _, out, _ = run(capsys, state, "doctor", "--json")
+    _, out, _ = run_cli(capsys, state, "doctor", "--json")
     assert {f["check"]: f for f in json.loads(out)["findings"]}["embedder"]["ok"]
 
 
@@ -131,11 +120,11 @@ def test_doctor_notes_a_large_backlog_and_what_drains_it(
     with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
         many = [{"role": "user", "content": f"note number {n}", "timestamp": n} for n in range(1, 1202)]
         server.sidecar.ingest("s-bulk", "agent:main:main", many, heartbeat=False, recall=server.settings.recall)
-    code, out, _ = run(capsys, state_dir, "doctor")
+    code, out, _ = run_cli(capsys, state_dir, "doctor")
     assert "note backlog: 1201 messages waiting to be embedded" in out
     assert "fix: openclaw-lossless serve" in out and "reindex --vectors --missing" in out
     monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
-    code, out, _ = run(capsys, state_dir, "doctor", "--json")
+    code, out, _ = run_cli(capsys, state_dir, "doctor", "--json")
     backlog = {f["check"]: f for f in json.loads(out)["findings"]}["backlog"]
     assert backlog["ok"] and "provider 'none' embeds nothing" in backlog["detail"]
     assert code == 0, "a note is not a failure"
@@ -146,26 +135,26 @@ def test_reindex_rebuilds_fts_and_vectors(capsys: pytest.CaptureFixture[str], tm
     with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
         for turn in conversation(3):
             server.post("commit-turn", commit_body(turn))
-    data = run_json(capsys, state_dir, "reindex", "--fts")
+    data = run_cli_json(capsys, state_dir, "reindex", "--fts")
     assert data["fts"] == 6
-    data = run_json(capsys, state_dir, "reindex", "--vectors", "--missing")
+    data = run_cli_json(capsys, state_dir, "reindex", "--vectors", "--missing")
     assert data["vectors"]["embedded"] == 6
-    _, out, _ = run(capsys, state_dir, "doctor", "--json")
+    _, out, _ = run_cli(capsys, state_dir, "doctor", "--json")
     assert {f["check"]: f["ok"] for f in json.loads(out)["findings"]}["vectors"]
 
 
 def test_prune_dry_run_changes_nothing(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    data = run_json(capsys, state, "prune", "--dry-run", "--max-db-size-mb", "0.1")
+    data = run_cli_json(capsys, state, "prune", "--dry-run", "--max-db-size-mb", "0.1")
     assert data["dryRun"] and data["pruned"] > 0
-    assert run_json(capsys, state, "stats")["messages"] == 30
+    assert run_cli_json(capsys, state, "stats")["messages"] == 30
 
 
 def test_bad_input_is_one_line_and_no_traceback(capsys: pytest.CaptureFixture[str], state: Path) -> None:
-    code, _, err = run(capsys, state, "recover", "--session", "no-such-session")
+    code, _, err = run_cli(capsys, state, "recover", "--session", "no-such-session")
     assert code == 2 and err == "openclaw-lossless: no session 'no-such-session' is stored\n"
-    code, _, err = run(capsys, state, "recover", "--snapshot", "no-such-snapshot")
+    code, _, err = run_cli(capsys, state, "recover", "--snapshot", "no-such-snapshot")
     assert code == 2 and err.startswith("openclaw-lossless: no snapshot") and err.count("\n") == 1
-    code, _, err = run(capsys, state, "import", "--jsonl", "/nonexistent/file.jsonl")
+    code, _, err = run_cli(capsys, state, "import", "--jsonl", "/nonexistent/file.jsonl")
     assert code == 2 and "no such file" in err
 
 
@@ -204,13 +193,13 @@ def test_import_names_each_unreadable_source_with_its_reason_and_exits_1(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     source = openclaw_state(tmp_path / "openclaw")
-    code, out, err = run(capsys, tmp_path / "store", "import", "--openclaw-state", str(source))
+    code, out, err = run_cli(capsys, tmp_path / "store", "import", "--openclaw-state", str(source))
     assert code == 1
     [reason] = err.splitlines()
     assert reason.startswith("openclaw-lossless: cannot read agents/broken/agent/openclaw-agent.sqlite: ")
     assert "not a database" in reason
     assert "messages imported: 2" in out and "errors: 1" in out, "the readable source is imported all the same"
-    code, _, err = run(capsys, tmp_path / "store", "import", "--openclaw-state", str(tmp_path / "nowhere"))
+    code, _, err = run_cli(capsys, tmp_path / "store", "import", "--openclaw-state", str(tmp_path / "nowhere"))
     assert code == 2 and "no OpenClaw state dir" in err
 
 

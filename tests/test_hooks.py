@@ -224,18 +224,22 @@ def test_a_changed_embedding_model_rebuilds_vectors_without_mixing(tmp_path: Pat
         assert stats["vectors"] == 10 and len(replacement.texts) == 10
 
 
+def commit_past_one_megabyte(server: LiveSidecar) -> None:
+    """120 turns of one ~5 KB note each ("note 0: ..." to "note 119: ..."): more than a 1 MB store holds."""
+    big = "lorem ipsum dolor sit amet " * 200
+    for n in range(120):
+        message = {"role": "user", "content": f"note {n}: {big}", "timestamp": 1_700_000_000_000 + n}
+        body = {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN, "messages": [message]}
+        server.post("commit-turn", body)
+
+
 def test_the_store_stays_under_max_db_size_by_archiving_not_losing(tmp_path: Path) -> None:
     import gzip
     import json
 
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
     with live_sidecar(settings, HashEmbedder()) as server:
-        big = "lorem ipsum dolor sit amet " * 200
-        for n in range(120):
-            message = {"role": "user", "content": f"note {n}: {big}", "timestamp": 1_700_000_000_000 + n}
-            server.post(
-                "commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN, "messages": [message]}
-            )
+        commit_past_one_megabyte(server)
         server.sidecar.maybe_prune(force=True)
         stats = server.client.get("/stats").json()
         assert stats["database"]["usedBytes"] <= 1024 * 1024
@@ -258,12 +262,8 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
 
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
     with live_sidecar(settings, HashEmbedder()) as server:
-        big = "lorem ipsum dolor sit amet " * 200
-        for n in range(120):
-            message = {"role": "user", "content": f"note {n}: {big}", "timestamp": 1_700_000_000_000 + n}
-            server.post(
-                "commit-turn", {"advancementKey": f"k{n}", "sessionId": "s", "sessionKey": MAIN, "messages": [message]}
-            )
+        commit_past_one_megabyte(server)
+
         def cut_short(*args: Any, **kwargs: Any) -> Any:
             for n, record in enumerate(real(*args, **kwargs)):
                 if n == 5:

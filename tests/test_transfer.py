@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.capture.records import canonical_json
-from openclaw_lossless.cli import main
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.snapshots import CompactionRecord
 from tests.conversation import conversation
-from tests.helpers import make_settings
+from tests.helpers import make_settings, run_cli, run_cli_json
 
 MAIN, CHILD, OPS = "agent:main:main", "agent:main:subagent:7", "agent:ops:main"
 OPENAI_KEY = "sk-proj-" + "Q7w9E2r4T6y8U0i1O3p5A7s9D1f3G5h7J9k"
@@ -96,18 +95,6 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return state
 
 
-def run(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tuple[int, str, str]:
-    code = main([*args, "--state-dir", str(state), "--port", "9"])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> Any:
-    code, out, err = run(capsys, state, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
 def error_line(err: str) -> str:
     """The one error line a failed command prints (and never a traceback)."""
     assert "Traceback" not in err
@@ -125,7 +112,7 @@ def content(state: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def export(capsys: pytest.CaptureFixture[str], state: Path, path: Path, *scope: str) -> list[dict[str, Any]]:
-    code, _, err = run(capsys, state, "export", "-o", str(path), *scope)
+    code, _, err = run_cli(capsys, state, "export", "-o", str(path), *scope)
     assert code == 0, err
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -144,14 +131,14 @@ def test_export_then_import_reproduces_the_store_exactly(
         "session": 4, "compaction": 1, "snapshot": 2, "subagentLink": 2,
     }  # fmt: skip
     copy = tmp_path / "copy"
-    imported = run_json(capsys, copy, "import", "--jsonl", str(first))
+    imported = run_cli_json(capsys, copy, "import", "--jsonl", str(first))
     assert (imported["read"], imported["malformed"], imported["conflicts"]) == (len(lines), 0, 0)
     assert imported["imported"] == types.count("message") == len(expected["messages"])
     assert (imported["sessions"], imported["turns"], imported["compactions"]) == (4, len(expected["turns"]), 1)
     assert (imported["snapshots"], imported["subagent_links"]) == (2, 2)
     assert content(copy) == expected
 
-    again = run_json(capsys, copy, "import", "--jsonl", str(first))
+    again = run_cli_json(capsys, copy, "import", "--jsonl", str(first))
     assert again["already_present"] == len(lines)
     assert not any(again[k] for k in ("imported", "sessions", "turns", "compactions", "snapshots", "subagent_links"))
     assert content(copy) == expected
@@ -159,7 +146,7 @@ def test_export_then_import_reproduces_the_store_exactly(
     export(capsys, copy, second)
     assert second.read_bytes() == first.read_bytes()
     home = shutil.copytree(source, tmp_path / "home")  # its own export, back into the store it came from
-    assert run_json(capsys, home, "import", "--jsonl", str(first))["already_present"] == len(lines)
+    assert run_cli_json(capsys, home, "import", "--jsonl", str(first))["already_present"] == len(lines)
     assert content(home) == expected
 
     for command in (
@@ -169,8 +156,8 @@ def test_export_then_import_reproduces_the_store_exactly(
         ("snapshot", "list"),
         ("search", "audit bucket region", "--mode", "keyword", "--session", "s-main"),
     ):
-        assert run_json(capsys, copy, *command) == run_json(capsys, source, *command), command
-    before = run_json(capsys, copy, "recover", "--before-compaction", "1", "--last", "100")["messages"]
+        assert run_cli_json(capsys, copy, *command) == run_cli_json(capsys, source, *command), command
+    before = run_cli_json(capsys, copy, "recover", "--before-compaction", "1", "--last", "100")["messages"]
     assert before[-1]["text"] == "deploy key [REDACTED:openai_key]"
 
 
@@ -188,23 +175,23 @@ def test_import_into_a_store_with_its_own_history_moves_ids_and_keeps_every_poin
         sidecar.close()
     exported = tmp_path / "all.jsonl"
     export(capsys, source, exported)
-    report = run_json(capsys, target, "import", "--jsonl", str(exported))
+    report = run_cli_json(capsys, target, "import", "--jsonl", str(exported))
     assert (report["malformed"], report["conflicts"], report["compactions"], report["snapshots"]) == (0, 0, 1, 2)
 
-    names = [s["name"] for s in run_json(capsys, target, "snapshot", "list")["snapshots"]]
+    names = [s["name"] for s in run_cli_json(capsys, target, "snapshot", "list")["snapshots"]]
     assert names == ["pre-compaction-1", "pre-compaction-2", "before-refactor"]
-    assert texts(run_json(capsys, target, "snapshot", "show", "pre-compaction-2", "--last", "100")) == texts(
-        run_json(capsys, source, "snapshot", "show", "pre-compaction-1", "--last", "100")
+    assert texts(run_cli_json(capsys, target, "snapshot", "show", "pre-compaction-2", "--last", "100")) == texts(
+        run_cli_json(capsys, source, "snapshot", "show", "pre-compaction-1", "--last", "100")
     )
-    assert texts(run_json(capsys, target, "recover", "--before-compaction", "2", "--last", "100")) == texts(
-        run_json(capsys, source, "recover", "--before-compaction", "1", "--last", "100")
+    assert texts(run_cli_json(capsys, target, "recover", "--before-compaction", "2", "--last", "100")) == texts(
+        run_cli_json(capsys, source, "recover", "--before-compaction", "1", "--last", "100")
     )
     outcome = [
-        m for m in run_json(capsys, target, "recover", "--session", "s-main")["messages"] if m["kind"] == "outcome"
+        m for m in run_cli_json(capsys, target, "recover", "--session", "s-main")["messages"] if m["kind"] == "outcome"
     ]
-    cited = run_json(capsys, target, "recover", "--session", "s-child")["messages"][-1]
+    cited = run_cli_json(capsys, target, "recover", "--session", "s-child")["messages"][-1]
     assert outcome[0]["cites"] == cited["citation"] and outcome[0]["text"].endswith(cited["text"])
-    again = run_json(capsys, target, "import", "--jsonl", str(exported))
+    again = run_cli_json(capsys, target, "import", "--jsonl", str(exported))
     assert again["already_present"] == report["read"] and again["imported"] == again["snapshots"] == 0
 
 
@@ -213,11 +200,11 @@ def test_a_pruned_archive_imported_back_restores_the_store(
 ) -> None:
     """Archives hold message lines only; the turns they name stay in the store and keep their counts."""
     copy = tmp_path / "copy"
-    run_json(capsys, copy, "import", "--jsonl", str(export_path(capsys, source, tmp_path)))
-    assert run_json(capsys, copy, "prune", "--max-db-size-mb", "0.001")["pruned"] > 0
+    run_cli_json(capsys, copy, "import", "--jsonl", str(export_path(capsys, source, tmp_path)))
+    assert run_cli_json(capsys, copy, "prune", "--max-db-size-mb", "0.001")["pruned"] > 0
     assert content(copy)["messages"] != content(source)["messages"]
     for archive in sorted((copy / "archive").glob("*.jsonl.gz")):
-        assert run_json(capsys, copy, "import", "--jsonl", str(archive))["malformed"] == 0
+        assert run_cli_json(capsys, copy, "import", "--jsonl", str(archive))["malformed"] == 0
     assert content(copy) == content(source)
 
 
@@ -277,7 +264,7 @@ def test_imported_secrets_are_redacted_as_if_committed(
     planted.write_text("".join(json.dumps(line) + "\n" for line in _planted(template)))
     monkeypatch.setenv("LOSSLESS_REDACT_ORIGINALS", str(redact_originals).lower())
     store = tmp_path / "store"
-    assert run_json(capsys, store, "import", "--jsonl", str(planted))["imported"] == 3
+    assert run_cli_json(capsys, store, "import", "--jsonl", str(planted))["imported"] == 3
 
     conn = sqlite3.connect(store / "lossless.sqlite")
     try:
@@ -296,7 +283,7 @@ def test_imported_secrets_are_redacted_as_if_committed(
     assert rows[0][3] == "must_remember"  # graded from the captured text, not the line's "ignore"
     assert all(digest == hashlib.sha256(original.encode()).digest() for original, digest in hashes)
     assert all(secret not in text for _, text, _, _ in rows for secret in SECRETS)
-    hits = run_json(capsys, store, "search", "deploy key logging login", "--mode", "keyword")["hits"]
+    hits = run_cli_json(capsys, store, "search", "deploy key logging login", "--mode", "keyword")["hits"]
     assert len(hits) >= 2 and not any(secret in json.dumps(hits) for secret in SECRETS)
     raw = b"".join(path.read_bytes() for path in store.glob("lossless.sqlite*"))
     if redact_originals:
@@ -347,10 +334,10 @@ def test_each_bad_line_is_counted_and_skipped_and_the_rest_imported(
     body = [json.dumps(line).encode() for line in good]
     mixed.write_bytes(b"\n".join(body[:2] + bad[:10] + body[2:4] + bad[10:] + [b""] + body[4:]) + b"\n")
 
-    code, out, err = run(capsys, tmp_path / "store", "import", "--jsonl", str(mixed))
+    code, out, err = run_cli(capsys, tmp_path / "store", "import", "--jsonl", str(mixed))
     assert code == 0 and "Traceback" not in err
     assert f"malformed: {len(bad)}" in out
-    data = run_json(capsys, tmp_path / "again", "import", "--jsonl", str(mixed))
+    data = run_cli_json(capsys, tmp_path / "again", "import", "--jsonl", str(mixed))
     messages = sum("type" not in line for line in good)
     assert (data["read"], data["malformed"], data["imported"]) == (len(good) + len(bad), len(bad), messages)
     assert (data["sessions"], data["turns"], data["compactions"]) == (1, 2, 0)
@@ -371,14 +358,14 @@ def test_a_file_that_cannot_be_read_is_one_error_line_and_exit_2(
         (not_gzip, "cannot read"),
         (truncated, "lines before it were imported"),
     ):
-        code, _, err = run(capsys, tmp_path / "store", "import", "--jsonl", str(path))
+        code, _, err = run_cli(capsys, tmp_path / "store", "import", "--jsonl", str(path))
         assert code == 2 and says in error_line(err), err
-    assert run_json(capsys, tmp_path / "store", "stats")["messages"] > 0
+    assert run_cli_json(capsys, tmp_path / "store", "stats")["messages"] > 0
     if os.geteuid() != 0:  # root reads a 000 file anyway
         locked = tmp_path / "locked.jsonl"
         locked.write_text("{}\n")
         locked.chmod(0)
-        code, _, err = run(capsys, tmp_path / "store", "import", "--jsonl", str(locked))
+        code, _, err = run_cli(capsys, tmp_path / "store", "import", "--jsonl", str(locked))
         assert code == 2 and "cannot read" in error_line(err)
 
 
@@ -389,7 +376,7 @@ def test_exporting_an_unknown_session_or_agent_is_an_error(
     capsys: pytest.CaptureFixture[str], source: Path, tmp_path: Path, scope: tuple[str, ...]
 ) -> None:
     target = tmp_path / "out.jsonl"
-    code, _, err = run(capsys, source, "export", "-o", str(target), *scope)
+    code, _, err = run_cli(capsys, source, "export", "-o", str(target), *scope)
     assert code == 2 and "nothing to export" in error_line(err)
     assert not target.exists()
 
@@ -405,6 +392,6 @@ def test_a_scoped_export_carries_its_sessions_records_only(
         "session", "turn", "compaction", "snapshot", "subagentLink",
     }  # fmt: skip
     copy = tmp_path / "copy"
-    run_json(capsys, copy, "import", "--jsonl", str(tmp_path / "main.jsonl"))
-    shown = run_json(capsys, copy, "snapshot", "show", "before-refactor", "--last", "100")
-    assert shown == run_json(capsys, source, "snapshot", "show", "before-refactor", "--last", "100")
+    run_cli_json(capsys, copy, "import", "--jsonl", str(tmp_path / "main.jsonl"))
+    shown = run_cli_json(capsys, copy, "snapshot", "show", "before-refactor", "--last", "100")
+    assert shown == run_cli_json(capsys, source, "snapshot", "show", "before-refactor", "--last", "100")
