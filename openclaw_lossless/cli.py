@@ -448,8 +448,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb
-    with open_sidecar(settings) as sidecar:
-        data = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run)
+    with (
+        open_sidecar(settings) as sidecar,
+        tqdm(desc="archive", unit="msg", disable=None, file=sys.stderr) as bar,
+    ):
+        data = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update)
     verb = "would archive" if args.dry_run else "archived"
     _emit(data, args.json, lambda d: f"{verb} {d['pruned']} messages (limit {limit} MB)")
     return EXIT_OK
@@ -463,7 +466,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     data: dict[str, Any] = {}
     if want_fts:
         with open_sidecar(settings) as sidecar:
-            data["fts"] = reindex.rebuild_fts(sidecar.db)
+            data["fts"] = reindex.rebuild_fts(sidecar.db, progress_file=sys.stderr)
     if want_vectors:
         running = remote(settings) is not None
         with open_sidecar(settings, embeddings=not running) as sidecar:

@@ -1,9 +1,10 @@
 """Rebuilding the derived indexes from the messages, which are the source of truth.
 
-The full-text index is rebuilt in one statement. Vectors are rebuilt through the embedding backlog: the
-messages are queued, then embedded batch by batch, each batch committed on its own. That makes a vector
-rebuild resumable: interrupted, it leaves a shorter backlog, and the next run (or the running sidecar's
-worker) carries on from there.
+The full-text index is rebuilt in one transaction, batch by batch so a bar can show how far it is: readers
+keep the old index until it commits, and an interrupted rebuild leaves the old one as it was. Vectors are
+rebuilt through the embedding backlog: the messages are queued, then embedded batch by batch, each batch
+committed on its own. That makes a vector rebuild resumable: interrupted, it leaves a shorter backlog, and
+the next run (or the running sidecar's worker) carries on from there.
 """
 
 from __future__ import annotations
@@ -17,11 +18,31 @@ from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import Connection, Database
 
+FTS_BATCH = 5000
 
-def rebuild_fts(db: Database) -> int:
+
+def rebuild_fts(db: Database, progress_file: IO[str] | None = None) -> int:
+    """Rebuild the full-text index from the messages (what FTS5's 'rebuild' does, in batches); returns the count."""
+
     def work(conn: Connection) -> int:
-        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
-        return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+        last = 0
+        with tqdm(total=total, desc="full-text index", unit="msg", disable=None, file=progress_file) as bar:
+            while True:
+                end = conn.execute(
+                    "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (last, FTS_BATCH - 1)
+                ).fetchone()
+                upto = 2**62 if end is None else int(end[0])
+                added = conn.execute(
+                    "INSERT INTO messages_fts(rowid, text, date_terms)"
+                    " SELECT id, text, date_terms FROM messages WHERE id > ? AND id <= ?",
+                    (last, upto),
+                ).rowcount
+                bar.update(added)
+                if end is None:
+                    return total
+                last = upto
 
     return db.write(work)
 

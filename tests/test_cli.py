@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from openclaw_lossless.cli import main
+from openclaw_lossless.store.connection import open_connection
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, live_sidecar, make_settings, run_cli, run_cli_json
 
@@ -130,13 +131,26 @@ def test_doctor_notes_a_large_backlog_and_what_drains_it(
     assert code == 0, "a note is not a failure"
 
 
-def test_reindex_rebuilds_fts_and_vectors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_reindex_rebuilds_fts_and_vectors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state_dir = tmp_path / "state"
     with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
         for turn in conversation(3):
             server.post("commit-turn", commit_body(turn))
+    conn = open_connection(state_dir / "lossless.sqlite")
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")  # a lost full-text index
+    conn.close()
+    query = ("nightly build matrix", "--mode", "keyword")
+    assert run_cli_json(capsys, state_dir, "search", *query)["hits"] == []
+    monkeypatch.setattr("openclaw_lossless.reindex.FTS_BATCH", 4)  # 6 messages: rebuilt in two batches
     data = run_cli_json(capsys, state_dir, "reindex", "--fts")
     assert data["fts"] == 6
+    found = [hit["text"] for hit in run_cli_json(capsys, state_dir, "search", *query)["hits"]]
+    assert any("nightly build matrix" in text for text in found) and len(found) == 2
+    conn = open_connection(state_dir / "lossless.sqlite")
+    conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")  # raises if not
+    conn.close()
     data = run_cli_json(capsys, state_dir, "reindex", "--vectors", "--missing")
     assert data["vectors"]["embedded"] == 6
     _, out, _ = run_cli(capsys, state_dir, "doctor", "--json")

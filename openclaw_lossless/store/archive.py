@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,19 @@ def plan(conn: Connection, limit_mb: float) -> PrunePlan | None:
     return PrunePlan(used, limit, count, None if row is None else int(row[0]))
 
 
-def prune(db: Database, archive_dir: Path, limit_mb: float, *, dry_run: bool = False) -> dict[str, Any]:
-    """Archive then remove the oldest messages until the store is under ``limit_mb``."""
+def prune(
+    db: Database,
+    archive_dir: Path,
+    limit_mb: float,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int], object] | None = None,
+) -> dict[str, Any]:
+    """Archive then remove the oldest messages until the store is under ``limit_mb``.
+
+    ``progress`` is told of every message written to an archive (the CLI's bar; archiving a large store takes
+    minutes).
+    """
     todo = plan(db.reader(), limit_mb)
     if todo is None or todo.last_message_id is None:
         return {"pruned": 0, "archives": [], "lastMessageId": None}
@@ -66,7 +78,7 @@ def prune(db: Database, archive_dir: Path, limit_mb: float, *, dry_run: bool = F
     pruned, paths = 0, []
     for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
         last_id = todo.last_message_id or 0
-        path = _write_archive(db.reader(), archive_dir, last_id)
+        path = _write_archive(db.reader(), archive_dir, last_id, progress)
         pruned += db.write(functools.partial(_remove, path=path, last_id=last_id))
         paths.append(str(path))
         _reclaim(db)
@@ -83,7 +95,9 @@ def _reclaim(db: Database) -> None:
         conn.execute("PRAGMA incremental_vacuum")
 
 
-def _write_archive(conn: Connection, archive_dir: Path, last_id: int) -> Path:
+def _write_archive(
+    conn: Connection, archive_dir: Path, last_id: int, progress: Callable[[int], object] | None = None
+) -> Path:
     archive_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(archive_dir, 0o700)
     path = archive_dir / f"messages-{time.strftime('%Y%m%dT%H%M%S')}-{last_id}.jsonl.gz"
@@ -93,6 +107,8 @@ def _write_archive(conn: Connection, archive_dir: Path, last_id: int) -> Path:
         with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
             for record in export_records(conn, "m.id <= ?", (last_id,)):
                 out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
+                if progress is not None:
+                    progress(1)
             out.flush()
             raw.flush()
             os.fsync(raw.fileno())
