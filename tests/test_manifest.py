@@ -22,10 +22,29 @@ def snake(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def routes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
-    app = create_app(Settings(state_dir=tmp_path_factory.mktemp("manifest")))
-    paths: dict[str, dict[str, Any]] = app.openapi()["paths"]
+def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    document: dict[str, Any] = create_app(Settings(state_dir=tmp_path_factory.mktemp("manifest"))).openapi()
+    return document
+
+
+@pytest.fixture(scope="module")
+def routes(openapi: dict[str, Any]) -> dict[str, set[str]]:
+    paths: dict[str, dict[str, Any]] = openapi["paths"]
     return {path: {method.upper() for method in operations} for path, operations in paths.items()}
+
+
+def test_each_hook_route_takes_and_returns_the_schemas_the_manifest_names(openapi: dict[str, Any]) -> None:
+    for name, hook in MANIFEST["hooks"].items():
+        operation = openapi["paths"][hook["path"]][hook["method"].lower()]
+        request = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        response = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        assert (request.rsplit("/", 1)[-1], response.rsplit("/", 1)[-1]) == (hook["request"], hook["response"]), name
+
+
+def test_every_per_request_setting_has_the_sidecars_default() -> None:
+    properties, settings = MANIFEST["config"]["properties"], Settings()
+    for name in MANIFEST["requestOverrides"]:
+        assert properties[name]["default"] == getattr(settings, snake(name)), name
 
 
 def test_every_hook_in_the_manifest_is_a_route_with_its_schemas(routes: dict[str, set[str]]) -> None:
