@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -33,3 +34,25 @@ def test_the_wal_is_checkpointed_in_the_background_and_stays_bounded(tmp_path: P
         assert reopened.reader().execute("SELECT count(*) FROM blobs").fetchone()[0] == 40
     finally:
         reopened.close()
+
+
+def test_the_readers_of_threads_that_ended_are_closed(tmp_path: Path) -> None:
+    """The server's worker threads come and go; each one's read connection (and its page cache) used to stay
+    open for the life of the process. 50 threads, one after another, leave one reader, not 50."""
+    db = Database(tmp_path / "state" / "store.sqlite")
+    try:
+        db.write(lambda conn: conn.execute("CREATE TABLE notes (text TEXT)"))
+        db.write(lambda conn: conn.execute("INSERT INTO notes VALUES ('hello')"))
+        seen: list[str] = []
+        for _ in range(50):
+            worker = threading.Thread(
+                target=lambda: seen.append(db.reader().execute("SELECT text FROM notes").fetchone()[0])
+            )
+            worker.start()
+            worker.join()
+        assert seen == ["hello"] * 50
+        assert db.reader_count() == 1
+        assert db.reader().execute("SELECT count(*) FROM notes").fetchone()[0] == 1
+        assert db.reader_count() == 1  # this thread's own; the last worker's was closed when it was opened
+    finally:
+        db.close()
