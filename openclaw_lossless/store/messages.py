@@ -64,32 +64,51 @@ def insert_records(
 ) -> list[int]:
     """Insert the records not already stored in this session; returns the ids of the new ones."""
     now = time.time()
-    new_ids: list[int] = []
-    for record in records:
-        cursor = conn.execute(
-            "INSERT OR IGNORE INTO messages (session_rowid, agent_id, turn_rowid, role, created_at, stored_at,"
-            " text, original, content_hash, window_key, tokens, importance, importance_label)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session.rowid,
-                session.agent_id,
-                turn_rowid,
-                record.role,
-                record.created_at,
-                now,
-                record.text,
-                record.original,
-                record.content_hash,
-                record.window_key,
-                record.tokens,
-                record.importance,
-                record.importance_label,
-            ),
-        )
-        if cursor.rowcount:
-            new_ids.append(int(cursor.lastrowid))
+    inserted = (insert_row(conn, session, record, turn_rowid=turn_rowid, stored_at=now) for record in records)
+    new_ids = [ident for ident in inserted if ident is not None]
     queue_for_embedding(conn, new_ids)
     return new_ids
+
+
+def insert_row(
+    conn: Connection,
+    session: SessionRef,
+    record: MessageRecord,
+    *,
+    stored_at: float,
+    turn_rowid: int | None = None,
+    message_id: int | None = None,
+    kind: str = "message",
+    cites: int | None = None,
+) -> int | None:
+    """Insert one message unless its session already holds one of that identity; its id, or None then.
+
+    ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded.
+    """
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at,"
+        " text, original, content_hash, window_key, tokens, importance, importance_label, cites)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            message_id,
+            session.rowid,
+            session.agent_id,
+            turn_rowid,
+            record.role,
+            kind,
+            record.created_at,
+            stored_at,
+            record.text,
+            record.original,
+            record.content_hash,
+            record.window_key,
+            record.tokens,
+            record.importance,
+            record.importance_label,
+            cites,
+        ),
+    )
+    return int(cursor.lastrowid) if cursor.rowcount else None
 
 
 def queue_for_embedding(conn: Connection, message_ids: Sequence[int]) -> None:

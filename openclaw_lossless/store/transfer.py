@@ -46,7 +46,7 @@ from openclaw_lossless.capture.lines import (
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.messages import queue_for_embedding
+from openclaw_lossless.store.messages import insert_row, queue_for_embedding
 from openclaw_lossless.store.sessions import SessionRef, ensure_session, find_session
 from openclaw_lossless.store.subagents import outcome_identity
 
@@ -364,31 +364,19 @@ class Importer:
             return "present"
         free = conn.execute("SELECT 1 FROM messages WHERE id = ?", (line.id,)).fetchone() is None
         turn_rowid = self._turn(conn, line, session.rowid)
-        cursor = conn.execute(
-            "INSERT INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at, text,"
-            " original, content_hash, window_key, tokens, importance, importance_label, cites)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                line.id if free else None,
-                session.rowid,
-                session.agent_id,
-                turn_rowid,
-                record.role,
-                line.kind,
-                record.created_at,
-                time.time() if line.stored_at is None else line.stored_at,
-                record.text,
-                record.original,
-                record.content_hash,
-                record.window_key,
-                record.tokens,
-                record.importance,
-                record.importance_label,
-                cites,
-            ),
+        ident = insert_row(
+            conn,
+            session,
+            record,
+            stored_at=time.time() if line.stored_at is None else line.stored_at,
+            turn_rowid=turn_rowid,
+            message_id=line.id if free else None,
+            kind=line.kind,
+            cites=cites,
         )
-        queue_for_embedding(conn, [int(cursor.lastrowid)])
-        self._moved(self.moved_messages, line.id, int(cursor.lastrowid))
+        assert ident is not None, "checked above: the session holds no message of this identity"
+        queue_for_embedding(conn, [ident])
+        self._moved(self.moved_messages, line.id, ident)
         return "new"
 
     def _turn(self, conn: Connection, line: MessageLine, session_rowid: int) -> int | None:
