@@ -10,8 +10,8 @@
    order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
    two away from the turn that shares its words (the reply to a matching question, the question a matching
    answer replies to); on LoCoMo the same tokens buy more recall as neighbours than as further hits.
-7. Rendered oldest first (``render.py``): chronological order keeps each neighbour next to its hit, so the
-   block reads as the excerpts of conversation it is, with dates in order.
+7. Rendered oldest first, grouped by day (``render.py``): chronological order keeps each neighbour next to its
+   hit, so the block reads as the excerpts of conversation it is, with dates in order.
 The work is read-only: assemble never writes, so it never waits on the writer.
 """
 
@@ -103,9 +103,10 @@ class Assembler:
         scope = request.scope or recall_scope(conn, session, request.settings.recall_scope)
         window_keys = {d.key for d in window}
         candidates = self._candidates(conn, result, scope, deadline, skip=_stored_window(conn, session, window_keys))
-        chosen, stored, room = self._choose(conn, request, result, candidates, window_keys, room)
+        space = render.Room(room)
+        chosen, stored = self._choose(conn, request, result, candidates, window_keys, space)
         if request.settings.neighbour_radius and chosen:
-            self._neighbours(conn, request, result, scope, chosen, stored, window_keys, room)
+            self._neighbours(conn, request, result, scope, chosen, stored, window_keys, space)
         self._render(result, chosen, stored)
         return result
 
@@ -205,11 +206,11 @@ class Assembler:
         result: AssembleResult,
         found: dict[int, Candidate],
         window_keys: set[str],
-        room: int,
-    ) -> tuple[list[tuple[Candidate, str]], dict[int, messages.StoredMessage], int]:
-        """Score every candidate and keep the best that fit; returns them, the messages read, the room left."""
+        room: render.Room,
+    ) -> tuple[list[tuple[Candidate, str]], dict[int, messages.StoredMessage]]:
+        """Score every candidate and keep the best that fit ``room``; returns them and the messages read."""
         if not found:
-            return [], {}, room
+            return [], {}
         stored = messages.fetch(conn, list(found))
         keys = messages.window_keys(conn, list(found))
         for candidate in found.values():
@@ -239,15 +240,13 @@ class Assembler:
                 candidate.decision = "over_count"
                 continue
             text = render.line(stored[candidate.message_id], request.recalled_text_chars)
-            cost = render.estimate_tokens(text) + 1
-            if cost > room:
+            if not room.take(stored[candidate.message_id], text):
                 candidate.decision = "over_budget"
                 continue
-            room -= cost
             candidate.decision = "kept"
             chosen.append((candidate, text))
         result.candidates = ranked
-        return chosen, stored, room
+        return chosen, stored
 
     @staticmethod
     def _neighbours(
@@ -258,7 +257,7 @@ class Assembler:
         chosen: list[tuple[Candidate, str]],
         stored: dict[int, messages.StoredMessage],
         window_keys: set[str],
-        room: int,
+        room: render.Room,
     ) -> None:
         """Add the kept hits' neighbours to ``chosen`` while the room lasts, each traced with its hit.
 
@@ -290,11 +289,9 @@ class Assembler:
                     candidate.decision = "in_window"
                     continue
                 text = render.line(row.message, request.recalled_text_chars)
-                cost = render.estimate_tokens(text) + 1
-                if cost > room:
+                if not room.take(row.message, text):
                     candidate.decision = "over_budget"
                     continue
-                room -= cost
                 taken.add(ident)
                 stored[ident] = row.message
                 candidate.decision = "neighbour"
@@ -307,7 +304,7 @@ class Assembler:
         if not chosen:
             return
         chosen.sort(key=lambda pair: (stored[pair[0].message_id].created_at, pair[0].message_id))
-        result.system_prompt_addition = render.block([text for _, text in chosen])
+        result.system_prompt_addition = render.block([(stored[c.message_id].created_at, text) for c, text in chosen])
         result.estimated_tokens = result.window_tokens + render.estimate_tokens(result.system_prompt_addition)
         for candidate, _ in chosen:
             message = stored[candidate.message_id]
