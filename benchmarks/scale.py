@@ -458,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 messages and fewer probes: a smoke run")
     parser.add_argument("--sample", type=int, default=1500, help="messages given real model vectors")
     parser.add_argument("--queries", type=int, default=200, help="assembles timed per size")
-    parser.add_argument("--keep", action="store_true", help="keep the stores (in the temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the stores (the directory is printed at the end)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.messages.split(",")]
@@ -473,9 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"embedding {args.sample} sample messages with the local model", flush=True)
     real = real_vectors(args.sample)
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="lossless-scale-") as tmp:
+    with contextlib.ExitStack() as stack:
+        # --keep: a directory that outlives the run (printed), to profile the stores afterwards.
+        tmp = tempfile.mkdtemp(prefix="lossless-scale-") if args.keep else stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="lossless-scale-"))  # fmt: skip
         for size in sizes:
             results[str(size)] = run_size(size, real, args, Path(tmp))
+    if args.keep:
+        print(f"stores kept in {tmp}", flush=True)
     document = {
         "benchmark": "scale",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
