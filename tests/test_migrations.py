@@ -125,6 +125,7 @@ INDEXES_AND_TRIGGERS = {
     "compactions_by_session",
     "messages_by_agent",
     "messages_by_session",
+    "messages_scope",
     "messages_fts_delete",
     "messages_fts_insert",
     "sessions_by_agent",

@@ -66,7 +66,8 @@ def test_a_rare_word_is_found_however_old(store: Sidecar) -> None:
 
 
 def test_keyword_search_is_driven_by_the_full_text_index(store: Sidecar) -> None:
-    """The plan starts from FTS5's matches, never from a walk over every message of the agent."""
+    """The plan starts from FTS5's matches, never from a walk over every message of the agent, and checks
+    each match's scope in the narrow scope index, never by loading the message's row (its whole text)."""
     conn = store.db.reader()
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
@@ -79,3 +80,4 @@ def test_keyword_search_is_driven_by_the_full_text_index(store: Sidecar) -> None
     plan = [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {ranked[0]}")]
     assert plan[0].startswith("SCAN messages_fts"), plan
     assert not any("messages_by_agent" in step for step in plan), plan
+    assert any(step.startswith("SEARCH m USING COVERING INDEX messages_scope") for step in plan), plan

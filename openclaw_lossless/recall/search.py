@@ -209,9 +209,11 @@ def keyword_search(
     try:
         expression, after = terms.narrow(conn, expression) if terms is not None else (expression, 0)
         # CROSS JOIN keeps FTS5 the outer loop: with a plain JOIN the planner may walk every message of the
-        # agent (messages_by_agent) and probe FTS5 for each, a scan that grows with the history.
+        # agent (messages_by_agent) and probe FTS5 for each, a scan that grows with the history. The scope is
+        # checked in the narrow messages_scope index, not the table's rows (migration m005 says why).
         rows = conn.execute(
-            "SELECT m.id, bm25(messages_fts) FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid"
+            "SELECT m.id, bm25(messages_fts) FROM messages_fts"
+            " CROSS JOIN messages m INDEXED BY messages_scope ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH ? AND messages_fts.rowid > ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
             [expression, after, *params, k],
         ).fetchall()
