@@ -18,7 +18,8 @@ import pytest
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider
-from openclaw_lossless.recall import render
+from openclaw_lossless.recall import render, scoring
+from openclaw_lossless.recall.scoring import Candidate
 from tests.helpers import LiveSidecar, live_sidecar, make_settings
 
 HOUR_MS = 3_600_000
@@ -61,6 +62,8 @@ def ask(server: LiveSidecar, agent: str, prompt: str, **extra: Any) -> dict[str,
 PET_FACT = "Caroline: I finally adopted a puppy from the animal shelter last week!"
 PET_ANSWER = "Caroline: Biscuit, because she is the colour of shortbread."
 PET_QUESTION = "What kind of pet did Caroline adopt from the animal shelter?"
+DIET_LINE = "Mia: Luna's diet starts Monday, my sister swears no more cake."
+VET_LINE = "Mia: The vet said Luna should eat less kibble and more wet food."
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +97,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, embedder: EmbeddingProvider
         pets = [*filler(8), PET_FACT, "Melanie: Congratulations! What did you decide to call her?", PET_ANSWER]
         commit(live, "pets", "pets-old", [*pets, *filler(8, speaker="Mel")], NOW_MS - 60 * DAY_MS)
         commit(live, "pets", "pets-long", filler(60, long=True), NOW_MS - 30 * DAY_MS)
+        # agree: one line shares the question's rarest words, the other shares fewer of them and its meaning
+        commit(live, "agree", "agree-old", [*filler(6), DIET_LINE, "Sam: The harbour is quiet today.", VET_LINE,
+                                            *filler(4)], NOW_MS - 30 * DAY_MS)  # fmt: skip
         live.wait_for_backlog(timeout=300)
         yield live
 
@@ -113,6 +119,31 @@ def test_fresh_material_still_wins_a_tie(server: LiveSidecar) -> None:
         server, "ties", "Where is the team offsite booked?", config={"retrievalCount": 1, "neighbourRadius": 0}
     )
     assert [item["createdAt"] for item in result["recalled"]] == [pytest.approx((NOW_MS - DAY_MS) / 1000 + 120)]
+
+
+def test_a_line_that_matches_in_words_and_meaning_leads(server: LiveSidecar) -> None:
+    """The best keyword hit always has keyword score 1.0 (BM25 relative to the best): ranked by the better
+    lane alone it would lead whatever its meaning. Ranked by the lanes' mean, the line that agrees with the
+    question in both leads, and the other is still recalled after it."""
+    question = "What did the vet say about Luna's diet?"
+    result = ask(server, "agree", question, config={"retrievalCount": 2, "neighbourRadius": 0})
+    considered = [c for c in result["trace"]["candidates"] if c["decision"] == "kept"]
+    lines = [_line(texts_of(result), c) for c in considered]
+    assert [VET_LINE in lines[0], DIET_LINE in lines[1]] == [True, True], lines
+    vet, diet = considered
+    assert diet["keyword"] == 1.0 and diet["similarity"] > vet["similarity"]  # the better lane favours diet
+    assert vet["relevance"] > diet["relevance"]  # words and meaning together favour the vet
+
+
+def test_a_lane_that_did_not_run_is_left_out_of_the_mean() -> None:
+    """A message still waiting for its vector, or a query the embedder could not serve, is ranked by its
+    keyword score alone, not halved by a missing cosine; one that is simply absent from a lane scores 0 there."""
+    both = frozenset({"vector", "keyword"})
+    assert scoring.relevance(Candidate(1, cosine=None, keyword=0.8), both) == 0.8
+    assert scoring.relevance(Candidate(1, cosine=0.6, keyword=None), both) == pytest.approx(0.3)
+    assert scoring.relevance(Candidate(1, cosine=0.6, keyword=0.8), frozenset({"keyword"})) == 0.8
+    assert scoring.relevance(Candidate(1, cosine=0.6, keyword=None), frozenset({"vector"})) == 0.6
+    assert scoring.relevance(Candidate(1, cosine=-0.2, keyword=0.4), both) == pytest.approx(0.2)
 
 
 def test_a_question_naming_a_day_finds_that_days_turn(server: LiveSidecar) -> None:

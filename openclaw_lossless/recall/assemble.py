@@ -3,7 +3,7 @@
 1. Window: the newest host messages within ``windowShare × budget`` (``window.py``).
 2. Query: the prompt plus the last three user messages of the window.
 3. Candidates from the vector and keyword lanes, over the recall scope, minus what the window already holds.
-4. Scoring (``scoring.py``); drop below ``minSimilarity``.
+4. Scoring (``scoring.py``): drop below ``minSimilarity``, rank the rest by the lanes' mean × recency × weight.
 5. The best ``retrievalCount`` that fit the room: the rest of the host's budget, capped at
    ``recallTokenBudget`` for the whole block.
 6. Neighbours: up to ``neighbourRadius`` messages either side of each kept hit in its session, hits in rank
@@ -29,7 +29,7 @@ from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render
 from openclaw_lossless.recall.scoring import Candidate, score
-from openclaw_lossless.recall.search import keyword_search
+from openclaw_lossless.recall.search import fts_query, keyword_search
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
 from openclaw_lossless.store import messages
 from openclaw_lossless.store.connection import Connection
@@ -66,6 +66,7 @@ class AssembleResult:
     skipped: str | None = None
     query: str = ""
     query_parts: list[str] = field(default_factory=list)
+    lanes_ran: frozenset[str] = frozenset()
 
     def trace(self) -> list[dict[str, Any]]:
         return [asdict(c) | {"lanes": sorted(c.lanes), "citation": f"msg:{c.message_id}"} for c in self.candidates]
@@ -145,9 +146,10 @@ class Assembler:
                 age_hours=(now - message.created_at) / 3600,
                 half_life_hours=settings.recency_decay_hours,
                 recency_floor=settings.recency_floor,
+                lanes=probe.lanes_ran,
             )
             hits.append((candidate, message))
-        hits.sort(key=lambda pair: (-pair[0].similarity * pair[0].weight, pair[0].message_id))
+        hits.sort(key=lambda pair: (-pair[0].relevance * pair[0].weight, pair[0].message_id))
         return hits[:k]
 
     def _candidates(
@@ -175,6 +177,10 @@ class Assembler:
         query_vector, nearest = vector_lane.result() if vector_lane is not None else (None, [])
         if timed_out:
             result.skipped = "keyword_deadline" if query_vector is not None else "deadline"
+        ran = {"vector"} if query_vector is not None and self.index is not None else set()
+        if keyword_depth > 0 and not timed_out and fts_query(result.query) is not None:
+            ran.add("keyword")
+        result.lanes_ran = frozenset(ran)
         for message_id, cosine in nearest:
             if message_id not in skip:
                 found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
@@ -226,6 +232,7 @@ class Assembler:
                 age_hours=age,
                 half_life_hours=request.settings.recency_decay_hours,
                 recency_floor=request.settings.recency_floor,
+                lanes=result.lanes_ran,
             )
             if keys.get(candidate.message_id) in window_keys:
                 candidate.decision = "in_window"

@@ -1,16 +1,24 @@
-"""Scoring a candidate: similarity × recency × importance, with every part kept for the trace.
+"""Scoring a candidate: relevance × recency × importance, with every part kept for the trace.
 
-score = similarity × recency × role_weight × importance_weight
+score = relevance × recency × role_weight × importance_weight
 recency = recencyFloor + (1 − recencyFloor) × 0.5^(age_hours / recencyDecayHours)
 
-Why a floor: the seed's pure half-life (168 h) makes a three-month-old fact worth 2^-13 of a fresh one, so
-on long histories recall returned only last week, whatever the question (LoCoMo any-hit 0.23). With the floor
-at 0.9 an old message keeps 90 % of its score: fresh material still wins ties and near-ties (up to ~11 %
-better similarity), but a clearly better old match is no longer buried. ``recencyFloor`` 0 is the seed.
+Two measures of a match, for two jobs:
+- ``similarity``, the better of the two lanes' evidence (the cosine of the query and message vectors, and the
+  keyword lane's BM25 normalised by the best keyword hit of the same query), decides whether a candidate is
+  relevant at all: below minSimilarity it is dropped.
+- ``relevance``, the mean of the lanes' scores (CombSUM, the fusion that IR evaluations have long found
+  better than taking the maximum), orders the rest. Why not the maximum: the keyword score is relative, so
+  the best keyword hit of any prompt scores 1.0, and under the maximum it led the block however weak its
+  match ("thanks, see you next week" recalled whichever line shared the most of those words). Under the
+  mean a line leads when words and meaning agree. A lane that did not run for the query (no vector: the
+  embedder is down or the message is still in the backlog; no keyword terms) is left out of the mean rather
+  than counted as zero, so a fresh message waiting for its vector is not pushed down.
 
-similarity is the better of the two lanes' evidence: the cosine of the query and message vectors, and the
-keyword lane's BM25 normalised by the best keyword hit of the same query. Candidates below minSimilarity
-are dropped before anything else.
+Why a floor on recency: the seed's pure half-life (168 h) makes a three-month-old fact worth 2^-13 of a fresh
+one, so on long histories recall returned only last week, whatever the question (LoCoMo any-hit 0.23). With
+the floor at 0.9 an old message keeps 90 % of its score: fresh material still wins ties and near-ties (up to
+~11 % better relevance), but a clearly better old match is no longer buried. ``recencyFloor`` 0 is the seed.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ class Candidate:
     bm25: float | None = None
     keyword: float | None = None
     similarity: float = 0.0
+    relevance: float = 0.0
     age_hours: float = 0.0
     recency: float = 1.0
     weight: float = 1.0
@@ -52,10 +61,22 @@ def score(
     age_hours: float,
     half_life_hours: float,
     recency_floor: float,
+    lanes: frozenset[str] = frozenset({"vector", "keyword"}),
 ) -> None:
-    """Fill in the candidate's score parts."""
+    """Fill in the candidate's score parts; ``lanes`` are the lanes that ran for the query."""
     candidate.similarity = max(candidate.cosine or 0.0, candidate.keyword or 0.0)
+    candidate.relevance = relevance(candidate, lanes)
     candidate.age_hours = max(age_hours, 0.0)
     candidate.recency = recency(candidate.age_hours, half_life_hours, recency_floor)
     candidate.weight = ROLE_WEIGHTS.get(role, 0.9) * importance.weight(importance_score)
-    candidate.score = candidate.similarity * candidate.recency * candidate.weight
+    candidate.score = candidate.relevance * candidate.recency * candidate.weight
+
+
+def relevance(candidate: Candidate, lanes: frozenset[str]) -> float:
+    """The mean of the lane scores that exist for this query and message (missing from a lane's top: 0)."""
+    parts: list[float] = []
+    if "vector" in lanes and candidate.cosine is not None:
+        parts.append(max(candidate.cosine, 0.0))
+    if "keyword" in lanes:
+        parts.append(candidate.keyword or 0.0)
+    return sum(parts) / len(parts) if parts else candidate.similarity
