@@ -468,12 +468,7 @@ def rendered_tokens(ids: Sequence[int], stored: dict[int, Stored], text_chars: i
         return 0
     chosen = sorted((stored[i] for i in ids if i in stored), key=lambda s: (s.created_at, s.id))
     lines = [
-        (
-            s.created_at,
-            render.line(
-                StoredMessage(s.id, s.role, "message", s.created_at, s.text, 0, "", None, s.importance), text_chars
-            ),
-        )
+        render.line(StoredMessage(s.id, s.role, "message", s.created_at, s.text, 0, "", None, s.importance), text_chars)
         for s in chosen
     ]
     return render.estimate_tokens(render.block(lines))

@@ -77,22 +77,16 @@ def test_other_agents_do_not_see_it(loaded: LiveSidecar) -> None:
 def test_recalled_lines_are_cited_dated_and_fit_the_budget(loaded: LiveSidecar, turns: list[Turn]) -> None:
     result = assemble(loaded, history(turns[-10:]), tokenBudget=4000, trace=True)
     addition = str(result["systemPromptAddition"])
-    stamps: list[str] = []
-    lines: list[str] = []
-    for line in addition.splitlines():
-        if day := re.fullmatch(r"(\d{4}-\d{2}-\d{2}), \w+day:", line):
-            current = day.group(1)
-        elif line.startswith("["):
-            assert re.match(r"^\[\d{2}:\d{2} \w+\]: .* \[msg:\d+\]$", line), line
-            lines.append(line)
-            stamps.append(f"{current} {line[1:6]}")
+    lines = [line for line in addition.splitlines() if line.startswith("[")]
+    assert lines and all(re.match(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC \| \w+\]: .* \[msg:\d+\]$", x) for x in lines)
     hits = [item for item in result["recalled"] if "neighbourOf" not in item]  # type: ignore[attr-defined]
     assert 0 < len(hits) <= 20
     hit_citations = {item["citation"] for item in hits}
     assert all(item["neighbourOf"] in hit_citations for item in result["recalled"] if item not in hits)  # type: ignore[attr-defined]
     assert len(lines) == len(result["recalled"])  # type: ignore[arg-type]
     assert int(result["estimatedTokens"]) <= 4000  # type: ignore[call-overload]
-    assert lines and stamps == sorted(stamps)
+    stamps = [line[1:17] for line in lines]
+    assert stamps == sorted(stamps)
     decisions = {c["decision"] for c in result["trace"]["candidates"]}  # type: ignore[index]
     assert "kept" in decisions
 

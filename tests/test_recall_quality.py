@@ -150,7 +150,7 @@ def test_a_question_naming_a_day_finds_that_days_turn(server: LiveSidecar) -> No
     result = ask(server, "dates", "What did Nate try on 9 November, 2022?", config={"retrievalCount": 1})
     hits = [item for item in result["recalled"] if "neighbourOf" not in item]
     assert [item["createdAt"] for item in hits] == [1667952000.0]  # the oldest of five identical remarks
-    assert "\n2022-11-09, Wednesday:\n[00:00 user]: Nate: I tried a new recipe tonight." in texts_of(result)
+    assert "[2022-11-09 00:00 UTC | user]: Nate: I tried a new recipe tonight." in texts_of(result)
 
 
 def test_the_turn_next_to_a_hit_is_recalled_with_it(server: LiveSidecar) -> None:

@@ -10,8 +10,8 @@
    order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
    two away from the turn that shares its words (the reply to a matching question, the question a matching
    answer replies to); on LoCoMo the same tokens buy more recall as neighbours than as further hits.
-7. Rendered oldest first, grouped by day (``render.py``): chronological order keeps each neighbour next to its
-   hit, so the block reads as the excerpts of conversation it is, with dates in order.
+7. Rendered oldest first (``render.py``): chronological order keeps each neighbour next to its hit, so the
+   block reads as the excerpts of conversation it is, with dates in order.
 The work is read-only: assemble never writes, so it never waits on the writer.
 """
 
@@ -104,10 +104,9 @@ class Assembler:
         scope = request.scope or recall_scope(conn, session, request.settings.recall_scope)
         window_keys = {d.key for d in window}
         candidates = self._candidates(conn, result, scope, deadline, skip=_stored_window(conn, session, window_keys))
-        space = render.Room(room)
-        chosen, stored = self._choose(conn, request, result, candidates, window_keys, space)
+        chosen, stored, room = self._choose(conn, request, result, candidates, window_keys, room)
         if request.settings.neighbour_radius and chosen:
-            self._neighbours(conn, request, result, scope, chosen, stored, window_keys, space)
+            self._neighbours(conn, request, result, scope, chosen, stored, window_keys, room)
         self._render(result, chosen, stored)
         return result
 
@@ -212,11 +211,11 @@ class Assembler:
         result: AssembleResult,
         found: dict[int, Candidate],
         window_keys: set[str],
-        room: render.Room,
-    ) -> tuple[list[tuple[Candidate, str]], dict[int, messages.StoredMessage]]:
-        """Score every candidate and keep the best that fit ``room``; returns them and the messages read."""
+        room: int,
+    ) -> tuple[list[tuple[Candidate, str]], dict[int, messages.StoredMessage], int]:
+        """Score every candidate and keep the best that fit; returns them, the messages read, the room left."""
         if not found:
-            return [], {}
+            return [], {}, room
         stored = messages.fetch(conn, list(found))
         keys = messages.window_keys(conn, list(found))
         for candidate in found.values():
@@ -247,13 +246,15 @@ class Assembler:
                 candidate.decision = "over_count"
                 continue
             text = render.line(stored[candidate.message_id], request.recalled_text_chars)
-            if not room.take(stored[candidate.message_id], text):
+            cost = render.estimate_tokens(text) + 1
+            if cost > room:
                 candidate.decision = "over_budget"
                 continue
+            room -= cost
             candidate.decision = "kept"
             chosen.append((candidate, text))
         result.candidates = ranked
-        return chosen, stored
+        return chosen, stored, room
 
     @staticmethod
     def _neighbours(
@@ -264,7 +265,7 @@ class Assembler:
         chosen: list[tuple[Candidate, str]],
         stored: dict[int, messages.StoredMessage],
         window_keys: set[str],
-        room: render.Room,
+        room: int,
     ) -> None:
         """Add the kept hits' neighbours to ``chosen`` while the room lasts, each traced with its hit.
 
@@ -296,9 +297,11 @@ class Assembler:
                     candidate.decision = "in_window"
                     continue
                 text = render.line(row.message, request.recalled_text_chars)
-                if not room.take(row.message, text):
+                cost = render.estimate_tokens(text) + 1
+                if cost > room:
                     candidate.decision = "over_budget"
                     continue
+                room -= cost
                 taken.add(ident)
                 stored[ident] = row.message
                 candidate.decision = "neighbour"
@@ -311,7 +314,7 @@ class Assembler:
         if not chosen:
             return
         chosen.sort(key=lambda pair: (stored[pair[0].message_id].created_at, pair[0].message_id))
-        result.system_prompt_addition = render.block([(stored[c.message_id].created_at, text) for c, text in chosen])
+        result.system_prompt_addition = render.block([text for _, text in chosen])
         result.estimated_tokens = result.window_tokens + render.estimate_tokens(result.system_prompt_addition)
         for candidate, _ in chosen:
             message = stored[candidate.message_id]
