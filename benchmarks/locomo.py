@@ -23,9 +23,11 @@ the LoCoMo annotators cite as evidence for each question. The sidecar runs as a 
 Methods, all in the same run against the same store:
 
 - ``product``: ``assemble`` with no overrides (whatever the product's defaults are today);
-- ``seed``: ``assemble`` with the seed's settings sent explicitly as per-request ``config`` (similarity ×
-  0.5^(age/168 h) × role·importance weight, ``minSimilarity`` 0.3, 20 recalled);
-- ``hybrid``: ``assemble`` with the seed's config but ``"recencyDecayHours": 1e9`` (both lanes, no decay);
+- ``seed``: ``assemble`` with the seed's settings sent explicitly as per-request ``config``, its candidates
+  re-ranked from the trace by the seed's score (similarity, the better lane, × 0.5^(age/168 h) × role·importance
+  weight; the product ranks by the lanes' mean), ``minSimilarity`` 0.3, the first 20;
+- ``hybrid``: ``assemble`` with the seed's config but ``"recencyDecayHours": 1e9`` (the product's ranking of
+  both lanes, no decay, no neighbours);
 - ``bm25``: ``GET /v1/search?mode=keyword`` re-ranked by its BM25 (the keyword lane alone);
 - ``vector``: ``GET /v1/search?mode=vector`` ranked by cosine (the vector lane alone);
 - ``rrf``: reciprocal-rank fusion (k = 60) of those two lists, computed here (the product has no switch);
@@ -118,11 +120,14 @@ REFERENCE: dict[str, Any] = {
 METHODS: dict[str, tuple[str, str]] = {
     "product": ("assemble, no overrides (the product's defaults)", "POST /v1/hooks/assemble"),
     "seed": (
-        "assemble, the seed's settings sent as config: similarity × 0.5^(age/168h) × weight, minSimilarity 0.3",
-        "POST /v1/hooks/assemble config=" + json.dumps(SEED_CONFIG, separators=(",", ":")),
+        "the seed's formula: similarity (the better lane) × 0.5^(age/168h) × weight, minSimilarity 0.3, top 20",
+        "POST /v1/hooks/assemble config="
+        + json.dumps(SEED_CONFIG, separators=(",", ":"))
+        + ", re-ranked by similarity × recency × weight from the trace",
     ),
     "hybrid": (
-        "assemble as the seed but with no recency decay: max(cosine, BM25/best) × weight, minSimilarity 0.3",
+        "the product's ranking, mean(cosine, BM25/best) × weight, with the seed's settings but no recency"
+        " decay: minSimilarity 0.3, 20 hits, no neighbours, no token cap",
         "POST /v1/hooks/assemble config=" + json.dumps(HYBRID_CONFIG, separators=(",", ":")),
     ),
     "bm25": ("keyword lane alone, ranked by BM25", "GET /v1/search?mode=keyword (re-ranked by bm25)"),
@@ -474,6 +479,20 @@ def rendered_tokens(ids: Sequence[int], stored: dict[int, Stored], text_chars: i
     return render.estimate_tokens(render.block(lines))
 
 
+def seed_outcome(ranked: list[dict[str, Any]], stored: dict[int, Stored], text_chars: int, ms: float) -> Outcome:
+    """The seed's exact formula from the trace of an assemble run with the seed's settings.
+
+    The product ranks by the mean of the two lanes (``relevance``); the seed ranked by ``similarity``, the
+    better lane. Every part of the seed's score is in the trace (similarity, the seed's recency with floor 0
+    and its 168 h half-life, the weight), and with the seed's settings nothing but the count limits the block
+    (no token cap, no neighbours), so its block is the first ``retrievalCount`` by the seed's score.
+    """
+    order = sorted(ranked, key=lambda c: (-c["similarity"] * c["recency"] * c["weight"], c["message_id"]))
+    ids = [int(c["message_id"]) for c in order]
+    block = ids[: SEED_CONFIG["retrievalCount"]]
+    return Outcome(ranked=ids, block=block, tokens=rendered_tokens(block, stored, text_chars), ms=ms)
+
+
 def ask(
     sidecar: SidecarProcess,
     conversation: Conversation,
@@ -504,16 +523,16 @@ def ask(
         answer = sidecar.post("/v1/hooks/assemble", base if config is None else base | {"config": config})
         elapsed_ms = (time.perf_counter() - began) * 1000
         candidates = answer["trace"]["candidates"]
-        outcomes[name] = Outcome(
-            ranked=[
-                int(c["message_id"])
-                for c in candidates
-                if c["decision"] not in EXCLUDED and SEARCH_LANES.intersection(c["lanes"])
-            ],
-            block=[int(r["id"]) for r in answer["recalled"]],
-            tokens=render.estimate_tokens(answer["systemPromptAddition"]),
-            ms=elapsed_ms,
-        )
+        ranked = [c for c in candidates if c["decision"] not in EXCLUDED and SEARCH_LANES.intersection(c["lanes"])]
+        if name == "seed":
+            outcomes[name] = seed_outcome(ranked, stored, text_chars, elapsed_ms)
+        else:
+            outcomes[name] = Outcome(
+                ranked=[int(c["message_id"]) for c in ranked],
+                block=[int(r["id"]) for r in answer["recalled"]],
+                tokens=render.estimate_tokens(answer["systemPromptAddition"]),
+                ms=elapsed_ms,
+            )
         if answer.get("recallSkipped"):
             trace.setdefault("skipped", {})[name] = answer["recallSkipped"]
         if name == "product":
