@@ -7,6 +7,7 @@ file directly. Every hook's semantics live here (or below it), in one place.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -284,6 +285,15 @@ class Sidecar:
     # -- compaction, subagents -----------------------------------------------------------------------------
 
     def compact(self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord) -> dict[str, Any]:
+        """Record the host's compaction. Its summary is the host model's retelling of the turns it replaced, so it
+        can quote whatever they held: it is redacted like a message before it is stored, and so is the reason."""
+        redact = self.capture_options.redactor.redact
+        record = dataclasses.replace(
+            record,
+            summary=None if record.summary is None else redact(record.summary),
+            reason=None if record.reason is None else redact(record.reason),
+        )
+
         def work(conn: Connection) -> dict[str, Any]:
             return snapshots.record_compaction(conn, ensure_session(conn, session_id, session_key), record)
 
@@ -296,6 +306,7 @@ class Sidecar:
         return self.db.write(lambda conn: subagents.unlink(conn, spawn_id, child_key))
 
     def subagent_ended(self, child_key: str, reason: str) -> dict[str, Any]:
+        reason = self.capture_options.redactor.redact(reason)  # free text from the host, stored: redacted
         linked, copied = self.db.write(lambda conn: subagents.end(conn, child_key, reason))
         self._after_write(copied)
         return {"ended": linked, "outcomesCopied": copied}

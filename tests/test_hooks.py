@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,37 @@ def test_compaction_is_recorded_with_a_pre_compaction_snapshot(sidecar: LiveSide
     assert recorded["lastMessageId"] == 6
     stats = sidecar.client.get("/stats").json()
     assert (stats["compactions"], stats["snapshots"], stats["messages"]) == (1, 1, 6)
+
+
+GITHUB_TOKEN = "ghp_" + "R8x2Lq9Zt4Vb7Nc1Md5Kp3Wf6Hj0Gs2Ya8Ue"
+DB_SECRET = "CorrectHorse" + "Battery9"  # split: a planted secret, not a credential
+
+
+def test_a_compaction_summary_and_an_end_reason_are_stored_redacted(sidecar: LiveSidecar) -> None:
+    """The host's summary retells the turns it replaced, secrets included; what is stored of it (and of the
+    free-text reasons) is redacted like a message, so no secret reaches the database files."""
+    sidecar.post("commit-turn", commit_body(conversation(1)[0]))
+    summary = f"## Decisions\nDeploy with {GITHUB_TOKEN}; the staging db password={DB_SECRET} stays."
+    body = {"sessionId": "s-main", "sessionKey": MAIN, "summary": summary, "reason": f"overflow near {GITHUB_TOKEN}"}
+    assert sidecar.post("compact", body).json()["recorded"]
+    child = "agent:main:subagent:9"
+    sidecar.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": child})
+    assert sidecar.post("subagent-ended", {"childSessionKey": child, "reason": f"failed: {GITHUB_TOKEN}"}).json()[
+        "ended"
+    ]
+
+    conn = sqlite3.connect(sidecar.settings.database_path)
+    try:
+        stored_summary, reason = conn.execute("SELECT summary, reason FROM compactions").fetchone()
+        (ended_reason,) = conn.execute("SELECT ended_reason FROM subagent_links").fetchone()
+    finally:
+        conn.close()
+    assert stored_summary == (
+        "## Decisions\nDeploy with [REDACTED:github_token]; the staging db password=[REDACTED:secret_assignment] stays."
+    )
+    assert (reason, ended_reason) == ("overflow near [REDACTED:github_token]", "failed: [REDACTED:github_token]")
+    raw = b"".join(path.read_bytes() for path in sidecar.settings.database_path.parent.glob("lossless.sqlite*"))
+    assert GITHUB_TOKEN.encode() not in raw and DB_SECRET.encode() not in raw
 
 
 def test_subagent_outcome_reaches_the_parent_and_rollback_undoes_a_spawn(sidecar: LiveSidecar) -> None:

@@ -292,6 +292,31 @@ def test_imported_secrets_are_redacted_as_if_committed(
         assert OPENAI_KEY in rows[0][2] and TOOL_ARGUMENT in rows[1][2]
 
 
+def test_imported_summaries_and_reasons_are_redacted_as_the_hooks_redact_them(
+    capsys: pytest.CaptureFixture[str], source: Path, tmp_path: Path
+) -> None:
+    lines = export(capsys, source, tmp_path / "all.jsonl")
+    compaction = next(line for line in lines if line.get("type") == "compaction")
+    link = next(line for line in lines if line.get("type") == "subagentLink")
+    planted = [
+        compaction | {"summary": f"## Done\nrotated {OPENAI_KEY}", "reason": f"overflow, {GITHUB_TOKEN}"},
+        link | {"endedReason": f"failed with {GITHUB_TOKEN}"},
+    ]
+    path = tmp_path / "planted.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in planted))
+    store = tmp_path / "store"
+    run_cli_json(capsys, store, "import", "--jsonl", str(path))
+
+    conn = sqlite3.connect(store / "lossless.sqlite")
+    try:
+        summary, reason = conn.execute("SELECT summary, reason FROM compactions").fetchone()
+        (ended,) = conn.execute("SELECT ended_reason FROM subagent_links").fetchone()
+    finally:
+        conn.close()
+    assert (summary, reason) == ("## Done\nrotated [REDACTED:openai_key]", "overflow, [REDACTED:github_token]")
+    assert ended == "failed with [REDACTED:github_token]"
+
+
 def _bad_lines(template: dict[str, Any]) -> list[bytes]:
     def line(**changes: Any) -> bytes:
         return json.dumps(template | changes).encode()

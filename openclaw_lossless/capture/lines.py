@@ -127,7 +127,18 @@ def _typed(record: dict[str, Any], options: CaptureOptions) -> Line:
     parse = _PARSERS.get(kind) if isinstance(kind, str) else None
     if parse is None:
         raise Malformed(f"unknown record type {kind!r}")
-    return parse(record)
+    return _redacted(parse(record), options)
+
+
+def _redacted(line: Line, options: CaptureOptions) -> Line:
+    """The free text of a compaction or a subagent link, redacted as the live hooks redact it."""
+    redact = options.redactor.redact
+    if isinstance(line, CompactionLine):
+        summary = None if line.summary is None else redact(line.summary)
+        return dataclasses.replace(line, summary=summary, reason=None if line.reason is None else redact(line.reason))
+    if isinstance(line, LinkLine) and line.ended_reason is not None:
+        return dataclasses.replace(line, ended_reason=redact(line.ended_reason))
+    return line
 
 
 def _session_line(record: dict[str, Any]) -> SessionLine:
