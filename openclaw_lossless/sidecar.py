@@ -287,12 +287,8 @@ class Sidecar:
     def compact(self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord) -> dict[str, Any]:
         """Record the host's compaction. Its summary is the host model's retelling of the turns it replaced, so it
         can quote whatever they held: it is redacted like a message before it is stored, and so is the reason."""
-        redact = self.capture_options.redactor.redact
-        record = dataclasses.replace(
-            record,
-            summary=None if record.summary is None else redact(record.summary),
-            reason=None if record.reason is None else redact(record.reason),
-        )
+        redact = self.capture_options.redactor.redact_optional
+        record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
         def work(conn: Connection) -> dict[str, Any]:
             return snapshots.record_compaction(conn, ensure_session(conn, session_id, session_key), record)

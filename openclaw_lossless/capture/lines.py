@@ -132,11 +132,10 @@ def _typed(record: dict[str, Any], options: CaptureOptions) -> Line:
 
 def _redacted(line: Line, options: CaptureOptions) -> Line:
     """The free text of a compaction or a subagent link, redacted as the live hooks redact it."""
-    redact = options.redactor.redact
+    redact = options.redactor.redact_optional
     if isinstance(line, CompactionLine):
-        summary = None if line.summary is None else redact(line.summary)
-        return dataclasses.replace(line, summary=summary, reason=None if line.reason is None else redact(line.reason))
-    if isinstance(line, LinkLine) and line.ended_reason is not None:
+        return dataclasses.replace(line, summary=redact(line.summary), reason=redact(line.reason))
+    if isinstance(line, LinkLine):
         return dataclasses.replace(line, ended_reason=redact(line.ended_reason))
     return line
 

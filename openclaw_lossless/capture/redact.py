@@ -58,6 +58,10 @@ class Redactor:
             text = pattern.sub(replacement, text)
         return text
 
+    def redact_optional(self, text: str | None) -> str | None:
+        """``redact`` for free text that may be absent (a compaction's summary, a reason)."""
+        return None if text is None else self.redact(text)
+
     def redact_value(self, value: Any) -> Any:
         """Redact every string inside a JSON value, keeping its shape."""
         if isinstance(value, str):
