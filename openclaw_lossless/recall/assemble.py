@@ -177,7 +177,8 @@ class Assembler:
         if timed_out:
             result.skipped = "keyword_deadline" if query_vector is not None else "deadline"
         ran = {"vector"} if query_vector is not None and self.index is not None else set()
-        if keyword_depth > 0 and not timed_out and fts_query(result.query) is not None:
+        # The keyword lane ran if it found something, or (rarely asked) if the query had words to look for.
+        if keyword_depth > 0 and not timed_out and (hits or fts_query(result.query) is not None):
             ran.add("keyword")
         result.lanes_ran = frozenset(ran)
         for message_id, cosine in nearest:
