@@ -705,6 +705,29 @@ def scenario_sidecar_down(run: Run) -> JsonObj:
     }
 
 
+def transcript_events(databases: list[Path]) -> int:
+    """How many transcript events the gateway's own stores hold now (read-only; 0 for one not readable)."""
+    total = 0
+    for path in databases:
+        uri = f"file:{path}?mode=ro"
+        with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            total += int(conn.execute("SELECT count(*) FROM transcript_events").fetchone()[0])
+    return total
+
+
+def settled_events(databases: list[Path], timeout: float = 10) -> int:
+    """The event count once it stops moving for a second (or after ``timeout``): the gateway gone quiet."""
+    last = transcript_events(databases)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = transcript_events(databases)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def scenario_import_real(run: Run) -> JsonObj:
     """The operator's import reads the real gateway's own transcript store (while it runs) into a fresh store."""
     target = run.workdir / "imported-state"
@@ -715,10 +738,14 @@ def scenario_import_real(run: Run) -> JsonObj:
         return subprocess.run([cli, *args, *common], env=run.env, capture_output=True, text=True, timeout=300)
 
     state = str(run.home / ".openclaw")
+    databases = sorted(run.home.rglob("openclaw-agent.sqlite"))
+    # The gateway may still be writing the last turn's events: give it a moment to go quiet, and count the
+    # events written while the imports ran, which the second import may rightly bring in.
+    before = settled_events(databases)
     first = lossless("import", "--openclaw-state", state)
     again = lossless("import", "--openclaw-state", state)
+    written_meanwhile = transcript_events(databases) - before
     found = lossless("search", "staging database password rotate", "--mode", "keyword", "-k", "3")
-    databases = sorted(str(p.relative_to(run.home)) for p in run.home.rglob("openclaw-agent.sqlite"))
 
     def parsed(done: subprocess.CompletedProcess[str]) -> Any:
         if done.returncode != 0:
@@ -726,7 +753,8 @@ def scenario_import_real(run: Run) -> JsonObj:
         return json.loads(done.stdout)
 
     return {
-        "agentDatabases": databases,
+        "agentDatabases": [str(p.relative_to(run.home)) for p in databases],
+        "eventsWrittenDuringImports": written_meanwhile,
         "first": parsed(first),
         "again": parsed(again),
         "search": parsed(found),

@@ -274,6 +274,8 @@ def test_import_reads_the_real_gateways_transcript_store(report: Report) -> None
     # Every message the plugin captured live is in OpenClaw's own transcripts too (plus the host's own).
     assert first["messages_imported"] >= 0.8 * result["liveMessages"], (first, result["liveMessages"])
     assert first["compactions"] >= 1, "the host's compaction entry was not recorded"
-    assert again["messages_imported"] == 0 and again["compactions"] == 0, again
+    # A second run brings in nothing twice: only what the live gateway wrote while the imports ran.
+    written = result["eventsWrittenDuringImports"]
+    assert again["messages_imported"] + again["compactions"] <= written, (again, written)
     hits = result["search"]["hits"]
     assert hits and FACT_PROBE in hits[0]["text"], hits
