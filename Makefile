@@ -1,11 +1,12 @@
 # Two commands for a fresh machine with Python 3.11+:
 #   make serve   install the sidecar and its local model, then run it on 127.0.0.1:8377
 #   make test    install the test tools, then run ruff, mypy and the whole test suite
+# For development, `make check` is the fast loop: ruff, mypy and the tests not marked slow or e2e.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test install install-test lint typecheck pytest bench bench-quick clean
+.PHONY: serve test check install install-test lint typecheck pytest bench bench-quick reliability clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,17 @@ pytest:
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 test: install-test lint typecheck pytest
+
+# The fast developer loop: no fault/load tests, no real-gateway end-to-end run.
+check: install-test lint typecheck
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow and not e2e" -q
+
+# The fault, load and hostile-input tests, writing the committed figures the README's Reliability section quotes.
+RELIABILITY_TESTS := tests/test_crash.py tests/test_disk_full.py tests/test_embedding_faults.py tests/test_corrupt_db.py \
+	tests/test_concurrency.py tests/test_fuzz_api.py tests/test_capture_properties.py
+reliability: install-test
+	LOSSLESS_RELIABILITY_RESULTS=$(abspath benchmarks/results/reliability.json) PATH="$(abspath $(BIN)):$$PATH" \
+		$(BIN)/python -m pytest $(RELIABILITY_TESTS) -s
 
 # The full benchmarks write benchmarks/results/ (minutes); the quick ones are CI's smoke test of them.
 bench: install-test

@@ -4,9 +4,10 @@ The schema is the app's own ``app.openapi()``, so an endpoint added tomorrow is 
 tests. Each response is held to what a caller relies on: never a 5xx, always JSON, an error always in the one
 shape with a known code, and every body as the schema documents it (schemathesis' own conformance checks).
 
-Figures (cases per endpoint, statuses, 5xx) are recorded by the tests with ``tests.reliability.record``, into
-``benchmarks/results/reliability.json`` beside the other reliability figures, on every run (CI's included),
-so the README's table comes from the same runs that assert the properties.
+Figures (cases per endpoint, statuses, 5xx) are recorded by the tests with ``tests.reliability.record``
+beside the other reliability figures (an ignored file on an ordinary run; the committed
+``benchmarks/results/reliability.json`` with ``make reliability``), so the README's table comes from runs
+of the same tests that assert the properties.
 """
 
 from __future__ import annotations
