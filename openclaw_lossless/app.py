@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openclaw_lossless import __version__
-from openclaw_lossless.api import hooks, ops, query
+from openclaw_lossless.api import agents, hooks, ops, query
 from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
@@ -160,7 +160,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
                 app.state.sidecar.close()
 
     app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
-    for router in (hooks.router, query.router, ops.router):
+    for router in (hooks.router, query.router, ops.router, agents.router):
         app.include_router(router)
     install_error_handlers(app)
     app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from openclaw_lossless import __version__
+from openclaw_lossless.activity import Activity
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import RecallOverrides, RecallSettings, Settings
@@ -73,6 +74,7 @@ class Sidecar:
         except LosslessError:
             self.db.close()
             raise
+        self.activity = Activity.from_store(self.db.reader())  # per agent: last commit, assemble and recall
         self.capture_options = CaptureOptions(
             redactor=build_redactor(settings.redact_patterns),
             redact_originals=settings.redact_originals,
@@ -158,12 +160,17 @@ class Sidecar:
         skip = heartbeat and recall.skip_heartbeats
         records = [] if skip else messages.in_turn(self._records(raw), raw, advancement_key)
 
+        agent: list[str] = []
+
         def work(conn: Connection) -> tuple[str, list[int]]:
             session = ensure_session(conn, session_id, session_key)
+            agent[:] = [session.agent_id]
             return messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
 
         began = time.perf_counter()
         status, ids = self.db.write(work)
+        if status == "committed":
+            self.activity.committed(agent[0], time.time())
         self.metrics.observe("commit-turn", time.perf_counter() - began)
         self.metrics.counters[f"turns_{status}"] += 1
         self._after_write(len(ids))
@@ -228,10 +235,18 @@ class Sidecar:
             recalled_text_chars=self.settings.recalled_text_chars,
         )
         result = self.assembler.assemble(self.db.reader(), request)
+        self.activity.assembled(self._agent_of(session_id, session_key), session_id, result, time.time())
         self.metrics.observe("assemble", time.perf_counter() - began)
         if result.skipped:
             self.metrics.recall_skips[result.skipped] += 1
         return result
+
+    def _agent_of(self, session_id: str, session_key: str | None) -> str:
+        """The agent a turn belongs to: from its key (validated by the route), else from its stored session."""
+        if session_key is not None:
+            return agent_of(session_key)
+        known = find_session(self.db.reader(), session_id)
+        return known.agent_id if known is not None else agent_of(None)
 
     def search(self, text: str, scope: str, k: int, mode: str) -> list[dict[str, Any]]:
         conn = self.db.reader()
@@ -459,6 +474,7 @@ class Sidecar:
             "embedder": self._embedder_view(),
             "backlog": backlog,
             "vectorIndex": self._index_view(),
+            "agents": self.activity.times(),
         }
 
     def _write_problem(self) -> str | None:
@@ -541,6 +557,17 @@ class Sidecar:
             "latency": self.metrics.latency(),
             "recallSkips": dict(self.metrics.recall_skips),
             "counters": dict(self.metrics.counters),
+            "agentActivity": self._agent_activity(conn),
+        }
+
+    def _agent_activity(self, conn: Connection) -> dict[str, dict[str, Any]]:
+        """``/healthz``'s ``agents`` plus each agent's stored messages (one pass over ``messages_by_agent``)."""
+        counts = dict(conn.execute("SELECT agent_id, count(*) FROM messages GROUP BY agent_id").fetchall())
+        times = self.activity.times()
+        idle = {"lastCommitAt": None, "lastAssembleAt": None}
+        return {
+            str(agent): times.get(str(agent), idle) | {"messages": int(counts.get(agent, 0))}
+            for agent in sorted(times.keys() | counts.keys())
         }
 
     def close(self) -> None:
