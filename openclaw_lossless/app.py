@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openclaw_lossless import __version__
-from openclaw_lossless.api import agents, hooks, ops, query
+from openclaw_lossless.api import agents, hooks, identity, ops, query
 from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
@@ -30,7 +30,7 @@ from openclaw_lossless.tokens import load_or_create_token
 
 log = logging.getLogger(__name__)
 
-PUBLIC_PATHS = frozenset({"/healthz"})
+PUBLIC_PATHS = frozenset({"/healthz", "/v1/identity"})
 # A GET carries its query in the request line. h11's default cap (16 KiB) refused a long but valid search
 # (q may be 20,000 characters, up to 12 bytes each once URL-encoded) with a bare text 400 and a reset
 # connection, before the app could answer. This leaves room for the longest valid request line.
@@ -160,7 +160,8 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
                 app.state.sidecar.close()
 
     app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
-    for router in (hooks.router, query.router, ops.router, agents.router):
+    app.state.identity_token = token  # /v1/identity proves it holds the token without sending it
+    for router in (hooks.router, query.router, ops.router, identity.router, agents.router):
         app.include_router(router)
     install_error_handlers(app)
     app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)

@@ -130,8 +130,6 @@ def _when(epoch: float) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from openclaw_lossless.app import create_app, server_config
 
     settings = _settings(args)
@@ -139,17 +137,78 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise BadRequest(f"refusing to listen on {settings.host}: it is not loopback; pass --allow-remote to mean it")
     os.umask(0o077)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from openclaw_lossless import listeners
     from openclaw_lossless.sidecar import Sidecar
 
+    try:
+        tcp = listeners.bind_tcp(settings.host, settings.port)
+    except OSError as exc:
+        if not listeners.port_in_use(exc):
+            raise
+        return _port_taken(settings)
+    unix = listeners.bind_unix(settings.state_dir)
     # Opened here, not in the app's lifespan, so a damaged or too-new database is one line and exit 1,
     # not a traceback from inside the server. The vector index loads in the background, as in the app.
-    sidecar = Sidecar(settings, background_load=True)
     try:
-        app = create_app(settings, sidecar=sidecar)
-        uvicorn.Server(server_config(app, settings, log_level=args.log_level)).run()
+        sidecar = Sidecar(settings, background_load=True)
+        try:
+            app = create_app(settings, sidecar=sidecar)
+            where = f"http://{settings.host}:{tcp[0].getsockname()[1]}" + (f" and {unix.path}" if unix else "")
+            logging.getLogger("openclaw_lossless.serve").info("serving %s on %s", settings.state_dir, where)
+            sockets = [*tcp, *([unix.sock] if unix else [])]
+            config = server_config(app, settings, log_level=args.log_level)
+            listeners.Server(config, unix).run(sockets=sockets)
+        finally:
+            sidecar.close()
     finally:
-        sidecar.close()
+        for sock in tcp:
+            sock.close()
+        if unix:
+            unix.remove()
     return EXIT_OK
+
+
+def _port_taken(settings: Settings) -> int:
+    """``serve`` when the port is in use: exit 0 if it is this state dir's own sidecar (nothing to do), else 1."""
+    from openclaw_lossless import listeners
+
+    url = f"http://{settings.host}:{settings.port}"
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one answer line, not the probe's request log
+    try:
+        token: str | None = settings.token_path.read_text().strip()
+    except OSError:
+        token = None
+    peer = listeners.who_serves(url, token)
+    if peer is not None and peer["ours"]:
+        pid = peer.get("pid")
+        owner = "running"
+        if _plugin_owns(settings, pid):
+            owner = "started by the OpenClaw plugin, which restarts it if it stops"
+        print(
+            f"openclaw-lossless: already serving {settings.state_dir} on {url} (pid {pid}, {owner}); nothing to do."
+            " To run it in this terminal instead, stop that one first (kill"
+            f" {pid}) and set the plugin's autoStart to false."
+        )
+        return EXIT_OK
+    holder = (
+        f"another openclaw-lossless sidecar (pid {peer.get('pid')}) with a different state dir"
+        if peer is not None
+        else "another program"
+    )
+    print(
+        f"openclaw-lossless: port {settings.port} on {settings.host} is held by {holder};"
+        " stop it, or pass --port (and set the plugin's sidecarUrl to match)",
+        file=sys.stderr,
+    )
+    return EXIT_FAILURE
+
+
+def _plugin_owns(settings: Settings, pid: object) -> bool:
+    """Whether ``<state_dir>/sidecar.owner`` (written by the plugin when it spawns a sidecar) names ``pid``."""
+    try:
+        return bool(json.loads((settings.state_dir / "sidecar.owner").read_text()).get("pid") == pid)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -398,7 +457,8 @@ def _import_openclaw(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from openclaw_lossless import doctor
 
-    findings = doctor.run(_settings(args))
+    openclaw_state = Path(args.openclaw_state) if args.openclaw_state else None
+    findings = doctor.run(_settings(args), profile=args.profile, openclaw_state=openclaw_state)
     data = {"ok": all(f.ok for f in findings), "findings": [f.view() for f in findings]}
 
     _emit(data, args.json, _human_findings)
@@ -542,6 +602,15 @@ def _megabytes(value: str) -> float:
     return number
 
 
+def _profile(value: str) -> str:
+    """An OpenClaw profile name as ``openclaw --profile`` takes it (letters, digits, '_' and '-')."""
+    from openclaw_lossless.doctor.host_config import PROFILE_NAME
+
+    if not PROFILE_NAME.match(value):
+        raise argparse.ArgumentTypeError(f"invalid profile {value!r}: use letters, numbers, '_' and '-' only")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line with a pointer to --help (exit 2), not the whole usage block."""
 
@@ -640,7 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     _scope_flags(imp)
 
     _add(commands, "stats", cmd_stats, "counts, sizes, backlog and latencies")
-    _add(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")
+    doctor = _add(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")
+    doctor.add_argument("--profile", type=_profile, help="the gateway's OpenClaw profile (openclaw --profile)")
+    doctor.add_argument("--openclaw-state", help="OpenClaw's state dir (default: $OPENCLAW_STATE_DIR or ~/.openclaw)")
 
     salvage = _add(
         commands,

@@ -2,7 +2,7 @@
 """A stand-in for the openclaw-lossless sidecar (stdlib only), for developing the plugin shim.
 
 It speaks the sidecar's HTTP contract (plugin-manifest.json: token auth, one POST per hook, /healthz,
-/stats, /v1/sessions/{id}/messages) with an in-memory store, and appends every request it receives to
+/v1/identity, /stats, /v1/sessions/{id}/messages) with an in-memory store, and appends every request it receives to
 ``<state-dir>/stub-requests.jsonl`` so the exact wire payloads of the shim can be inspected.
 
 Same command line as the real one: ``stub_sidecar.py serve --host 127.0.0.1 --port P --state-dir DIR``.
@@ -12,8 +12,11 @@ The e2e harness uses it when ``LOSSLESS_E2E_SIDECAR=stub``.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -149,6 +152,15 @@ def make_handler(store: Store, token: str) -> type[BaseHTTPRequestHandler]:
             url = urlparse(self.path)
             if url.path == "/healthz":
                 self.reply(200, {"status": "ok", "pid": os.getpid(), "stub": True})
+                return
+            if url.path == "/v1/identity":  # public, as the real one: proves the token without sending it
+                challenge = parse_qs(url.query).get("challenge", [""])[0]
+                if not re.fullmatch(r"[0-9a-fA-F]{32,128}", challenge):
+                    self.reply(422, {"error": {"code": "invalid_request", "message": "challenge: 32 to 128 hex"}})
+                    return
+                message = f"openclaw-lossless identity v1\n{challenge}".encode()
+                proof = hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
+                self.reply(200, {"service": "openclaw-lossless", "version": "stub", "pid": os.getpid(), "proof": proof})
                 return
             if not self.authorized():
                 return
