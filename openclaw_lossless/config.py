@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 RecallScope = Literal["agent", "session"]
 MIN_TOKEN_CHARS = 16  # an empty or short token would make the bearer check guessable
@@ -132,6 +132,17 @@ class Settings(BaseSettings):
     redact_originals: bool = True
     redact_patterns: list[str] = Field(default_factory=list)
     include_thinking: bool = False
+    catch_up: bool = True
+    include_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    exclude_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("include_sessions", "exclude_sessions", mode="before")
+    @classmethod
+    def _patterns(cls, value: Any) -> Any:
+        """Comma-separated in the environment (``agent:*:cron:*,agent:main:group:*``); a list when built in code."""
+        from openclaw_lossless.selection import parse_patterns
+
+        return parse_patterns(value) if isinstance(value, str | list | tuple) else value
 
     @field_validator("token")
     @classmethod

@@ -29,6 +29,7 @@ from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
 from openclaw_lossless.recall.window import Descriptor
+from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.store import archive, messages, snapshots, subagents
 from openclaw_lossless.store.connection import Connection, Database, open_connection, sqlite_module, translate_error
 from openclaw_lossless.store.migrations import migrate
@@ -75,6 +76,7 @@ class Sidecar:
             self.db.close()
             raise
         self.activity = Activity.from_store(self.db.reader())  # per agent: last commit, assemble and recall
+        self.selection = SessionSelection.of(settings.include_sessions, settings.exclude_sessions)
         self.capture_options = CaptureOptions(
             redactor=build_redactor(settings.redact_patterns),
             redact_originals=settings.redact_originals,

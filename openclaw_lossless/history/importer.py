@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openclaw_lossless.errors import NotFound
-from openclaw_lossless.history.readers import Codec, JsonlReader, Reader, SqliteReader, legacy_keys
+from openclaw_lossless.history.readers import Codec, Follow, JsonlReader, Reader, SqliteReader, legacy_keys
 from openclaw_lossless.history.sources import (
     AGENT_ID,
     SAFE_SESSION_ID,
@@ -34,8 +34,12 @@ def import_history(
     agent: str | None = None,
     session_id: str | None = None,
     progress: Progress | None = None,
+    follow: Follow | None = None,
 ) -> ImportReport:
-    """Import every transcript under an OpenClaw state dir (or one agent's, or one session's); rerunnable."""
+    """Import every transcript under an OpenClaw state dir (or one agent's, or one session's); rerunnable.
+
+    Sessions the user's selection excludes are never read; ``follow`` (catch-up's) narrows the rest.
+    """
     if not state_dir.is_dir():
         raise NotFound(f"no OpenClaw state dir at {state_dir}: pass --openclaw-state or set OPENCLAW_STATE_DIR")
     codec = Codec.load()
@@ -45,10 +49,10 @@ def import_history(
         if agent is not None and source.agent_id != agent:
             continue
         if source.kind == "sqlite":
-            readers.append(SqliteReader(sidecar, source, codec, session_id))
+            readers.append(SqliteReader(sidecar, source, codec, session_id, follow))
         elif session_id is None or source.session_id == session_id:
             names = keys.setdefault(source.path.parent, legacy_keys(source.path.parent))
-            readers.append(JsonlReader(sidecar, source, codec, names.get(_primary_name(source))))
+            readers.append(JsonlReader(sidecar, source, codec, names.get(_primary_name(source)), follow))
     return _run(readers, progress)
 
 
@@ -107,6 +111,7 @@ def _summarise(readers: list[Reader]) -> ImportReport:
         compactions=sum(d.compactions for d in details),
         skipped_malformed=sum(d.skipped_malformed for d in details),
         skipped_compressed=sum(d.skipped_compressed for d in details),
+        sessions_excluded=sum(d.sessions_excluded for d in details),
         errors=sum(d.error is not None for d in details),
         details=details,
     )

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 
 _TAIL_BYTES = 64
+# Whether to read a session: (agent id, session id, the key OpenClaw recorded or None, when OpenClaw created
+# it in epoch ms or None). Catch-up passes one that keeps to what live capture would have seen.
+Follow = Callable[[str, str, str | None, int | None], bool]
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,27 @@ class Codec:
 class Reader:
     """What both kinds of source share: a report, the sessions touched, and a plan → run life cycle."""
 
-    def __init__(self, sidecar: Sidecar, source: Source, codec: Codec | None) -> None:
+    def __init__(self, sidecar: Sidecar, source: Source, codec: Codec | None, follow: Follow | None = None) -> None:
         self.sidecar = sidecar
         self.source = source
         self.codec = codec
+        self.follow = follow
         self.report = SourceReport(source.source_id, source.kind, source.agent_id)
         self.session_ids: set[str] = set()
+
+    def _wanted(self, session_id: str, recorded_key: str | None, key: str | None, born_ms: int | None) -> bool:
+        """Whether to read this session: the user's session selection, then the caller's ``follow``.
+
+        The selection matches the key OpenClaw recorded, or the session id when it recorded none (never the
+        ``agent:<id>:import:<session>`` key the import makes up).
+        """
+        if not self.sidecar.selection.captures(session_id, key if recorded_key else None):
+            self.report.sessions_excluded += 1
+            return False
+        if self.follow is not None and not self.follow(self.source.agent_id, session_id, recorded_key, born_ms):
+            self.report.sessions_left += 1
+            return False
+        return True
 
     def plan(self) -> int:
         """Find what is new since the cursors; returns how many entries that is (for progress)."""
@@ -80,8 +98,10 @@ class _SessionPlan:
 class SqliteReader(Reader):
     """An agent's ``openclaw-agent.sqlite``, opened ``mode=ro`` and ``query_only``; it is never written."""
 
-    def __init__(self, sidecar: Sidecar, source: Source, codec: Codec | None, only: str | None) -> None:
-        super().__init__(sidecar, source, codec)
+    def __init__(
+        self, sidecar: Sidecar, source: Source, codec: Codec | None, only: str | None, follow: Follow | None = None
+    ) -> None:
+        super().__init__(sidecar, source, codec, follow)
         self.only = only
         self.plans: list[_SessionPlan] = []
         self.module = sqlite_module()
@@ -106,6 +126,7 @@ class SqliteReader(Reader):
         where, params = ("WHERE session_id = ?", (self.only,)) if self.only else ("", ())
         keys = _session_keys(conn, where, params)
         generations = _generations(conn, where, params)
+        births = session_births(conn, where, params)
         sessions = conn.execute(
             f"SELECT session_id, max(seq), count(*) FROM transcript_events {where} GROUP BY session_id", params
         ).fetchall()
@@ -114,11 +135,13 @@ class SqliteReader(Reader):
             if not isinstance(session_id, str) or not is_identifier(session_id):
                 self.report.skipped_malformed += int(count)
                 continue
+            key = session_key_for(keys.get(session_id), self.source.agent_id, session_id)
+            if not self._wanted(session_id, keys.get(session_id), key, births.get(session_id)):
+                continue
             generation = generations.get(session_id)
             after = self._resume_after(session_id, generation, int(max_seq))
             if after < int(max_seq):
                 pending = count if after < 0 else _count_after(conn, session_id, after)
-                key = session_key_for(keys.get(session_id), self.source.agent_id, session_id)
                 plans.append(_SessionPlan(session_id, key, after, generation, int(pending)))
         return plans
 
@@ -194,6 +217,22 @@ def _payload_columns(conn: Connection) -> str:
     return "event_json, NULL, NULL"
 
 
+def session_births(conn: Connection, where: str, params: tuple[Any, ...]) -> dict[str, int]:
+    """session_id → when OpenClaw created it (epoch ms), where this schema version records it."""
+    if {"session_id", "created_at"} <= _columns(conn, "session_windows"):
+        rows = conn.execute(f"SELECT session_id, created_at FROM session_windows {where}", params)
+        return {str(row[0]): int(row[1]) for row in rows if isinstance(row[1], int)}
+    return {}
+
+
+def session_keys(conn: Connection, where: str, params: tuple[Any, ...]) -> dict[str, str]:
+    return _session_keys(conn, where, params)
+
+
+def payload_columns(conn: Connection) -> str:
+    return _payload_columns(conn)
+
+
 def _session_keys(conn: Connection, where: str, params: tuple[Any, ...]) -> dict[str, str]:
     """session_id → session_key from whichever table this schema version keeps it in."""
     for table in ("session_windows", "sessions", "session_entries"):
@@ -233,10 +272,13 @@ class JsonlReader(Reader):
     it wrote ``compaction`` entries) is recorded as a compaction before the shorter file is read.
     """
 
-    def __init__(self, sidecar: Sidecar, source: Source, codec: Codec | None, key: str | None) -> None:
-        super().__init__(sidecar, source, codec)
+    def __init__(
+        self, sidecar: Sidecar, source: Source, codec: Codec | None, key: str | None, follow: Follow | None = None
+    ) -> None:
+        super().__init__(sidecar, source, codec, follow)
         self.session_id = source.session_id or source.path.name
         self.session_key = session_key_for(key, source.agent_id, self.session_id)
+        self.recorded_key = key
         self.start: int | None = None
         self.messages_before: int | None = 0  # messages before ``start``; None: a cursor too old to say
         self.shrink: _Shrink | None = None
@@ -249,6 +291,8 @@ class JsonlReader(Reader):
         return io.BytesIO(self.codec.decompress(self.source.path.read_bytes()))
 
     def plan(self) -> int:
+        if not self._wanted(self.session_id, self.recorded_key, self.session_key, None):
+            return 0
         try:
             stat = self.source.path.stat()
             cursor = load_cursor(self.sidecar, self.source.source_id)

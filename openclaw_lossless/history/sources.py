@@ -42,6 +42,8 @@ class SourceReport:
     skipped_malformed: int = 0
     skipped_compressed: int = 0  # zstd rows while no zstd codec is installed; read again once one is
     skipped_types: dict[str, int] = field(default_factory=dict)
+    sessions_excluded: int = 0  # left out by LOSSLESS_INCLUDE_SESSIONS / LOSSLESS_EXCLUDE_SESSIONS
+    sessions_left: int = 0  # left for an explicit import: catch-up follows only what live capture would see
     error: str | None = None
 
 
@@ -54,6 +56,7 @@ class ImportReport:
     compactions: int = 0
     skipped_malformed: int = 0
     skipped_compressed: int = 0
+    sessions_excluded: int = 0
     errors: int = 0
     details: list[SourceReport] = field(default_factory=list)
 
