@@ -17,6 +17,8 @@ import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
+import { createLosslessCommand } from "./command.js";
+
 const MANIFEST = JSON.parse(readFileSync(new URL("./plugin-manifest.json", import.meta.url), "utf8"));
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
 
@@ -908,6 +910,12 @@ export default {
     // Agent tools, built per run with its identity (declared under contracts.tools in openclaw.plugin.json).
     if (typeof api.registerTool === "function") {
       api.registerTool((toolContext) => createAgentTools(api.pluginConfig ?? {}, toolContext, { log: logger(api) }), { names: TOOL_NAMES });
+    }
+    // The /lossless chat command (status, search, why), answered without the model (command.js).
+    if (typeof api.registerCommand === "function") {
+      const settings = resolveSettings(api.pluginConfig ?? {});
+      const request = (label, init) => sidecarRequest(settings, label, init, logger(api));
+      api.registerCommand(createLosslessCommand({ settings, request, log: logger(api) }));
     }
   },
 };
