@@ -67,14 +67,22 @@ export function globMatches(pattern, key) {
 
 /**
  * Whether a session is captured (stored and given recall) under excludeSessions / includeSessions.
- * The plugin may pass its own rule (`select`); this one is the documented reading: included when
- * includeSessions is empty or one of its patterns matches, and no excludeSessions pattern matches.
+ * The plugin passes the rule its hooks apply (`select(sessionKey)`, a boolean or {captured, reason});
+ * without one, this reading: included when includeSessions is empty or one of its patterns matches, and
+ * no excludeSessions pattern matches.
  */
 export function sessionSelection(settings, sessionKey, select) {
   const exclude = Array.isArray(settings?.excludeSessions) ? settings.excludeSessions : [];
   const include = Array.isArray(settings?.includeSessions) ? settings.includeSessions : [];
-  if (typeof select === "function") return { exclude, include, ...select(sessionKey) };
   if (typeof sessionKey !== "string" || !sessionKey) return { exclude, include, captured: null, reason: "this chat has no session key" };
+  if (typeof select === "function") {
+    // The plugin's own rule (the one its hooks apply): a boolean, or {captured, reason}.
+    const verdict = select(sessionKey);
+    if (typeof verdict === "boolean") {
+      return { exclude, include, captured: verdict, reason: verdict ? "the session selection captures it" : "excluded by the session selection" };
+    }
+    return { exclude, include, ...verdict };
+  }
   const excludedBy = exclude.find((pattern) => globMatches(pattern, sessionKey));
   if (excludedBy !== undefined) return { exclude, include, captured: false, reason: `matches excludeSessions ${JSON.stringify(excludedBy)}` };
   if (include.length && !include.some((pattern) => globMatches(pattern, sessionKey))) {
@@ -94,9 +102,9 @@ function when(iso, now = Date.now()) {
   return `${stamp} (${ago} ago)`;
 }
 
-function count(n, noun) {
+function count(n, noun, plural = `${noun}s`) {
   const value = Number.isFinite(n) ? n : 0;
-  return `${value.toLocaleString("en-US")} ${noun}${value === 1 ? "" : "s"}`;
+  return `${value.toLocaleString("en-US")} ${value === 1 ? noun : plural}`;
 }
 
 /** Every line quoted: stored text can never pass for a line of this answer. */
@@ -215,8 +223,8 @@ async function statusText(ctx, deps) {
     if (!recall) lines.push("Last recall: none since the sidecar started.");
     else if (recall.recallSkipped && !recall.lines) lines.push(`Last recall: ${when(recall.at)}, nothing searched (${recall.recallSkipped}).`);
     else {
-      lines.push(`Last recall: ${when(recall.at)}, ${count(recall.lines, "line")} (${recall.hits} ${recall.hits === 1 ? "match" : "matches"} + ` +
-        `${recall.neighbours} ${recall.neighbours === 1 ? "neighbour" : "neighbours"}, ~${recall.estimatedTokens} tokens with the window)` +
+      lines.push(`Last recall: ${when(recall.at)}, ${count(recall.lines, "line")} (${count(recall.hits, "match", "matches")} + ` +
+        `${count(recall.neighbours, "neighbour")}, ~${recall.estimatedTokens} tokens with the window)` +
         `${recall.recallSkipped ? `, ${recall.recallSkipped}` : ""}; /lossless why shows them.`);
     }
   }
@@ -298,7 +306,7 @@ async function whyText(ctx, deps) {
   const decisions = Object.entries(recall.decisions ?? {}).map(([name, n]) => `${name} ${n}`).join(", ");
   const lines = [
     `Last recall for agent ${agentId}: ${when(recall.at)} in session ${recall.sessionId}; ${count(recall.lines, "line")} ` +
-      `(${recall.hits} + ${recall.neighbours} neighbours), ~${recall.estimatedTokens} tokens with the window; lanes: ${(recall.lanes ?? []).join(", ") || "none"}.`,
+      `(${count(recall.hits, "match", "matches")} + ${count(recall.neighbours, "neighbour")}), ~${recall.estimatedTokens} tokens with the window; lanes: ${(recall.lanes ?? []).join(", ") || "none"}.`,
   ];
   if (recall.recallSkipped) lines.push(`Skipped or cut short: ${recall.recallSkipped}.`);
   lines.push(`Candidates: ${trace.length}${decisions ? ` (${decisions})` : ""}.`);

@@ -218,3 +218,12 @@ test("/lossless why before any recall, and unknown subcommands, answer plainly",
     await sidecar.close();
   }
 });
+
+test("the plugin's own session rule decides whether this session is captured", () => {
+  const settings = { excludeSessions: ["agent:*:cron:*"] };
+  const rule = (key) => !key.includes(":cron:");
+  assert.deepEqual(sessionSelection(settings, "agent:main:cron:1", rule),
+    { exclude: ["agent:*:cron:*"], include: [], captured: false, reason: "excluded by the session selection" });
+  assert.equal(sessionSelection(settings, "agent:main:main", rule).captured, true);
+  assert.equal(sessionSelection(settings, "agent:main:main", () => ({ captured: false, reason: "why" })).reason, "why");
+});

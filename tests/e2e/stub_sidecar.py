@@ -26,6 +26,18 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 JsonObj = dict[str, Any]
+AGENT_KEY = re.compile(r"^agent:([A-Za-z0-9][A-Za-z0-9_.\-]{0,127}):")
+
+
+def agent_of(session_key: Any) -> str:
+    match = AGENT_KEY.match(session_key) if isinstance(session_key, str) else None
+    return match.group(1) if match else "main"
+
+
+def iso(epoch_s: float | None) -> str | None:
+    if epoch_s is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_s)) + f".{int(epoch_s * 1000) % 1000:03d}Z"
 
 
 class Store:
@@ -40,6 +52,8 @@ class Store:
         self.compactions: list[JsonObj] = []
         self.links: list[JsonObj] = []
         self.calls: dict[str, int] = {}
+        self.last_commit: dict[str, float] = {}
+        self.last_recall: dict[str, JsonObj] = {}
 
     def record(self, method: str, path: str, body: Any) -> None:
         with self.lock, self.log_path.open("a", encoding="utf-8") as handle:
@@ -52,10 +66,62 @@ class Store:
         return entry
 
     def add(self, session_id: str, session_key: str | None, messages: list[Any]) -> int:
-        self.session(session_id, session_key)
+        entry = self.session(session_id, session_key)
         for message in messages:
-            self.messages.append({"id": len(self.messages) + 1, "sessionId": session_id, "message": message})
+            self.messages.append(
+                {
+                    "id": len(self.messages) + 1,
+                    "sessionId": session_id,
+                    "agentId": agent_of(entry.get("sessionKey")),
+                    "message": message,
+                    "createdAt": time.time(),
+                }
+            )
         return len(messages)
+
+    def agent_status(self, agent_id: str) -> tuple[int, JsonObj]:
+        """GET /v1/agents/{id}/status, as the sidecar answers it (no embedder, no catch-up)."""
+        sessions = [s for s in self.sessions.values() if agent_of(s.get("sessionKey")) == agent_id]
+        recall = self.last_recall.get(agent_id)
+        if not sessions and recall is None:
+            return 404, {"error": {"code": "not_found", "message": f"no agent {agent_id!r} in the store"}}
+        summary = None if recall is None else {k: v for k, v in recall.items() if k not in ("block", "trace")}
+        return 200, {
+            "agentId": agent_id,
+            "version": "stub",
+            "messages": sum(1 for m in self.messages if m["agentId"] == agent_id),
+            "sessions": len(sessions),
+            "lastCommitAt": iso(self.last_commit.get(agent_id)),
+            "lastAssembleAt": None if recall is None else recall["at"],
+            "lastRecall": summary,
+            "backlog": 0,
+            "embedder": {"active": None, "model": None, "ready": False, "reason": "stub: keyword matching only"},
+            "catchUp": None,
+        }
+
+    def search(self, query: str, scope: str, k: int) -> list[JsonObj]:
+        """Messages sharing a word of 5+ letters with the query, newest first, in an 'agent:<id>' or 'all' scope."""
+        words = {w.lower().strip(".,?!") for w in query.split() if len(w) > 4}
+        agent = scope.removeprefix("agent:") if scope.startswith("agent:") else None
+        hits = [
+            m
+            for m in reversed(self.messages)
+            if (agent is None or m["agentId"] == agent)
+            and words & {w.lower().strip(".,?!") for w in text_of(m["message"]).split()}
+        ]
+        return [
+            {
+                "id": m["id"],
+                "citation": f"msg:{m['id']}",
+                "role": m["message"].get("role"),
+                "createdAt": m["createdAt"],
+                "sessionId": m["sessionId"],
+                "agentId": m["agentId"],
+                "text": text_of(m["message"]),
+                "score": 1.0,
+            }
+            for m in hits[:k]
+        ]
 
 
 def text_of(message: Any) -> str:
@@ -87,6 +153,24 @@ def handle_hook(store: Store, hook: str, body: JsonObj) -> tuple[int, JsonObj]:
             lines = [f"[stub | {m['message'].get('role')}]: {text_of(m['message'])[:200]}" for m in hits]
             addition = "## Recalled Context\n" + ("\n".join(lines) if lines else "(nothing recalled)")
             tokens = sum(int(d.get("tokens") or 0) for d in descriptors)
+            store.last_recall[agent_of(session_key)] = {
+                "at": iso(time.time()),
+                "sessionId": session_id,
+                "lines": len(hits),
+                "hits": len(hits),
+                "neighbours": 0,
+                "estimatedTokens": tokens,
+                "recallSkipped": None,
+                "block": addition,
+                "recalled": [{"id": m["id"], "citation": f"msg:{m['id']}"} for m in hits],
+                "windowTokens": tokens,
+                "lanes": ["keyword"],
+                "decisions": {"kept": len(hits)} if hits else {},
+                "trace": [
+                    {"message_id": m["id"], "citation": f"msg:{m['id']}", "decision": "kept", "lanes": ["keyword"]}
+                    for m in hits
+                ],
+            }
             return 200, {"windowStart": 0, "estimatedTokens": tokens, "systemPromptAddition": addition}
         if hook == "commit-turn":
             key = str(body.get("advancementKey") or "")
@@ -94,6 +178,7 @@ def handle_hook(store: Store, hook: str, body: JsonObj) -> tuple[int, JsonObj]:
                 return 200, {"status": "duplicate", "stored": 0}
             stored = store.add(session_id, session_key, list(body.get("messages") or []))
             store.turns[key] = stored
+            store.last_commit[agent_of(store.session(session_id, session_key).get("sessionKey"))] = time.time()
             return 200, {"status": "committed", "stored": stored}
         if hook == "ingest":
             return 200, {"ingested": store.add(session_id, session_key, [body.get("message")]) == 1}
@@ -180,6 +265,20 @@ def make_handler(store: Store, token: str) -> type[BaseHTTPRequestHandler]:
                     )
                 return
             parts = url.path.strip("/").split("/")
+            if len(parts) == 4 and parts[:2] == ["v1", "agents"] and parts[3] in ("status", "last-recall"):
+                with store.lock:
+                    status, answer = store.agent_status(parts[2])
+                    if status == 200 and parts[3] == "last-recall":
+                        answer = {"agentId": parts[2], "recall": store.last_recall.get(parts[2])}
+                self.reply(status, answer)
+                return
+            if url.path == "/v1/search":
+                query = parse_qs(url.query)
+                with store.lock:
+                    q, scope = query.get("q", [""])[0], query.get("scope", ["all"])[0]
+                    hits = store.search(q, scope, int(query.get("k", ["10"])[0]))
+                self.reply(200, {"hits": hits})
+                return
             if len(parts) == 4 and parts[:2] == ["v1", "sessions"] and parts[3] == "messages":
                 last = int(parse_qs(url.query).get("last", ["50"])[0])
                 with store.lock:
