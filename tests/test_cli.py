@@ -14,6 +14,7 @@ from openclaw_lossless.cli import main
 from openclaw_lossless.store.connection import open_connection
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, live_sidecar, make_settings, run_cli, run_cli_json
+from tests.openclaw_state import use_linked_openclaw
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +97,9 @@ def test_stats_and_doctor(capsys: pytest.CaptureFixture[str], state: Path) -> No
 
 
 def test_doctor_takes_provider_none_as_a_choice_and_a_missing_api_key_as_a_problem(
-    capsys: pytest.CaptureFixture[str], state: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    use_linked_openclaw(monkeypatch, tmp_path / "home", state)
     monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
     code, out, _ = run_cli(capsys, state, "doctor", "--json")
     embedder = {f["check"]: f for f in json.loads(out)["findings"]}["embedder"]
@@ -118,6 +120,7 @@ def test_doctor_notes_a_large_backlog_and_what_drains_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state_dir = tmp_path / "state"
+    use_linked_openclaw(monkeypatch, tmp_path / "home", state_dir)
     with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
         many = [{"role": "user", "content": f"note number {n}", "timestamp": n} for n in range(1, 1202)]
         server.sidecar.ingest("s-bulk", "agent:main:main", many, heartbeat=False, recall=server.settings.recall)

@@ -1,4 +1,4 @@
-"""``doctor``: read-only checks of an installation, each finding with the command that fixes it.
+"""The store's side of ``doctor``: binding, embedder, database, index, permissions, disk.
 
 It never writes and never starts the sidecar's machinery (no migration, no vector rebuild), so it can be
 pointed at a damaged or foreign database and say what is wrong instead of making it worse. A finding that is
@@ -12,12 +12,11 @@ import ipaddress
 import shutil
 import stat
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from openclaw_lossless.config import Settings
+from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError
@@ -30,18 +29,8 @@ MIN_FREE_BYTES = 200 * 1024 * 1024
 BACKLOG_LARGE = 1000
 
 
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-
-    def view(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def run(settings: Settings) -> list[Finding]:
+def store_findings(settings: Settings) -> list[Finding]:
+    """Every check of the sidecar's own installation, in the order the report shows them."""
     findings = [_binding(), _embedder(settings), _permissions(settings), _disk(settings)]
     path = settings.database_path
     if not path.exists():

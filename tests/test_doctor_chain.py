@@ -1,0 +1,259 @@
+"""``doctor`` checks the chain from the OpenClaw config the gateway reads to the sidecar it reaches.
+
+Each test writes a real OpenClaw state dir (a JSON5 config, the plugin linked as ``plugins install -l`` links
+it) broken in one way, and asserts the one finding a user needs: its stable code and the fix. The reach
+checks talk over real loopback HTTP to a real served sidecar, or to a foreign HTTP server on the port.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import openclaw_lossless
+from openclaw_lossless import doctor
+from openclaw_lossless.cli import main
+from openclaw_lossless.config import Settings
+from openclaw_lossless.doctor.findings import Finding
+from tests.helpers import free_port, live_sidecar, make_settings
+from tests.openclaw_state import PLUGIN_DIR, linked_config, openclaw_env, plugin_copy, write_config
+
+
+def findings(home: Path, tmp_path: Path, env: dict[str, str] | None = None, **kw: Any) -> dict[str, Finding]:
+    settings = Settings(state_dir=tmp_path / "sidecar-state", embedding_provider="none")
+    return {f.check: f for f in doctor.run(settings, env=env or openclaw_env(home), **kw)}
+
+
+def quiet_url() -> str:
+    """A loopback URL nothing listens on."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+def test_a_healthy_linked_install_passes_every_link(home: Path, tmp_path: Path) -> None:
+    write_config(home / ".openclaw", linked_config(sidecarUrl=quiet_url()))
+    found = findings(home, tmp_path)
+    chain = ["openclaw-config", "context-engine-slot", "plugin-entry", "plugin-install", "plugin-version"]
+    assert all(found[name].ok for name in [*chain, "plugin-config", "sidecar-reach"]), found
+    assert found["plugin-install"].data == {"path": str(PLUGIN_DIR), "how": "plugins.load.paths", "version": "0.1.0"}
+    assert found["sidecar-reach"].code == "sidecar_not_running" and found["sidecar-reach"].fix  # a note: autoStart
+
+
+def test_no_openclaw_config_is_one_clear_finding(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in openclaw_env(home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    code = main(["doctor", "--json", "--state-dir", str(tmp_path / "s")])
+    out, err = capsys.readouterr()
+    assert code == 1 and err == ""
+    config = next(f for f in json.loads(out)["findings"] if f["check"] == "openclaw-config")
+    assert config["code"] == "config_missing" and not config["ok"]
+    assert str(home / ".openclaw" / "openclaw.json") in config["detail"] and "OPENCLAW_CONFIG_PATH" in config["fix"]
+    assert main(["doctor", "--state-dir", str(tmp_path / "s")]) == 1
+    assert "BAD  openclaw-config: no OpenClaw config at" in capsys.readouterr().out
+
+
+def test_json5_that_does_not_parse_names_the_file_and_line(home: Path, tmp_path: Path) -> None:
+    path = write_config(
+        home / ".openclaw",
+        "{\n  // a comment is fine\n  plugins: {\n    slots: {contextEngine: 'lossless',},\n  }\n  gateway: {},\n}\n",
+    )  # line 5 lacks its comma: the parser stops on line 6
+    config = findings(home, tmp_path)["openclaw-config"]
+    assert not config.ok and config.code == "config_unparsable"
+    assert config.data is not None and config.data["error"]["line"] == 6
+    assert f"{path} line 6" in config.detail and "fix " + str(path) in (config.fix or "")
+
+
+def test_profiles_and_overrides_choose_the_file_as_openclaw_does(home: Path, tmp_path: Path) -> None:
+    write_config(home / ".openclaw", linked_config(sidecarUrl=quiet_url()))
+    write_config(home / ".openclaw-work", {"plugins": {"slots": {"contextEngine": "legacy"}}})
+    assert findings(home, tmp_path)["context-engine-slot"].ok
+    assert findings(home, tmp_path, profile="work")["context-engine-slot"].code == "slot_not_lossless"
+    named = findings(home, tmp_path, env=openclaw_env(home, OPENCLAW_PROFILE="work"))["openclaw-config"]
+    assert "--profile work" in named.detail  # the variable alone moves nothing in OpenClaw: say so
+    elsewhere = write_config(tmp_path / "custom", {"plugins": {}})
+    explicit = openclaw_env(home, OPENCLAW_STATE_DIR=str(tmp_path / "custom"))
+    assert (findings(home, tmp_path, env=explicit, profile="work")["openclaw-config"].data or {})["path"] == str(
+        elsewhere
+    )
+    by_path = openclaw_env(home, OPENCLAW_CONFIG_PATH=str(elsewhere))
+    assert findings(home, tmp_path, env=by_path)["context-engine-slot"].code == "slot_not_lossless"
+
+
+def test_includes_are_resolved_and_a_broken_one_is_named(home: Path, tmp_path: Path) -> None:
+    state = home / ".openclaw"
+    write_config(state, "{ plugins: { $include: './plugins.json5' }, gateway: { mode: 'local' } }")
+    (state / "plugins.json5").write_text(json.dumps(linked_config(sidecarUrl=quiet_url())["plugins"]))
+    found = findings(home, tmp_path)
+    assert found["context-engine-slot"].ok and found["plugin-install"].ok
+    assert (found["openclaw-config"].data or {})["includes"] == [str(state / "plugins.json5")]
+    (state / "plugins.json5").unlink()
+    config = findings(home, tmp_path)["openclaw-config"]
+    assert config.code == "config_include_failed" and "./plugins.json5" in config.detail
+
+
+@pytest.mark.parametrize(
+    ("edit", "check", "code"),
+    [
+        (lambda c: c["plugins"].pop("slots"), "context-engine-slot", "slot_not_lossless"),
+        (lambda c: c["plugins"]["entries"]["lossless"].update(enabled=False), "plugin-entry", "entry_disabled"),
+        (lambda c: c["plugins"]["entries"].pop("lossless"), "plugin-entry", "entry_missing"),
+        (lambda c: c["plugins"].update(deny=["lossless"]), "plugin-entry", "plugin_denied"),
+        (lambda c: c["plugins"].pop("load"), "plugin-install", "plugin_not_installed"),
+    ],
+    ids=["slot-missing", "entry-disabled", "entry-missing", "denied", "not-installed"],
+)
+def test_each_broken_link_is_reported_with_its_fix(
+    home: Path, tmp_path: Path, edit: Any, check: str, code: str
+) -> None:
+    config = linked_config(sidecarUrl=quiet_url())
+    edit(config)
+    write_config(home / ".openclaw", config)
+    found = findings(home, tmp_path)
+    assert not found[check].ok and found[check].code == code and found[check].fix
+    assert [f.check for f in found.values() if not f.ok] == [check]
+
+
+def test_fixes_name_the_commands_that_fix_them(home: Path, tmp_path: Path) -> None:
+    config = linked_config(sidecarUrl=quiet_url())
+    config["plugins"].pop("slots")
+    config["plugins"].pop("load")
+    config["plugins"]["entries"]["lossless"]["enabled"] = False
+    write_config(home / ".openclaw", config)
+    found = findings(home, tmp_path)
+    assert "openclaw config set plugins.slots.contextEngine lossless" in (found["context-engine-slot"].fix or "")
+    assert "openclaw plugins enable lossless" in (found["plugin-entry"].fix or "")
+    assert f"openclaw plugins install -l {PLUGIN_DIR} --force" in (found["plugin-install"].fix or "")
+
+
+def test_a_plugin_from_another_release_is_a_version_mismatch(home: Path, tmp_path: Path) -> None:
+    other = plugin_copy(tmp_path / "other-plugin", "9.9.9")
+    write_config(home / ".openclaw", linked_config(other, sidecarUrl=quiet_url()))
+    version = findings(home, tmp_path)["plugin-version"]
+    assert not version.ok and version.code == "version_mismatch"
+    assert version.data == {"plugin": "9.9.9", "sidecar": openclaw_lossless.__version__}
+
+
+def test_invalid_config_values_are_listed_by_path(home: Path, tmp_path: Path) -> None:
+    bad: dict[str, Any] = {
+        "retrievalCount": 500,
+        "timeouts": {"assembleMs": 10},
+        "recallScop": "agent",
+        "sidecarUrl": quiet_url(),
+    }
+    write_config(home / ".openclaw", linked_config(**bad))
+    config = findings(home, tmp_path)["plugin-config"]
+    assert not config.ok and config.code == "config_invalid" and config.data is not None
+    assert [e["path"] for e in config.data["errors"]] == ["(config)", "retrievalCount", "timeouts.assembleMs"]
+    assert "'recallScop' was unexpected" in config.detail and "500 is greater than the maximum of 200" in config.detail
+
+
+def test_a_sidecar_url_without_scheme_is_reported(home: Path, tmp_path: Path) -> None:
+    write_config(home / ".openclaw", linked_config(sidecarUrl="localhost:8377"))
+    reach = findings(home, tmp_path)["sidecar-reach"]
+    assert not reach.ok and reach.code == "sidecar_url_invalid"
+    assert "sidecarUrl http://127.0.0.1:8377" in (reach.fix or "")
+
+
+def test_a_remote_sidecar_url_is_not_probed_unless_allowed(home: Path, tmp_path: Path) -> None:
+    write_config(home / ".openclaw", linked_config(sidecarUrl="http://192.0.2.1:8377"))
+    reach = findings(home, tmp_path)["sidecar-reach"]
+    assert not reach.ok and reach.code == "sidecar_url_remote"
+
+
+def test_the_session_selection_is_shown_when_set(home: Path, tmp_path: Path) -> None:
+    write_config(home / ".openclaw", linked_config(sidecarUrl=quiet_url()))
+    assert "session-selection" not in findings(home, tmp_path)
+    chosen: dict[str, Any] = {"excludeSessions": ["agent:*:cron:*"], "includeSessions": ["agent:main:*"]}
+    write_config(home / ".openclaw", linked_config(sidecarUrl=quiet_url(), **chosen))
+    selection = findings(home, tmp_path)["session-selection"]
+    assert selection.ok and selection.data == chosen and "agent:*:cron:*" in selection.detail
+
+
+def test_nothing_listening_fails_only_when_autostart_is_off(home: Path, tmp_path: Path) -> None:
+    url = quiet_url()
+    write_config(home / ".openclaw", linked_config(sidecarUrl=url, autoStart=False))
+    reach = findings(home, tmp_path)["sidecar-reach"]
+    assert not reach.ok and reach.code == "sidecar_not_running"
+    assert f"openclaw-lossless serve --host 127.0.0.1 --port {url.rsplit(':', 1)[1]}" in (reach.fix or "")
+
+
+def test_the_running_sidecar_proves_it_is_the_plugins(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "plugin-state"
+    with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
+        write_config(home / ".openclaw", linked_config(sidecarUrl=server.url, stateDir=str(state)))
+        reach = findings(home, tmp_path)["sidecar-reach"]
+        assert reach.ok and reach.code == "sidecar_verified", reach
+        assert reach.data is not None and reach.data["pid"] == os.getpid()
+        other = tmp_path / "other-state"
+        other.mkdir(mode=0o700)
+        (other / "token").write_text("another-token-of-enough-length")
+        write_config(home / ".openclaw", linked_config(sidecarUrl=server.url, stateDir=str(other)))
+        reach = findings(home, tmp_path)["sidecar-reach"]
+        assert not reach.ok and reach.code == "sidecar_other_token"
+
+
+def test_a_sidecar_of_another_version_is_named(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "plugin-state"
+    with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
+        write_config(home / ".openclaw", linked_config(sidecarUrl=server.url, stateDir=str(state)))
+        monkeypatch.setattr(openclaw_lossless, "__version__", "9.9.9")  # this package upgraded, the server not
+        reach = findings(home, tmp_path)["sidecar-reach"]
+    assert not reach.ok and reach.code == "sidecar_version_mismatch" and "kill" in (reach.fix or "")
+
+
+class _Foreign(http.server.BaseHTTPRequestHandler):
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path + str(self.headers.get("Authorization")))
+        body = b"<html><body>404 Not Found</body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@contextmanager
+def foreign_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_another_program_on_the_port_is_named_and_gets_no_token(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "plugin-state"
+    state.mkdir(mode=0o700)
+    (state / "token").write_text("the-plugins-own-token-0123456789")
+    with foreign_server() as url:
+        write_config(home / ".openclaw", linked_config(sidecarUrl=url, stateDir=str(state)))
+        reach = findings(home, tmp_path)["sidecar-reach"]
+    assert not reach.ok and reach.code == "port_held_by_other_program"
+    assert f"port {url.rsplit(':', 1)[1]} is held by another program" in reach.detail
+    assert reach.data is not None and reach.data["holder"]["pid"] == os.getpid()
+    assert _Foreign.seen and all("token" not in seen and seen.endswith("None") for seen in _Foreign.seen)
