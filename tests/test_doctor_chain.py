@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shlex
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,8 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from tests.helpers import free_port, live_sidecar, make_settings
 from tests.openclaw_state import PLUGIN_DIR, linked_config, openclaw_env, plugin_copy, write_config
+from tests.test_catch_up import HostSession
+from tests.test_history_import import AgentDatabase
 
 
 def findings(home: Path, tmp_path: Path, env: dict[str, str] | None = None, **kw: Any) -> dict[str, Finding]:
@@ -257,3 +260,41 @@ def test_another_program_on_the_port_is_named_and_gets_no_token(home: Path, tmp_
     assert f"port {url.rsplit(':', 1)[1]} is held by another program" in reach.detail
     assert reach.data is not None and reach.data["holder"]["pid"] == os.getpid()
     assert _Foreign.seen and all("token" not in seen and seen.endswith("None") for seen in _Foreign.seen)
+
+
+def test_turns_the_host_recorded_while_the_sidecar_was_down_are_counted_and_the_fix_brings_them_in(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    openclaw, state = home / ".openclaw", tmp_path / "plugin-state"
+    for name, value in openclaw_env(home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    write_config(openclaw, linked_config(sidecarUrl=quiet_url(), stateDir=str(state)))
+    host = AgentDatabase(openclaw)
+    try:
+        session = HostSession(host)
+        with live_sidecar(make_settings(state, openclaw_state=openclaw, embedding_provider="none"), None) as server:
+            for n in range(2):
+                assert server.post("commit-turn", session.turn(f"Stored turn {n}.")).status_code == 200
+        outage = [
+            session.turn("Said while the sidecar was down."),
+            session.turn("And once more, with a tool.", tool=True),
+        ]
+    finally:
+        host.close()
+
+    assert main(["doctor", "--json"]) == 1
+    gap = next(f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "transcript-gaps")
+    assert not gap["ok"] and gap["code"] == "turns_missing"
+    lost = [m for body in outage for m in body["messages"]]
+    assert gap["data"]["missing"] == len(lost) and gap["data"]["agents"] == {"main": len(lost)}
+    assert gap["data"]["firstAt"] == pytest.approx(min(m["timestamp"] for m in lost) / 1000)
+    assert [s["sessionKey"] for s in gap["data"]["sessions"]] == ["agent:main:main"]
+    command = gap["fix"].split("bring them in now: ", 1)[1]
+    assert command == f"openclaw-lossless import --agent main --state-dir {state}"
+
+    assert main(shlex.split(command)[1:]) == 0  # the fix, as printed
+    capsys.readouterr()
+    main(["doctor", "--json"])
+    gap = next(f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "transcript-gaps")
+    assert gap["ok"] and gap["code"] == "gaps_none", gap

@@ -12,9 +12,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from openclaw_lossless.config import Settings
+from openclaw_lossless.config import Settings, openclaw_state_dir
 from openclaw_lossless.doctor.chain import run_chain
 from openclaw_lossless.doctor.findings import Finding
+from openclaw_lossless.doctor.gaps import gaps
+from openclaw_lossless.doctor.plugin import entry_config
 from openclaw_lossless.doctor.store import store_findings
 
 __all__ = ["Finding", "run"]
@@ -46,4 +48,19 @@ def run(
                 code="state_dir_differs",
             )
         )
-    return findings + chain.findings
+    findings += chain.findings
+    if chain.host is not None:
+        flags = _import_flags(settings, chain.host.location.state_dir, env)
+        findings.append(gaps(settings, chain.host.location.state_dir, entry_config(chain.host), flags))
+    return findings
+
+
+def _import_flags(settings: Settings, openclaw_state: Path, env: Mapping[str, str] | None) -> str:
+    """What ``import`` needs to be told to read these transcripts into this store, beyond its defaults."""
+    default_state = openclaw_state_dir(dict(os.environ if env is None else env))
+    flags = ""
+    if openclaw_state.resolve() != default_state.resolve():
+        flags += f" --openclaw-state {openclaw_state}"
+    if settings.state_dir.resolve() != (default_state / "plugins" / "lossless").resolve():
+        flags += f" --state-dir {settings.state_dir}"
+    return flags
