@@ -26,6 +26,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from tests.helpers import free_port, live_sidecar, make_settings
 from tests.openclaw_state import PLUGIN_DIR, linked_config, openclaw_env, plugin_copy, write_config
+from tests.reliability import SidecarProcess
 from tests.test_catch_up import HostSession
 from tests.test_history_import import AgentDatabase
 
@@ -298,3 +299,17 @@ def test_turns_the_host_recorded_while_the_sidecar_was_down_are_counted_and_the_
     main(["doctor", "--json"])
     gap = next(f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "transcript-gaps")
     assert gap["ok"] and gap["code"] == "gaps_none", gap
+
+
+def test_the_state_dirs_socket_is_checked_as_the_plugin_uses_it(home: Path, tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    server = SidecarProcess(state, env={"LOSSLESS_EMBEDDING_PROVIDER": "none"}).spawn()
+    try:
+        server.wait_healthy()
+        write_config(home / ".openclaw", linked_config(stateDir=str(state)))  # the default sidecarUrl
+        reach = findings(home, tmp_path)["sidecar-reach"]
+    finally:
+        server.stop()
+    assert reach.ok and reach.code == "sidecar_verified", reach
+    assert reach.data is not None and reach.data["via"] == str(state / "sidecar.sock")
+    assert reach.data["pid"] == server.pid

@@ -8,7 +8,6 @@ itself never leaves this process. A URL that is not loopback is probed only when
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import os
@@ -21,12 +20,12 @@ from urllib.parse import urlsplit
 import httpx
 
 import openclaw_lossless
+from openclaw_lossless.api.identity import SERVICE, identity_proof
 from openclaw_lossless.doctor.findings import Finding
+from openclaw_lossless.listeners import socket_path
 
 DEFAULT_URL = "http://127.0.0.1:8377"
-SERVICE = "openclaw-lossless"
 IDENTITY_PATH = "/v1/identity"
-IDENTITY_CONTEXT = "openclaw-lossless identity v1\n"
 PROBE_TIMEOUT_S = 3.0
 CHECK = "sidecar-reach"
 
@@ -38,11 +37,6 @@ class Target:
     port: int
     state_dir: Path
     auto_start: bool
-
-
-def expected_proof(token: str, challenge: str) -> str:
-    message = (IDENTITY_CONTEXT + challenge).encode()
-    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
 def _is_loopback(host: str) -> bool:
@@ -91,14 +85,26 @@ def target(config: dict[str, Any], state_dir: Path) -> Target | Finding:
 
 
 def reach(config: dict[str, Any], state_dir: Path) -> Finding:
+    """The plugin's way in, checked as the plugin takes it: the state dir's Unix socket when sidecarUrl is the
+    default and the socket exists, else (or when the socket does not answer) sidecarUrl over TCP."""
     where = target(config, state_dir)
     if isinstance(where, Finding):
         return where
+    socket = socket_path(state_dir)
+    if where.url == DEFAULT_URL and socket.is_socket():
+        found = _probe(where, httpx.HTTPTransport(uds=str(socket)), "http://localhost", str(socket))
+        if found.ok and found.code == "sidecar_verified":
+            return found
+    return _probe(where, httpx.HTTPTransport(), where.url, where.url)
+
+
+def _probe(where: Target, transport: httpx.HTTPTransport, base: str, via: str) -> Finding:
     challenge = secrets.token_hex(32)
+    client = httpx.Client(transport=transport, timeout=PROBE_TIMEOUT_S, follow_redirects=False, trust_env=False)
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT_S, follow_redirects=False, trust_env=False) as client:
-            response = client.get(f"{where.url}{IDENTITY_PATH}", params={"challenge": challenge})
-            health = None if response.status_code == 200 else _healthz(client, where.url)
+        with client:
+            response = client.get(f"{base}{IDENTITY_PATH}", params={"challenge": challenge})
+            health = None if response.status_code == 200 else _healthz(client, base)
     except httpx.ConnectError:
         return _not_running(where)
     except httpx.HTTPError as exc:
@@ -108,7 +114,7 @@ def reach(config: dict[str, Any], state_dir: Path) -> Finding:
         if health is not None and "version" in health and "pid" in health:
             return _old_sidecar(where, health)
         return _foreign(where, f"it answers the identity challenge with HTTP {response.status_code}")
-    return _verify(where, body, challenge)
+    return _verify(where, body, challenge, via)
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:
@@ -177,16 +183,16 @@ def _old_sidecar(where: Target, health: dict[str, Any]) -> Finding:
     )
 
 
-def _verify(where: Target, body: dict[str, Any], challenge: str) -> Finding:
+def _verify(where: Target, body: dict[str, Any], challenge: str, via: str) -> Finding:
     pid, running = body.get("pid"), body.get("version")
-    facts = {"url": where.url, "pid": pid, "version": running, "stateDir": str(where.state_dir)}
+    facts = {"url": where.url, "via": via, "pid": pid, "version": running, "stateDir": str(where.state_dir)}
     token_path = where.state_dir / "token"
     try:
         token = token_path.read_text(encoding="utf-8").strip()
     except OSError:
         token = ""
     proof = body.get("proof")
-    if not token or not isinstance(proof, str) or not hmac.compare_digest(proof, expected_proof(token, challenge)):
+    if not token or not isinstance(proof, str) or not hmac.compare_digest(proof, identity_proof(token, challenge)):
         reason = "there is no token in it yet" if not token else "it holds another token"
         return Finding(
             CHECK,
@@ -210,7 +216,7 @@ def _verify(where: Target, body: dict[str, Any], challenge: str) -> Finding:
     return Finding(
         CHECK,
         True,
-        f"{where.url} answers as this sidecar (pid {pid}, version {running})",
+        f"{via} answers as this sidecar (pid {pid}, version {running})",
         code="sidecar_verified",
         data=facts,
     )
