@@ -162,7 +162,11 @@ def test_invalid_config_values_are_listed_by_path(home: Path, tmp_path: Path) ->
         "sidecarUrl": quiet_url(),
     }
     write_config(home / ".openclaw", linked_config(**bad))
-    config = findings(home, tmp_path)["plugin-config"]
+    found = findings(home, tmp_path)
+    config = found["plugin-config"]
+    # OpenClaw refuses the whole config (and `openclaw config set`) while a value is invalid: listed first.
+    names = list(found)
+    assert names.index("plugin-config") == names.index("openclaw-config") + 1 and "edit " in (config.fix or "")
     assert not config.ok and config.code == "config_invalid" and config.data is not None
     assert [e["path"] for e in config.data["errors"]] == ["(config)", "retrievalCount", "timeouts.assembleMs"]
     assert "'recallScop' was unexpected" in config.detail and "500 is greater than the maximum of 200" in config.detail

@@ -94,10 +94,12 @@ def run_chain(env: Mapping[str, str], profile: str | None, openclaw_state: Path 
     first, host = config_finding(env, profile, openclaw_state)
     if host is None:
         return Chain([first], None, None)
-    findings = [first, plugin.slot(host), plugin.entry(host)]
     found, broken = plugin.find_install(host)
-    findings.append(plugin.install(host, found, broken))
-    findings += [f for f in (plugin.plugin_version(found), plugin.config_values(host, found)) if f is not None]
+    values = plugin.config_values(host, found)
+    # An invalid value makes OpenClaw refuse the whole config (and every `openclaw config set`): fixed first.
+    findings = [first, *([values] if not values.ok else [])]
+    findings += [plugin.slot(host), plugin.entry(host), plugin.install(host, found, broken)]
+    findings += [f for f in (plugin.plugin_version(found), values if values.ok else None) if f is not None]
     selection = plugin.selection(host)
     findings += [selection] if selection is not None else []
     state_dir = plugin_state_dir(host)

@@ -60,7 +60,7 @@ def slot(host: HostConfig) -> Finding:
         "context-engine-slot",
         False,
         f"plugins.slots.contextEngine in {host.location.config_path} is {shown}: nothing is stored or recalled",
-        f"openclaw config set plugins.slots.contextEngine {ENGINE_ID}, {RESTART}",
+        f"openclaw config set plugins.slots.contextEngine {ENGINE_ID} (a running gateway applies it at once)",
         code="slot_not_lossless",
         data={"value": value},
     )
@@ -212,14 +212,15 @@ def config_values(host: HostConfig, found: InstalledPlugin | None) -> Finding:
     if not errors:
         return Finding("plugin-config", True, "plugins.entries.lossless.config is valid", code="config_valid")
     listed = [{"path": ".".join(str(p) for p in e.absolute_path) or "(config)", "message": e.message} for e in errors]
-    first = listed[0]["path"]
-    key = "" if first == "(config)" else f".{first}"
     return Finding(
         "plugin-config",
         False,
-        "plugins.entries.lossless.config: " + "; ".join(f"{e['path']}: {e['message']}" for e in listed),
-        f"openclaw config set plugins.entries.lossless.config{key} <a valid value> (or edit"
-        f" {host.location.config_path}); the allowed values are in {found.path / PLUGIN_MANIFEST if found else ''}",
+        "plugins.entries.lossless.config: "
+        + "; ".join(f"{e['path']}: {e['message']}" for e in listed)
+        + ". OpenClaw rejects the whole config while one value is invalid: the gateway does not start with it and"
+        " `openclaw config set` refuses to change it, so fix this first",
+        f"edit {host.location.config_path}: plugins.entries.lossless.config (the allowed values and their"
+        f" ranges are in {found.path / PLUGIN_MANIFEST if found else PLUGIN_MANIFEST}), then: openclaw config validate",
         code="config_invalid",
         data={"errors": listed},
     )

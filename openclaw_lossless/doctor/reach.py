@@ -71,12 +71,12 @@ def target(config: dict[str, Any], state_dir: Path) -> Target | Finding:
             data={"url": url},
         )
     host = parts.hostname
-    if not _is_loopback(host) and config.get("allowRemote") is not True:
+    if not _is_loopback(host) and config.get("allowRemoteSidecar") is not True:
         return Finding(
             CHECK,
             False,
-            f"sidecarUrl {url} is not a loopback address and allowRemote is not set: the conversation would leave"
-            " this machine, so the plugin refuses it (not probed)",
+            f"sidecarUrl {url} is not a loopback address and allowRemoteSidecar is not set: the conversation"
+            " would leave this machine, so the plugin refuses it (not probed)",
             _set_url(DEFAULT_URL),
             code="sidecar_url_remote",
             data={"url": url},
