@@ -153,6 +153,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = sidecar is None
         app.state.sidecar = sidecar or Sidecar(settings, background_load=True)
+        app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (history/catchup.py)
         try:
             yield
         finally:

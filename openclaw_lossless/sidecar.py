@@ -26,6 +26,7 @@ from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
 from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
+from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
 from openclaw_lossless.recall.window import Descriptor
@@ -77,6 +78,7 @@ class Sidecar:
             raise
         self.activity = Activity.from_store(self.db.reader())  # per agent: last commit, assemble and recall
         self.selection = SessionSelection.of(settings.include_sessions, settings.exclude_sessions)
+        self.catch_up = CatchUp(self, enabled=settings.catch_up)  # its thread starts with the server (app.py)
         self.capture_options = CaptureOptions(
             redactor=build_redactor(settings.redact_patterns),
             redact_originals=settings.redact_originals,
@@ -159,6 +161,8 @@ class Sidecar:
         recall: RecallSettings,
     ) -> dict[str, Any]:
         check_identifier(advancement_key, "advancementKey")
+        if not self.selection.captures(session_id, session_key):  # committed: the host must not retry it
+            return {"status": "committed", "stored": 0, "skippedHeartbeat": False}
         skip = heartbeat and recall.skip_heartbeats
         records = [] if skip else messages.in_turn(self._records(raw), raw, advancement_key)
 
@@ -176,13 +180,15 @@ class Sidecar:
         self.metrics.observe("commit-turn", time.perf_counter() - began)
         self.metrics.counters[f"turns_{status}"] += 1
         self._after_write(len(ids))
+        if status == "committed" and records:  # a late or out-of-order turn: the host may hold more we missed
+            self.catch_up.after_commit(session_id, session_key, max(record.created_at for record in records))
         return {"status": status, "stored": len(ids), "skippedHeartbeat": skip}
 
     def ingest(
         self, session_id: str, session_key: str | None, raw: Sequence[Any], *, heartbeat: bool, recall: RecallSettings
     ) -> int:
         """Store messages outside a durable turn; re-sent messages are stored once (content identity)."""
-        if heartbeat and recall.skip_heartbeats:
+        if (heartbeat and recall.skip_heartbeats) or not self.selection.captures(session_id, session_key):
             return 0
         records = self._records(raw)
 
@@ -201,8 +207,11 @@ class Sidecar:
         from openclaw_lossless.history import import_session
 
         check_identifier(session_id, "sessionId")
+        if not self.selection.captures(session_id, session_key):
+            return {"bootstrapped": True, "importedMessages": 0, "reason": "excluded"}
         known = find_session(self.db.reader(), session_id)
         if known is not None and (known.session_key is not None or session_key is None):
+            self.catch_up.after_bootstrap(session_id, known.session_key)  # seen again after a gap? (in its thread)
             return {"bootstrapped": True, "importedMessages": 0, "reason": "known"}
         imported = 0
         if known is None:
@@ -225,6 +234,9 @@ class Sidecar:
     ) -> AssembleResult:
         check_identifier(session_id, "sessionId")
         began = time.perf_counter()
+        excluded = not self.selection.captures(session_id, session_key)
+        if excluded:  # the recent window as the host sent it, and no recall
+            recall = recall.model_copy(update={"retrieval_count": 0})
         request = AssembleInput(
             session_id=session_id,
             session_key=session_key,
@@ -237,6 +249,10 @@ class Sidecar:
             recalled_text_chars=self.settings.recalled_text_chars,
         )
         result = self.assembler.assemble(self.db.reader(), request)
+        if excluded:
+            result.skipped = "excluded_session"
+        else:
+            self.catch_up.after_assemble(session_id, session_key, descriptors)
         self.activity.assembled(self._agent_of(session_id, session_key), session_id, result, time.time())
         self.metrics.observe("assemble", time.perf_counter() - began)
         if result.skipped:
@@ -477,6 +493,7 @@ class Sidecar:
             "backlog": backlog,
             "vectorIndex": self._index_view(),
             "agents": self.activity.times(),
+            "catchUp": self.catch_up.view(short=True),
         }
 
     def _write_problem(self) -> str | None:
@@ -560,6 +577,7 @@ class Sidecar:
             "recallSkips": dict(self.metrics.recall_skips),
             "counters": dict(self.metrics.counters),
             "agentActivity": self._agent_activity(conn),
+            "catchUp": self.catch_up.view(),
         }
 
     def _agent_activity(self, conn: Connection) -> dict[str, dict[str, Any]]:
@@ -574,6 +592,7 @@ class Sidecar:
 
     def close(self) -> None:
         self._closing.set()
+        self.catch_up.close()
         if self.worker is not None:
             self.worker.stop()
         self.assembler.close()

@@ -59,7 +59,9 @@ class HostSession:
                 "timestamp": t.ms + 1000,
             }
             entries.append(t.entry("message", message=result))
-        entries.append(t.entry("message", message=_assistant([{"type": "text", "text": f"Answer {self.turns}."}], t.ms)))
+        entries.append(
+            t.entry("message", message=_assistant([{"type": "text", "text": f"Answer {self.turns}."}], t.ms))
+        )
         if undated:
             for entry in entries:
                 entry["message"].pop("timestamp", None)
@@ -169,3 +171,279 @@ def test_the_gap_report_says_when_there_is_no_openclaw_state(sidecar: LiveSideca
     with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
         report = find_gaps(conn, tmp_path / "nowhere")
     assert report.missing == 0 and report.errors and "OPENCLAW_STATE_DIR" in report.errors[0]
+
+
+# -- exactly once, whatever the host re-delivers and in whatever order ----------------------------------------
+
+
+def outage(sidecar: LiveSidecar, host: AgentDatabase) -> tuple[HostSession, list[dict[str, Any]]]:
+    """Two turns committed live, then three the host only wrote to its transcript (one with a tool call)."""
+    main = HostSession(host)
+    for n in range(2):
+        assert sidecar.post("commit-turn", main.turn(f"Live turn {n}.")).json()["stored"] == 2
+    lost = [main.turn("Read my notes.", tool=True), main.turn("Outage turn four."), main.turn("Outage turn five.")]
+    return main, lost
+
+
+@pytest.mark.parametrize("redelivered", [0, 1, 3])
+def test_catch_up_first_then_the_redelivered_turns_store_each_message_once(
+    sidecar: LiveSidecar, host: AgentDatabase, redelivered: int
+) -> None:
+    main, lost = outage(sidecar, host)
+    assert sidecar.sidecar.catch_up.catch_up_now("main") == 4 + 2 + 2
+    for body in lost[:redelivered]:
+        assert sidecar.post("commit-turn", body).json() == {
+            "status": "committed",
+            "stored": 0,
+            "skippedHeartbeat": False,
+        }
+    assert_exactly_once(sidecar, host, main.session_id)
+    assert sidecar.sidecar.catch_up.catch_up_now("main") == 0
+
+
+@pytest.mark.parametrize("redelivered", [1, 3])
+def test_the_redelivered_turns_first_then_catch_up_store_each_message_once(
+    sidecar: LiveSidecar, host: AgentDatabase, redelivered: int
+) -> None:
+    main, lost = outage(sidecar, host)
+    for body in lost[:redelivered]:
+        assert sidecar.post("commit-turn", body).json()["status"] == "committed"
+    caught = sidecar.sidecar.catch_up.catch_up_now("main")
+    assert caught == sum(len(body["messages"]) for body in lost[redelivered:])
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_the_current_turns_user_message_imported_before_its_commit_is_stored_once(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    main, _ = outage(sidecar, host)
+    t = main.transcript
+    asked = t.user("A question the model is still answering.")
+    host.append(main.session_id, asked)
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    answered = t.entry("message", message=_assistant([{"type": "text", "text": "The answer."}], t.ms))
+    host.append(main.session_id, answered)
+    body = {"advancementKey": "current", "sessionId": main.session_id, "sessionKey": MAIN_KEY}
+    reply = sidecar.post("commit-turn", body | {"messages": [asked["message"], answered["message"]]}).json()
+    assert (reply["status"], reply["stored"]) == ("committed", 1)
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_a_subagent_begun_during_the_outage_is_caught_up_and_older_history_is_left_to_import(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    old = HostSession(host, "0a7e5c2d-old", "agent:main:telegram:direct:42")
+    old.turn("From before the plugin was installed.")
+    set_born(host, old.session_id, int(time.time() * 1000) - 86_400_000)
+    main, _ = outage(sidecar, host)
+    child = HostSession(host, "c41d-child", "agent:main:subagent:c41d")
+    child.turn("CHILD-TASK: count the lanterns.", tool=True)
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    assert_exactly_once(sidecar, host, child.session_id)
+    response = sidecar.client.get(f"/v1/sessions/{child.session_id}/messages", params={"last": 1})
+    assert response.json()["sessionKey"] == "agent:main:subagent:c41d"
+    assert sidecar.client.get(f"/v1/sessions/{old.session_id}/messages").status_code == 404
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_a_brand_new_store_catches_up_nothing_by_itself(sidecar: LiveSidecar, host: AgentDatabase) -> None:
+    HostSession(host).turn("History from before the install.")
+    assert sidecar.sidecar.catch_up.catch_up_now("main") == 0
+    assert sidecar.client.get("/stats").json()["messages"] == 0
+
+
+@pytest.mark.parametrize("commit_first", [True, False])
+def test_undated_messages_of_a_turn_are_stored_once_in_either_order(
+    sidecar: LiveSidecar, host: AgentDatabase, commit_first: bool
+) -> None:
+    """A message without a timestamp is identified by its turn when committed and by its entry when imported:
+    the two copies must still be one message, and a repeated "yes" in another turn still its own."""
+    main = HostSession(host)
+    sidecar.post("commit-turn", main.turn("Live turn."))
+    undated = [main.turn("yes", undated=True), main.turn("yes", undated=True)]
+    if commit_first:
+        for body in undated:
+            assert sidecar.post("commit-turn", body).json()["stored"] == 2
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    for body in undated:
+        assert sidecar.post("commit-turn", body).json()["stored"] == 0
+    assert len(stored_originals(sidecar, main.session_id)) == 2 + 4
+    assert sidecar.sidecar.catch_up.catch_up_now("main") == 0
+    assert len(stored_originals(sidecar, main.session_id)) == 2 + 4
+
+
+def test_a_compaction_the_hook_recorded_is_not_recorded_again_by_catch_up_even_with_a_secret_in_it(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    main, lost = outage(sidecar, host)
+    summary = "## Decisions\nDeploy with ghp_R4nd0mT0k3nV4lu3F0rG1tHubAcc3ss0K on Fridays."
+    first_kept = {"id": "entry-kept"}
+    host.append(main.session_id, main.transcript.compaction(summary, first_kept))
+    compact = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "tokensBefore": 9000, "summary": summary}
+    assert sidecar.post("compact", compact).status_code == 200
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    stats = sidecar.client.get("/stats").json()
+    assert stats["compactions"] == 1
+    stored = sidecar.sidecar.compaction(1)
+    assert "ghp_R4nd0m" not in json.dumps(stored)
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+# -- session selection ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude", "key", "captured"),
+    [
+        ([], [], "agent:main:main", True),
+        ([], ["agent:*:cron:*"], "agent:ops:cron:nightly", False),
+        ([], ["agent:*:cron:*"], "agent:ops:main", True),
+        ([], ["agent:main:*"], "agent:main:telegram:group:-100:topic:7", False),  # '*' crosses ':'
+        ([], ["agent:main:group:?"], "agent:main:group:7", False),
+        ([], ["agent:main:group:?"], "agent:main:group:77", True),
+        ([], ["agent:main:[gc]*"], "agent:main:cron:x", False),
+        ([], ["agent:main:[!g]*"], "agent:main:group:x", True),
+        ([], ["Agent:main:*"], "agent:main:main", True),  # case-sensitive
+        (["agent:main:*"], [], "agent:ops:main", False),
+        (["agent:main:*"], ["agent:main:cron:*"], "agent:main:cron:x", False),  # exclude wins
+        (["agent:main:*"], ["agent:main:cron:*"], "agent:main:main", True),
+        (["s-*"], [], None, True),  # no key: the session id is matched
+        (["agent:*"], [], None, False),
+    ],
+)
+def test_session_selection_follows_the_documented_glob_rule(
+    include: list[str], exclude: list[str], key: str | None, captured: bool
+) -> None:
+    assert SessionSelection.of(include, exclude).captures("s-1", key) is captured
+
+
+def test_patterns_come_comma_separated_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LOSSLESS_EXCLUDE_SESSIONS", " agent:*:cron:* ,agent:main:group:*,, ")
+    monkeypatch.setenv("LOSSLESS_INCLUDE_SESSIONS", "")
+    settings = make_settings(tmp_path / "state")
+    assert (settings.exclude_sessions, settings.include_sessions) == (["agent:*:cron:*", "agent:main:group:*"], [])
+
+
+def test_an_excluded_session_is_neither_stored_nor_recalled_nor_imported(tmp_path: Path) -> None:
+    cron = "agent:main:cron:nightly"
+    settings = make_settings(tmp_path / "state", exclude_sessions=["agent:*:cron:*"])
+    with live_sidecar(settings, HashEmbedder()) as server:
+        database = AgentDatabase(settings.openclaw_state)
+        try:
+            kept = HostSession(database)
+            assert server.post("commit-turn", kept.turn("The vault moved to rack 4.")).json()["stored"] == 2
+            hidden = HostSession(database, "9f1e-cron", cron)
+            body = hidden.turn("Nightly report: the vault moved to rack 9.")
+            assert server.post("commit-turn", body).json() == {
+                "status": "committed",
+                "stored": 0,
+                "skippedHeartbeat": False,
+            }
+            ingest = {"sessionId": hidden.session_id, "sessionKey": cron, "message": body["messages"][0]}
+            assert server.post("ingest", ingest).json() == {"ingested": False}
+            boot = server.post("bootstrap", {"sessionId": hidden.session_id, "sessionKey": cron}).json()
+            assert (boot["reason"], boot["importedMessages"]) == ("excluded", 0)
+            server.wait_for_backlog()
+            ask = {"sessionId": hidden.session_id, "sessionKey": cron, "messages": [], "prompt": "Where is the vault?"}
+            answer = server.post("assemble", ask).json()
+            assert (answer["systemPromptAddition"], answer["recallSkipped"]) == ("", "excluded_session")
+            assert (
+                "rack 4"
+                in server.post("assemble", ask | {"sessionId": "other", "sessionKey": MAIN_KEY}).json()[
+                    "systemPromptAddition"
+                ]
+            )
+            assert server.sidecar.catch_up.catch_up_now("main") == 0
+            from openclaw_lossless.history import import_history
+
+            report = import_history(server.sidecar, settings.openclaw_state)
+            assert (report.messages_imported, report.sessions_excluded) == (0, 1)
+            assert server.client.get(f"/v1/sessions/{hidden.session_id}/messages").status_code == 404
+            assert server.client.get("/stats").json()["messages"] == 2
+        finally:
+            database.close()
+
+
+# -- the running sidecar catches up by itself -----------------------------------------------------------------
+
+
+def wait_until_caught_up(server: LiveSidecar, expected_messages: int, timeout: float = 30) -> dict[str, Any]:
+    """Poll /stats until the store holds the expected count and catch-up has nothing queued (no timing asserts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats: dict[str, Any] = server.client.get("/stats").json()
+        catch_up = stats["catchUp"]
+        if stats["messages"] >= expected_messages and catch_up["pending"] == 0 and catch_up["state"] == "idle":
+            return stats
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not caught up: {stats['messages']} of {expected_messages} messages, {catch_up}")
+        time.sleep(0.1)
+
+
+def test_after_an_outage_the_restarted_sidecar_stores_every_host_message_exactly_once(tmp_path: Path) -> None:
+    """Two turns live; the sidecar goes down; the host answers three turns (a tool call, a subagent) that only
+    its transcripts hold; the sidecar comes back, the host re-delivers the first and assembles the next turn."""
+    settings = make_settings(tmp_path / "state")
+    database = AgentDatabase(settings.openclaw_state)
+    try:
+        main = HostSession(database)
+        with live_sidecar(settings, HashEmbedder()) as server:
+            for n in range(2):
+                assert server.post("commit-turn", main.turn(f"Live turn {n}.")).json()["stored"] == 2
+            assert server.client.get("/healthz").json()["catchUp"]["state"] == "idle"
+        lost = [main.turn("Read my notes.", tool=True), main.turn("Outage turn four.")]
+        child = HostSession(database, "c41d-child", "agent:main:subagent:c41d")
+        child.turn("CHILD-TASK: count the lanterns.", tool=True)
+        lost.append(main.turn("Outage turn five."))
+        with live_sidecar(settings, HashEmbedder()) as server:
+            assert server.post("commit-turn", lost[0]).json()["status"] == "committed"  # the host's one re-delivery
+            history = host_messages(database, main.session_id)
+            ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
+            assert server.post("assemble", ask).status_code == 200
+            stats = wait_until_caught_up(server, len(history) + 4)
+            assert_exactly_once(server, database, main.session_id)
+            assert_exactly_once(server, database, child.session_id)
+            assert stats["messages"] == len(history) + 4
+            assert stats["catchUp"]["totalImported"] >= 1 and stats["catchUp"]["lastError"] is None
+    finally:
+        database.close()
+
+
+def test_a_gap_in_what_the_host_assembles_is_caught_up_without_a_restart(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    """The sidecar stayed up but the turns never reached it (the plugin could not connect): the next assemble
+    shows host messages the store lacks, and the store catches up by itself."""
+    main, lost = outage(sidecar, host)
+    history = host_messages(host, main.session_id)
+    ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
+    assert sidecar.post("assemble", ask).status_code == 200
+    wait_until_caught_up(sidecar, len(history))
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_a_late_redelivered_turn_alone_brings_in_the_turns_after_it(sidecar: LiveSidecar, host: AgentDatabase) -> None:
+    main = HostSession(host, start_ms=int(time.time() * 1000) - 3 * 3_600_000)  # the outage was hours ago
+    sidecar.post("commit-turn", main.turn("Live turn."))
+    lost = [main.turn("Outage turn two."), main.turn("Outage turn three.")]
+    assert sidecar.post("commit-turn", lost[0]).json()["stored"] == 2
+    wait_until_caught_up(sidecar, 6)
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_catch_up_can_be_turned_off(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state", catch_up=False)
+    database = AgentDatabase(settings.openclaw_state)
+    try:
+        main = HostSession(database)
+        with live_sidecar(settings, HashEmbedder()) as server:
+            server.post("commit-turn", main.turn("Live turn."))
+            main.turn("Never delivered.")
+            history = host_messages(database, main.session_id)
+            ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
+            server.post("assemble", ask)
+            view = server.client.get("/stats").json()["catchUp"]
+            assert (view["state"], view["pending"], view["runs"]) == ("off", 0, 0)
+            assert server.client.get("/stats").json()["messages"] == 2
+    finally:
+        database.close()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
+from openclaw_lossless.capture.records import capture
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.history.entries import (
     MALFORMED,
@@ -16,7 +19,7 @@ from openclaw_lossless.history.entries import (
     shrink_record,
 )
 from openclaw_lossless.history.sources import SourceReport
-from openclaw_lossless.store import snapshots
+from openclaw_lossless.store import messages, snapshots
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import ensure_session
 
@@ -41,7 +44,7 @@ class Feed:
         self.session_id = session_id
         self.session_key = session_key
         self.report = report
-        self.pending: list[dict[str, Any]] = []
+        self.pending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (as stored, as the host has it)
         self.touched = False
 
     def add(self, entry: dict[str, Any] | None, fallback_ms: int | None) -> None:
@@ -52,7 +55,7 @@ class Feed:
         elif kind == "message":
             self.touched = True
             self.report.messages_seen += 1
-            self.pending.append(agent_message(entry, fallback_ms))
+            self.pending.append((agent_message(entry, fallback_ms), entry["message"]))
             if len(self.pending) >= BATCH:
                 self.flush()
         elif kind == "compaction":
@@ -63,9 +66,47 @@ class Feed:
             self.report.skipped_types[kind] = self.report.skipped_types.get(kind, 0) + 1
 
     def flush(self) -> None:
-        batch, self.pending = self.pending, []
-        if batch:
-            self.report.messages_imported += self._ingest(batch)
+        """Store the pending messages in order: runs of dated ones as a batch, each undated one on its own."""
+        pending, self.pending = self.pending, []
+        run: list[dict[str, Any]] = []
+        for stored, raw in pending:
+            if stored is raw:
+                run.append(stored)
+                continue
+            if run:
+                self.report.messages_imported += self._ingest(run)
+                run = []
+            self.report.messages_imported += self._ingest_undated(stored, raw)
+        if run:
+            self.report.messages_imported += self._ingest(run)
+
+    def _ingest_undated(self, stored: dict[str, Any], raw: dict[str, Any]) -> int:
+        """A message without a timestamp, dated by its entry: one a turn already committed is that message.
+
+        Its window key stays the host's (undated), so assemble and the gap checks match it to the host's copy.
+        """
+        try:
+            options, now = self.sidecar.capture_options, time.time()
+            undated = capture(raw, options, now=now)
+            record = dataclasses.replace(capture(stored, options, now=now), window_key=undated.window_key)
+        except (BadRequest, UnicodeEncodeError):
+            self.report.messages_seen -= 1
+            self.report.skipped_malformed += 1
+            return 0
+
+        def work(conn: Connection) -> int:
+            session = ensure_session(conn, self.session_id, self.session_key)
+            if conn.execute(
+                "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?",
+                (session.rowid, record.content_hash),
+            ).fetchone() or messages.adopt_committed(conn, session, undated, record):
+                return 0
+            return len(messages.insert_records(conn, session, [record]))
+
+        stored_count = self.sidecar.db.write(work)
+        if stored_count and self.sidecar.worker is not None:
+            self.sidecar.worker.notify()
+        return stored_count
 
     def _ingest(self, batch: list[dict[str, Any]]) -> int:
         """Store the batch; when one message cannot be captured, store the others one by one and count it."""
@@ -97,6 +138,9 @@ class Feed:
         session now ends.
         """
         meta_key = f"{COMPACTION_PREFIX}{self.session_id}.{key}"
+        # Redacted as the ``compact`` hook redacts it: stored so, and compared so with one the hook recorded.
+        redact = self.sidecar.capture_options.redactor.redact_optional
+        record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
         def work(conn: Connection) -> int:
             if conn.execute("SELECT 1 FROM meta WHERE key = ?", (meta_key,)).fetchone():

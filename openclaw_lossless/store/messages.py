@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from openclaw_lossless.capture.records import MessageRecord, message_time
+from openclaw_lossless.capture.records import MessageRecord, canonical_json, message_time
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import Scope, SessionRef
 
@@ -131,7 +131,9 @@ def commit_turn(
         " VALUES (?, ?, ?, ?, ?)",
         (advancement_key, session.rowid, time.time(), len(records), int(heartbeat)),
     )
-    return "committed", insert_records(conn, session, records, turn_rowid=int(cursor.lastrowid))
+    turn_rowid = int(cursor.lastrowid)
+    fresh = [r for r in records if not (_turn_identified(r) and claim_imported(conn, session, r, turn_rowid))]
+    return "committed", insert_records(conn, session, fresh, turn_rowid=turn_rowid)
 
 
 def in_turn(records: Sequence[MessageRecord], raw: Sequence[Any], advancement_key: str) -> list[MessageRecord]:
@@ -151,6 +153,57 @@ def in_turn(records: Sequence[MessageRecord], raw: Sequence[Any], advancement_ke
 def dated(message: Any) -> bool:
     """Whether the host stamped the message with a time capture can read (``message_time`` did not fall back)."""
     return isinstance(message, dict) and not math.isnan(message_time(message.get("timestamp"), math.nan))
+
+
+def _turn_identified(record: MessageRecord) -> bool:
+    """Whether ``in_turn`` gave the record its turn identity (it carried no timestamp)."""
+    return record.content_hash != hashlib.sha256(record.original.encode("utf-8", "surrogatepass")).digest()
+
+
+def claim_imported(conn: Connection, session: SessionRef, record: MessageRecord, turn_rowid: int) -> bool:
+    """An undated message of a turn that the import already stored: claim that copy for the turn instead.
+
+    The import dates an undated message by its transcript entry (``entries.agent_message``), so its copy is
+    this one's original plus a ``timestamp``; the two identities differ and would both be stored. The oldest
+    copy no turn has claimed is taken, so each imported copy stands for one committed message (a repeated
+    "yes" in two turns claims two copies). Rare: the 2026.9.6 host dates every message it commits.
+    """
+    rows = conn.execute(
+        "SELECT id, original FROM messages WHERE session_rowid = ? AND turn_rowid IS NULL AND role = ? AND text = ?"
+        " ORDER BY id",
+        (session.rowid, record.role, record.text),
+    )
+    for message_id, original in rows.fetchall():
+        value = json.loads(original)
+        if (
+            isinstance(value, dict)
+            and value.pop("timestamp", None) is not None
+            and canonical_json(value) == record.original
+        ):
+            conn.execute("UPDATE messages SET turn_rowid = ? WHERE id = ?", (turn_rowid, message_id))
+            return True
+    return False
+
+
+def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecord, imported: MessageRecord) -> bool:
+    """The import's side of ``claim_imported``: an undated message a turn already committed takes the imported
+    copy's identity (its content hash), so this import and any later one store nothing more for it.
+
+    ``undated`` is the message as the host sent it, ``imported`` the copy dated by its entry. Only a committed
+    copy still identified by its turn is taken (one the import matched before carries the import's identity),
+    the oldest first.
+    """
+    rows = conn.execute(
+        "SELECT m.id, m.content_hash, t.advancement_key, t.message_count FROM messages m JOIN turns t"
+        " ON t.id = m.turn_rowid WHERE m.session_rowid = ? AND m.role = ? AND m.text = ? AND m.original = ?"
+        " ORDER BY m.id",
+        (session.rowid, undated.role, undated.text, undated.original),
+    )
+    for message_id, content_hash, key, count in rows.fetchall():
+        if any(bytes(content_hash) == _turn_identity(str(key), p, undated) for p in range(int(count))):
+            conn.execute("UPDATE messages SET content_hash = ? WHERE id = ?", (imported.content_hash, message_id))
+            return True
+    return False
 
 
 def _turn_identity(advancement_key: str, position: int, record: MessageRecord) -> bytes:

@@ -1,0 +1,315 @@
+"""Catch-up: the store converges to the host's transcripts by itself, in a thread of its own.
+
+While the sidecar is down the host keeps only the first failed ``commitTurn`` for re-delivery; every later
+turn of the outage runs without the engine and is never delivered. Those turns are in the host's own
+transcripts, so the sidecar reads them back with the incremental, read-only import (``importer.py``) whenever
+something says it may have missed some:
+
+- it starts: every agent the store knows (a new store knows none, so it imports nothing by itself);
+- an ``assemble`` carries host messages (by window key) the store does not hold: that agent;
+- a ``commit-turn`` arrives late (its newest message is older than ``LATE_S``) or out of order (older than
+  what the session already holds): that agent;
+- a ``bootstrap`` names a known session whose newest stored message is older than ``QUIET_S``: that session.
+
+The hooks only enqueue (no I/O, under a lock, microseconds); the checks and the import run here. Triggers for
+one target within ``DELAY_S`` are one run, and a target runs at most once per ``MIN_INTERVAL_S``.
+
+An agent's catch-up follows what live capture would have seen (``coverage.py``): the sessions the store holds
+and sessions begun after it first heard of the agent (a subagent spawned during the outage). Message identity
+(README, "Message identity") makes an imported copy and a committed copy one message, in either order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from openclaw_lossless.activity import iso
+from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.history.coverage import StoreCoverage
+from openclaw_lossless.history.importer import import_history
+from openclaw_lossless.recall.window import Descriptor
+from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sessions import agent_of, find_session
+
+if TYPE_CHECKING:
+    from openclaw_lossless.sidecar import Sidecar
+
+log = logging.getLogger(__name__)
+
+DELAY_S = 0.5
+MIN_INTERVAL_S = 5.0
+LATE_S = 60.0
+QUIET_S = 300.0
+WINDOW_KEYS = 32  # the newest host messages an assemble's check compares: an outage's turns are the newest
+STORED_SLACK = 64  # stored messages read past that many when comparing
+SUMMARY_ROLES = frozenset({"compactionSummary", "branchSummary"})  # made by the host from entries, not messages
+MAX_UNFIXABLE = 4096
+
+
+@dataclass(frozen=True)
+class Target:
+    agent_id: str
+    session_id: str | None = None  # one session, or the whole agent (the sessions it follows)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Why a target may need catching up; evaluated in the thread (``None`` kind: no check, just run)."""
+
+    kind: str  # "start", "window", "commit", "bootstrap"
+    session_id: str | None = None
+    keys: tuple[str, ...] = ()
+    newest: float | None = None  # commit: the turn's newest message time (epoch s)
+    at: float = 0.0  # when the hook saw it (epoch s)
+
+
+@dataclass
+class _Job:
+    due: float
+    checks: list[Check] = field(default_factory=list)
+
+
+class CatchUp:
+    def __init__(self, sidecar: Sidecar, *, enabled: bool) -> None:
+        self.sidecar = sidecar
+        self.enabled = enabled
+        self._lock = threading.Condition()
+        self._jobs: dict[Target, _Job] = {}
+        self._last_run: dict[Target, float] = {}
+        self._unfixable: dict[str, None] = {}  # window keys a catch-up could not bring in (insertion-ordered)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.running = False
+        self.last_run_at: float | None = None
+        self.last_imported = 0
+        self.total_imported = 0
+        self.last_error: str | None = None
+        self.runs = 0
+
+    # -- the hooks' side: enqueue only -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread (the serving process only) and catch up every agent the store knows."""
+        if not self.enabled or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="lossless-catch-up", daemon=True)
+        self._thread.start()
+        self._enqueue(Target("*"), Check("start"))
+
+    def after_assemble(self, session_id: str, session_key: str | None, descriptors: Sequence[Descriptor]) -> None:
+        if not self.enabled or not descriptors:
+            return
+        tail = [d.key for d in descriptors[-WINDOW_KEYS:] if d.role not in SUMMARY_ROLES]
+        if tail:
+            self._enqueue(Target(agent_of(session_key)), Check("window", session_id, tuple(tail), at=time.time()))
+
+    def after_commit(self, session_id: str, session_key: str | None, newest: float | None) -> None:
+        if not self.enabled or newest is None:
+            return
+        self._enqueue(Target(agent_of(session_key)), Check("commit", session_id, newest=newest, at=time.time()))
+
+    def after_bootstrap(self, session_id: str, session_key: str | None) -> None:
+        if self.enabled:
+            self._enqueue(Target(agent_of(session_key), session_id), Check("bootstrap", session_id, at=time.time()))
+
+    def catch_up_now(self, agent_id: str, session_id: str | None = None) -> int:
+        """Catch up one agent (or one session) in the caller's thread; returns the messages stored."""
+        coverage = StoreCoverage.load(self.sidecar.db.reader())
+        before = self.total_imported
+        self._import(Target(agent_id, session_id), coverage, {session_id} if session_id else set())
+        return self.total_imported - before
+
+    def _enqueue(self, target: Target, check: Check) -> None:
+        now = time.monotonic()
+        with self._lock:
+            job = self._jobs.get(target)
+            if job is None:
+                earliest = self._last_run.get(target, -MIN_INTERVAL_S) + MIN_INTERVAL_S
+                job = self._jobs[target] = _Job(max(now + DELAY_S, earliest))
+            # The newest check of a kind for a session replaces the older one: it says all they said.
+            job.checks = [c for c in job.checks if (c.kind, c.session_id) != (check.kind, check.session_id)]
+            job.checks.append(check)
+            self._lock.notify()
+
+    # -- state ---------------------------------------------------------------------------------------------
+
+    def view(self, *, short: bool = False) -> dict[str, Any]:
+        """What ``/stats`` (and, ``short``, ``/healthz``) show under ``catchUp``.
+
+        ``state``: ``off`` (LOSSLESS_CATCH_UP=false), ``idle`` or ``running``; ``pending``: targets queued.
+        """
+        with self._lock:
+            pending = len(self._jobs)
+        state = "off" if not self.enabled else ("running" if self.running else "idle")
+        view: dict[str, Any] = {"state": state, "lastRunAt": iso(self.last_run_at), "lastError": self.last_error}
+        if short:
+            return view | {"pending": pending}
+        return view | {
+            "lastImported": self.last_imported,
+            "totalImported": self.total_imported,
+            "pending": pending,
+            "runs": self.runs,
+        }
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    # -- the thread ----------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            due = self._next_due()
+            if due is None:
+                continue
+            target, job = due
+            try:
+                self._run(target, job)
+            except Exception as exc:  # the thread's edge: the next trigger tries again, the state says why
+                if self._stop.is_set():
+                    return
+                self.last_error = _reason(exc)
+                log.warning(
+                    "catch-up of agent %s failed: %s",
+                    target.agent_id,
+                    self.last_error,
+                    exc_info=not isinstance(exc, LosslessError),
+                )
+            finally:
+                self.running = False
+                with self._lock:
+                    self._last_run[target] = time.monotonic()
+
+    def _next_due(self) -> tuple[Target, _Job] | None:
+        with self._lock:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                ready = [(job.due, target) for target, job in self._jobs.items() if job.due <= now]
+                if ready:
+                    target = min(ready, key=lambda pair: pair[0])[1]
+                    self.running = True
+                    return target, self._jobs.pop(target)
+                waits = [job.due - now for job in self._jobs.values()]
+                self._lock.wait(min(waits) if waits else None)
+        return None
+
+    def _run(self, target: Target, job: _Job) -> None:
+        conn = self.sidecar.db.reader()
+        if target.agent_id == "*":
+            coverage = StoreCoverage.load(conn)
+            for agent in coverage.agents:
+                self._import(Target(agent), coverage, set())
+            return
+        needed = [check for check in job.checks if self._needed(conn, check)]
+        if not needed:
+            return
+        coverage = StoreCoverage.load(conn)
+        touched = {c.session_id for c in needed if c.session_id is not None}
+        self._import(target, coverage, touched)
+        for check in needed:
+            if check.kind == "window":
+                self._remember_unfixable(self.sidecar.db.reader(), check)
+
+    def _import(self, target: Target, coverage: StoreCoverage, touched: set[str]) -> None:
+        """Run the incremental import for the target; a session a hook named is followed whatever its age."""
+        if self._stop.is_set():
+            return
+        state = self.sidecar.settings.openclaw_state
+        if not state.is_dir():
+            self.last_error = "no OpenClaw state dir: set OPENCLAW_STATE_DIR (or LOSSLESS_OPENCLAW_STATE)"
+            return
+
+        def follow(agent_id: str, session_id: str, recorded: str | None, born_ms: int | None) -> bool:
+            return session_id in touched or coverage.follows(agent_id, session_id, recorded, born_ms)
+
+        report = import_history(self.sidecar, state, agent=target.agent_id, session_id=target.session_id, follow=follow)
+        self.runs += 1
+        self.last_run_at = time.time()
+        self.last_imported = report.messages_imported
+        self.total_imported += report.messages_imported
+        errors = [d.error for d in report.details if d.error]
+        self.last_error = _first_line(errors[0]) if errors else None
+        if report.messages_imported:  # stored through ``Sidecar.ingest``, which also wakes the embedding worker
+            log.info(
+                "catch-up stored %d message(s) of agent %s the host recorded while they were not delivered",
+                report.messages_imported,
+                target.agent_id,
+            )
+
+    # -- the checks ----------------------------------------------------------------------------------------
+
+    def _needed(self, conn: Connection, check: Check) -> bool:
+        if check.kind == "window":
+            return bool(self._missing_keys(conn, check))
+        if check.kind == "commit":
+            assert check.newest is not None
+            return check.at - check.newest > LATE_S or _holds_newer(conn, check.session_id, check.newest)
+        if check.kind == "bootstrap":
+            newest = _newest_stored(conn, check.session_id)
+            return newest is None or check.at - newest > QUIET_S
+        return True
+
+    def _missing_keys(self, conn: Connection, check: Check) -> list[str]:
+        """The check's host messages the store does not hold (nor could a catch-up bring in before)."""
+        keys = [key for key in check.keys if key not in self._unfixable]
+        if not keys or check.session_id is None:
+            return []
+        session = find_session(conn, check.session_id)
+        if session is None:
+            return keys
+        rows = conn.execute(
+            "SELECT window_key FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
+            (session.rowid, len(keys) + STORED_SLACK),
+        )
+        stored = {str(row[0]) for row in rows}
+        return [key for key in keys if key not in stored]
+
+    def _remember_unfixable(self, conn: Connection, check: Check) -> None:
+        """Keys still missing after a catch-up (e.g. a message the transcript does not hold as one) are not
+        a gap again: without this, every turn would run an import that cannot help."""
+        for key in self._missing_keys(conn, check):
+            self._unfixable[key] = None
+        while len(self._unfixable) > MAX_UNFIXABLE:
+            del self._unfixable[next(iter(self._unfixable))]
+
+
+def _holds_newer(conn: Connection, session_id: str | None, newest: float) -> bool:
+    """Whether the session's newest stored messages include one later than the turn's newest (out of order)."""
+    session = find_session(conn, session_id) if session_id is not None else None
+    if session is None:
+        return False
+    row = conn.execute(
+        "SELECT max(created_at) FROM (SELECT created_at FROM messages WHERE session_rowid = ? ORDER BY id DESC"
+        " LIMIT ?)",
+        (session.rowid, STORED_SLACK),
+    ).fetchone()
+    return row[0] is not None and float(row[0]) > newest + 0.001
+
+
+def _newest_stored(conn: Connection, session_id: str | None) -> float | None:
+    session = find_session(conn, session_id) if session_id is not None else None
+    if session is None:
+        return None
+    row = conn.execute(
+        "SELECT created_at FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT 1", (session.rowid,)
+    ).fetchone()
+    return None if row is None else float(row[0])
+
+
+def _reason(exc: Exception) -> str:
+    """A reason without message text: the error's own message for ours, else its type."""
+    if isinstance(exc, LosslessError):
+        return _first_line(exc.message)
+    return f"{type(exc).__name__}: see the sidecar log"
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0][:300] if text else text
