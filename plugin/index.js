@@ -146,22 +146,47 @@ function numericTimestamp(message) {
 
 /** The token estimate of plugin-manifest.json's descriptor (mirrors capture/text.py descriptor_tokens). */
 export function descriptorTokens(message) {
-  let chars = codePoints(descriptorText(message));
+  let units = tokenUnits(descriptorText(message));
   if (Array.isArray(message?.content)) {
     for (const block of message.content) {
-      if (block && typeof block === "object" && block.type === "toolCall") chars += codePoints(JSON.stringify(block.arguments ?? null) ?? "");
+      if (block && typeof block === "object" && block.type === "toolCall") units += tokenUnits(JSON.stringify(block.arguments ?? null) ?? "");
     }
   }
   // Summaries carry their text outside `content`; without this a long summary would count as empty.
-  if (message?.role === "compactionSummary" || message?.role === "branchSummary") chars += codePoints(String(message.summary ?? ""));
-  return Math.ceil(chars / 4) + 4;
+  if (message?.role === "compactionSummary" || message?.role === "branchSummary") units += tokenUnits(String(message.summary ?? ""));
+  return Math.ceil(units / TOKEN_UNIT) + 4;
 }
 
-const SURROGATE_PAIR = /[\uD800-\uDBFF][\uDC00-\uDFFF]/g;
-/** Characters as Python counts them (code points, not UTF-16 units), so both sides agree on tokens. */
-function codePoints(text) {
-  const pairs = text.match(SURROGATE_PAIR);
-  return text.length - (pairs ? pairs.length : 0);
+// The per-script token estimate of openclaw_lossless/capture/token_estimate.py: the same weights (hundredths of a
+// token per UTF-16 code unit, by its 256-code-point block), so both sides give the same count for every text.
+// Characters / 4 counted Chinese, Japanese or Korean at a quarter of what a model spends on them.
+const TOKEN_UNIT = 100;
+const LIGHT_WEIGHT = 20; // ASCII letters and whitespace
+const DENSE_WEIGHT = 70; // ASCII digits, punctuation, control characters
+const LATIN1_WEIGHT = 160; // U+0080-U+00FF
+const OTHER_WEIGHT = 100; // a block below names no weight
+// [first block, last block, weight]; a character beyond the BMP weighs its high surrogate's 250, its low one 0.
+const TOKEN_BLOCKS = [
+  [0x01, 0x02, 160], [0x03, 0x03, 100], [0x04, 0x04, 55], [0x05, 0x05, 110], [0x06, 0x06, 85], [0x09, 0x0d, 115],
+  [0x0e, 0x0e, 95], [0x11, 0x11, 120], [0x1e, 0x1e, 160], [0x22, 0x2b, 150], [0x30, 0x30, 80], [0x31, 0x9f, 120],
+  [0xac, 0xd7, 120], [0xd8, 0xdb, 250], [0xdc, 0xdf, 0], [0xf9, 0xfa, 120], [0xff, 0xff, 70],
+];
+// One table lookup per code unit (64 KiB, built once at load): this runs on every message of every assemble.
+const UNIT_WEIGHTS = (() => {
+  const blocks = new Uint8Array(256).fill(OTHER_WEIGHT);
+  for (const [first, last, weight] of TOKEN_BLOCKS) blocks.fill(weight, first, last + 1);
+  const light = /[A-Za-z \t\n\r\v\f]/;
+  return Uint8Array.from({ length: 0x10000 }, (_, unit) => {
+    if (unit < 0x80) return light.test(String.fromCharCode(unit)) ? LIGHT_WEIGHT : DENSE_WEIGHT;
+    return unit < 0x100 ? LATIN1_WEIGHT : blocks[unit >> 8];
+  });
+})();
+
+/** The text's cost in hundredths of a token (sum these before rounding, as descriptorTokens does). */
+export function tokenUnits(text) {
+  let units = 0;
+  for (let i = 0; i < text.length; i++) units += UNIT_WEIGHTS[text.charCodeAt(i)];
+  return units;
 }
 
 /** sha256 hex of role \n timestamp \n text: how the sidecar matches a host message to a stored one. */

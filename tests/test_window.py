@@ -96,10 +96,11 @@ def test_window_keeps_a_tool_call_with_its_results_over_http(sidecar: LiveSideca
 
 
 def test_window_over_http_counts_tokens_like_the_shim(sidecar: LiveSidecar) -> None:
-    messages = [{"role": "user", "content": "a" * 396}, {"role": "assistant", "content": "b" * 396}]  # 103 each
+    # 84 each: 400 ASCII letters at a fifth of a token (token_estimate.py), plus 4
+    messages = [{"role": "user", "content": "a" * 400}, {"role": "assistant", "content": "b" * 400}]
     body: dict[str, Any] = {"sessionId": "s-tok", "messages": messages, "config": {"windowShare": 1.0}}
-    assert sidecar.post("assemble", body | {"tokenBudget": 206}).json()["windowStart"] == 0
-    assert sidecar.post("assemble", body | {"tokenBudget": 205}).json()["windowStart"] == 1
+    assert sidecar.post("assemble", body | {"tokenBudget": 168}).json()["windowStart"] == 0
+    assert sidecar.post("assemble", body | {"tokenBudget": 167}).json()["windowStart"] == 1
 
 
 # -- query_text -----------------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ import json
 import math
 from typing import Any
 
+from openclaw_lossless.capture.token_estimate import token_units, tokens_of_units
+
 INDEX_TOOL_RESULT_CHARS = 2000
 INDEX_TEXT_CHARS = 20000
 
@@ -82,16 +84,17 @@ def descriptor_text(message: dict[str, Any]) -> str:
 
 
 def descriptor_tokens(message: dict[str, Any]) -> int:
-    """Token estimate as the shim computes it: characters / 4 of text and tool-call arguments, plus 4."""
-    chars = len(descriptor_text(message))
+    """Token estimate as the shim computes it: the per-script estimate (``token_estimate.py``) of the text,
+    the tool-call arguments' JSON and a summary, summed before rounding up, plus 4."""
+    units = token_units(descriptor_text(message))
     content = message.get("content")
     if isinstance(content, list):
         for block in content:
             if isinstance(block, dict) and block.get("type") == "toolCall":
-                chars += len(json.dumps(block.get("arguments"), separators=(",", ":"), ensure_ascii=False))
+                units += token_units(json.dumps(block.get("arguments"), separators=(",", ":"), ensure_ascii=False))
     if message.get("role") in ("compactionSummary", "branchSummary"):
-        chars += len(str(message.get("summary") or ""))
-    return math.ceil(chars / 4) + 4
+        units += token_units(str(message.get("summary") or ""))
+    return tokens_of_units(units) + 4
 
 
 def window_key(message: dict[str, Any]) -> str:

@@ -7,10 +7,10 @@ margin), and any spelling of the block's closing tag inside the text is defused.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime
 
+from openclaw_lossless.capture import token_estimate
 from openclaw_lossless.store.messages import StoredMessage
 
 HEADING = "## Recalled Context"
@@ -25,7 +25,8 @@ _TAG = re.compile(r"<\s*/?\s*recalled[-_\s]*context[^>]*>", re.I)
 
 
 def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / 4)
+    """The recalled line's cost, counted as the window's messages are (per script, ``token_estimate.py``)."""
+    return token_estimate.estimate_tokens(text)
 
 
 def frame_tokens() -> int:

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import plugin, {
-  createEngine, describeMessages, descriptorKey, jsonSafe, resolveSettings, openclawStateDir, SidecarError,
+  createEngine, describeMessages, descriptorKey, descriptorTokens, tokenUnits, jsonSafe, resolveSettings, openclawStateDir, SidecarError,
 } from "../index.js";
 
 const MANIFEST = JSON.parse(readFileSync(new URL("../plugin-manifest.json", import.meta.url), "utf8"));
@@ -83,10 +83,27 @@ test("descriptors: key/tokens for all, text only for the last three user message
   assert.deepEqual(d.map((x) => x.text), [undefined, undefined, "two", "three", undefined, "four"]);
   assert.equal(d[3].timestamp, 4);
   assert.equal(d[4].timestamp, undefined);
-  assert.equal(d[1].tokens, Math.ceil(("a".length + JSON.stringify({ path: "/x" }).length) / 4) + 4);
-  assert.equal(d[4].tokens, Math.ceil(40 / 4) + 4);
+  // Hundredths of a token: ASCII letters 20, ASCII punctuation 70; "a" + '{"path":"/x"}' = 6 x 20 + 8 x 70 = 6.8 -> 7.
+  assert.equal(d[1].tokens, 7 + 4);
+  assert.equal(d[4].tokens, Math.ceil((40 * 20) / 100) + 4);
   assert.equal(d[0].key, descriptorKey(messages[0]));
   assert.match(d[0].key, /^[0-9a-f]{64}$/);
+});
+
+test("descriptors count Chinese, Japanese and Korean at about a token a character, not a quarter", () => {
+  // Real counts (cl100k_base) from tests/fixtures/token_reference.json: 61, 47, 40 tokens.
+  const texts = [
+    ["會議改到星期四下午，因為設計團隊有一半的人星期三要出差。請更新共享日曆並通知大家議程沒有變。", 61],
+    ["先週話し合ったデータベースの移行について、最終的にいつ実行することになったか覚えていますか？", 47],
+    ["지난주에 논의한 데이터베이스 마이그레이션을 언제 실행하기로 했는지 기억나세요?", 40],
+  ];
+  for (const [text, reference] of texts) {
+    const tokens = descriptorTokens({ role: "user", content: text }) - 4;
+    assert.ok(Math.abs(tokens - reference) <= 0.25 * reference, `${tokens} vs ${reference}: ${text}`);
+    assert.ok(Math.ceil([...text].length / 4) < 0.5 * reference); // what characters / 4 said
+  }
+  assert.equal(tokenUnits("😀"), 250); // one character beyond the BMP: its high surrogate carries the weight
+  assert.equal(tokenUnits(""), 0);
 });
 
 test("assemble sends descriptors (no secrets) and slices the host's messages at windowStart", async () => {

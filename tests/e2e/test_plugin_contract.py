@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
+from openclaw_lossless.capture.token_estimate import token_units
 from tests.e2e.prerequisites import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,6 +97,16 @@ SAMPLES: list[dict[str, Any]] = [
     {"role": "bashExecution", "command": "ls", "output": "a b", "timestamp": 8},
     {"role": "assistant", "content": "", "timestamp": True},
 ]
+# Every script of the token reference, as user and tool-call text: the per-script estimate must agree exactly.
+REFERENCE_TEXTS = json.loads((REPO / "tests" / "fixtures" / "token_reference.json").read_text(encoding="utf-8"))
+SAMPLES += [
+    {
+        "role": "assistant",
+        "content": [{"type": "text", "text": t["text"]}, {"type": "toolCall", "arguments": {"q": t["text"]}}],
+    }
+    for t in REFERENCE_TEXTS["texts"]
+]
+SAMPLES += [{"role": "compactionSummary", "summary": "会议改到星期四 🎉 Привет", "timestamp": 9}]
 
 DESCRIBE = """
 const { describeMessages } = await import(process.argv[1]);
@@ -128,6 +139,31 @@ def test_descriptors_match_the_sidecar() -> None:
             assert descriptor["text"] == descriptor_text(SAMPLES[index])
         else:
             assert "text" not in descriptor
+
+
+UNITS = """
+const { tokenUnits } = await import(process.argv[1]);
+let raw = "";
+for await (const chunk of process.stdin) raw += chunk;
+process.stdout.write(JSON.stringify(JSON.parse(raw).map(tokenUnits)));
+"""
+
+
+def test_token_estimate_is_the_same_for_every_code_unit() -> None:
+    """Each of the 65,536 UTF-16 code units alone, characters beyond the BMP and lone surrogates: equal units."""
+    node = require_node()
+    texts = [chr(unit) for unit in range(0x10000)] + ["\U0001f600", "\U00020000", "\U0010ffff", "x\ud83d", "\ude00"]
+    done = subprocess.run(
+        [node, "--input-type=module", "-e", UNITS, (PLUGIN / "index.js").as_uri()],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shim = json.loads(done.stdout)
+    differ = [(hex(ord(t[-1])), a, token_units(t)) for t, a in zip(texts, shim, strict=True) if a != token_units(t)]
+    assert differ == []
 
 
 def test_plugin_unit_tests_pass() -> None:
