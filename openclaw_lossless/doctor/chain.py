@@ -47,8 +47,8 @@ def config_finding(
         return Finding(
             CHECK,
             False,
-            f"no OpenClaw config at {location.config_path} (chosen by {location.chosen_by}){hint}: OpenClaw is not"
-            " set up here, or its gateway reads another file, so the plugin's wiring cannot be checked",
+            f"no OpenClaw config at {location.config_path} (chosen by {location.chosen_by}): OpenClaw is not"
+            f" set up here, or its gateway reads another file, so the plugin's wiring cannot be checked{hint}",
             "point doctor at the gateway's config: OPENCLAW_CONFIG_PATH=<file>, OPENCLAW_STATE_DIR=<dir> or"
             " doctor --profile <name> (as given to openclaw); or set OpenClaw up: openclaw onboard",
             code="config_missing",
