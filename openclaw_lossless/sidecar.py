@@ -576,18 +576,8 @@ class Sidecar:
             "latency": self.metrics.latency(),
             "recallSkips": dict(self.metrics.recall_skips),
             "counters": dict(self.metrics.counters),
-            "agentActivity": self._agent_activity(conn),
+            "agentActivity": self.activity.times(),
             "catchUp": self.catch_up.view(),
-        }
-
-    def _agent_activity(self, conn: Connection) -> dict[str, dict[str, Any]]:
-        """``/healthz``'s ``agents`` plus each agent's stored messages (one pass over ``messages_by_agent``)."""
-        counts = dict(conn.execute("SELECT agent_id, count(*) FROM messages GROUP BY agent_id").fetchall())
-        times = self.activity.times()
-        idle = {"lastCommitAt": None, "lastAssembleAt": None}
-        return {
-            str(agent): times.get(str(agent), idle) | {"messages": int(counts.get(agent, 0))}
-            for agent in sorted(times.keys() | counts.keys())
         }
 
     def close(self) -> None:

@@ -106,8 +106,7 @@ def status(sidecar: SidecarDep, agent_id: AgentIdParam) -> dict[str, Any]:
             "ready": embedder.ready,
             "reason": embedder.reason,
         },
-        # The catch-up import's state as /stats reports it; a person asked, so its counts may be paid for.
-        "catchUp": sidecar.stats().get("catchUp"),
+        "catchUp": _catch_up(sidecar),
     }
 
 
@@ -137,3 +136,10 @@ def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
         )
     messages = int(conn.execute("SELECT count(*) FROM messages WHERE agent_id = ?", (agent_id,)).fetchone()[0])
     return messages, sessions
+
+
+def _catch_up(sidecar: Sidecar) -> dict[str, Any] | None:
+    """The catch-up import's state as ``/stats`` shows it (``catchUp``), without the rest of ``/stats``."""
+    catch_up = getattr(sidecar, "catch_up", None)
+    view = getattr(catch_up, "view", None)
+    return view() if callable(view) else None
