@@ -11,9 +11,10 @@ import http.server
 import json
 import os
 import shlex
+import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -317,3 +318,24 @@ def test_the_state_dirs_socket_is_checked_as_the_plugin_uses_it(home: Path, tmp_
     assert reach.ok and reach.code == "sidecar_verified", reach
     assert reach.data is not None and reach.data["via"] == str(state / "sidecar.sock")
     assert reach.data["pid"] == server.pid
+
+
+def test_an_install_record_in_the_hosts_state_database_counts_and_is_only_read(home: Path, tmp_path: Path) -> None:
+    """As ``openclaw plugins install`` records it: ``<state>/state/openclaw.sqlite``, WAL mode, closed."""
+    openclaw = home / ".openclaw"
+    config = linked_config(sidecarUrl=quiet_url())
+    config["plugins"].pop("load")
+    write_config(openclaw, config)
+    (openclaw / "state").mkdir()
+    index = {"index": {"installRecords": {"lossless": {"source": "path", "installPath": str(PLUGIN_DIR)}}}}
+    with closing(sqlite3.connect(openclaw / "state" / "openclaw.sqlite")) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(
+            "CREATE TABLE config_machine_state (state_key TEXT PRIMARY KEY, value_json TEXT, updated_at_ms INT)"
+        )
+        conn.execute("INSERT INTO config_machine_state VALUES ('plugins.installedIndex', ?, 0)", (json.dumps(index),))
+        conn.commit()
+    before = sorted(str(p) for p in openclaw.rglob("*"))
+    install = findings(home, tmp_path)["plugin-install"]
+    assert install.ok and (install.data or {})["how"] == "install record"
+    assert sorted(str(p) for p in openclaw.rglob("*")) == before, "doctor must leave the host's files as they were"

@@ -140,8 +140,11 @@ def _install_record(state: Path) -> dict[str, Any]:
     database = state / "state" / "openclaw.sqlite"
     if not database.is_file():
         return {}
+    # A WAL database opened read-only still creates its -wal and -shm files when they are missing; without
+    # them everything is in the main file, which ``immutable`` reads without creating anything.
+    live = Path(f"{database}-wal").exists() or Path(f"{database}-shm").exists()
     try:
-        conn = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True, timeout=2)
+        conn = sqlite3.connect(f"{database.as_uri()}?{'mode=ro' if live else 'immutable=1'}", uri=True, timeout=2)
         try:
             row = conn.execute(
                 "SELECT value_json FROM config_machine_state WHERE state_key = ?", (INSTALL_INDEX_KEY,)
