@@ -91,15 +91,27 @@ class EmbeddingService:
     def embed_query(self, parts: str | Sequence[str]) -> Vectors | None:
         """The query's vector, or None (counted as a fallback) when it cannot be had within the deadline.
 
-        A query of several parts (the prompt and the window's recent user messages) is the normalised mean of
-        its parts' vectors, each part embedded on its own and cached by its digest. The window's user messages
-        were the prompts of earlier turns, so a turn embeds only its new prompt (~3 ms on one core) instead of
-        up to 256 tokens of text it embedded before (~30 ms), and every part counts the same however long.
+        A query of several parts is the normalised mean of its parts' vectors (``embed_parts``).
+        """
+        vectors = self.embed_parts([parts] if isinstance(parts, str) else parts)
+        if vectors is None or len(vectors) == 1:
+            return None if vectors is None else vectors[0]
+        mean: Vectors = np.mean(vectors, axis=0, dtype=np.float32)
+        norm = float(np.linalg.norm(mean))
+        return mean / norm if norm > 0 else mean
+
+    def embed_parts(self, parts: Sequence[str]) -> Vectors | None:
+        """Each part's vector (one row per part), or None (counted as a fallback) past the deadline.
+
+        Each part (the prompt, the window's recent user messages) is embedded on its own and cached by its
+        digest. The window's user messages were the prompts of earlier turns, so a turn embeds only its new
+        prompt (~3 ms on one core) instead of up to 256 tokens of text it embedded before (~30 ms); how the
+        parts are weighed is recall's business (``recall/query.py``).
         """
         if self.provider is None:
             self.status.fallbacks["no_provider"] += 1
             return None
-        texts = [self._redactor.redact(part) for part in ([parts] if isinstance(parts, str) else parts)]
+        texts = [self._redactor.redact(part) for part in parts]
         keys = [hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest() for text in texts]
         if not keys:
             return None
@@ -112,11 +124,7 @@ class EmbeddingService:
             fresh = dict(zip(missing, embedded, strict=True))
             self._remember(fresh)
             vectors |= fresh
-        if len(keys) == 1:
-            return vectors[keys[0]]
-        mean: Vectors = np.mean([vectors[key] for key in keys], axis=0, dtype=np.float32)
-        norm = float(np.linalg.norm(mean))
-        return mean / norm if norm > 0 else mean
+        return np.stack([vectors[key] for key in keys])
 
     def _cached(self, keys: Sequence[bytes]) -> dict[bytes, Vectors]:
         found: dict[bytes, Vectors] = {}

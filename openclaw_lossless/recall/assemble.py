@@ -1,11 +1,15 @@
 """Assembly: the recent window plus a Recalled Context block of the most relevant older messages.
 
 1. Window: the newest host messages within ``windowShare × budget`` (``window.py``).
-2. Query: the prompt plus the last three user messages of the window.
+2. Query (``query.py``): the prompt on its own, and the prompt read with the window's last three user
+   messages; the keyword lane looks for the prompt's words.
 3. Candidates from the vector and keyword lanes, over the recall scope, minus what the window already holds.
-4. Scoring (``scoring.py``): drop below ``minSimilarity``, rank the rest by the lanes' mean × recency × weight.
-5. The best ``retrievalCount`` that fit the room: the rest of the host's budget, capped at
-   ``recallTokenBudget`` for the whole block.
+4. Scoring (``scoring.py``): drop below ``minSimilarity``, rank the rest by the lanes' mean × recency × weight,
+   once for the prompt in context and, when the window gave it context, once for the prompt alone.
+5. The best ``retrievalCount`` that fit the room (the rest of the host's budget, capped at
+   ``recallTokenBudget`` for the whole block), taken from the two rankings in turn, the prompt's first:
+   the prompt's own best matches get at least ``PROMPT_SHARE`` of the hits, so a direct question finds
+   what it asks for whatever the recent turns are about.
 6. Neighbours: up to ``neighbourRadius`` messages either side of each kept hit in its session, hits in rank
    order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
    two away from the turn that shares its words (the reply to a matching question, the question a matching
@@ -19,15 +23,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import numpy as np
 
 from openclaw_lossless.config import RecallSettings
 from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render
+from openclaw_lossless.recall.query import Query, QueryVectors, combine
 from openclaw_lossless.recall.scoring import Candidate, score
 from openclaw_lossless.recall.search import fts_query, keyword_search
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
@@ -39,6 +46,7 @@ from openclaw_lossless.store.term_stats import TermStats
 LANE_DEPTH = 100
 LANE_THREADS = 4  # vector lanes running at once, beside their requests' keyword lanes
 WINDOW_SLACK = 8  # stored messages read past the window's size when finding the window's own
+PROMPT_SHARE = 0.5  # of the hits, taken from the prompt's own ranking first when the window gives it context
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class AssembleResult:
     skipped: str | None = None
     query: str = ""
     query_parts: list[str] = field(default_factory=list)
+    keyword_query: str = ""
     lanes_ran: frozenset[str] = frozenset()
 
     def trace(self) -> list[dict[str, Any]]:
@@ -92,7 +101,8 @@ class Assembler:
         window_tokens = sum(d.tokens for d in window)
         result = AssembleResult(start, window_tokens, window_tokens, "")
         result.query_parts = query_parts(request.prompt, window)
-        result.query = "\n".join(result.query_parts)
+        query = Query(tuple(result.query_parts), bool(request.prompt and request.prompt.strip()))
+        result.query, result.keyword_query = query.text, query.keyword_text
         room = request.token_budget - window_tokens
         if request.settings.recall_token_budget:
             room = min(room, request.settings.recall_token_budget)
@@ -103,7 +113,8 @@ class Assembler:
         session = self._session(conn, request)
         scope = request.scope or recall_scope(conn, session, request.settings.recall_scope)
         window_keys = {d.key for d in window}
-        candidates = self._candidates(conn, result, scope, deadline, skip=_stored_window(conn, session, window_keys))
+        skip = _stored_window(conn, session, window_keys)
+        candidates = self._candidates(conn, result, query, scope, deadline, skip=skip)
         chosen, stored, room = self._choose(conn, request, result, candidates, window_keys, room)
         if request.settings.neighbour_radius and chosen:
             self._neighbours(conn, request, result, scope, chosen, stored, window_keys, room)
@@ -130,8 +141,8 @@ class Assembler:
         deadline_s: float,
     ) -> list[tuple[Candidate, messages.StoredMessage]]:
         """Ranked hits for an operator or agent query: the same lanes and score parts as recall."""
-        probe = AssembleResult(0, 0, 0, "", query=text, query_parts=[text])
-        found = self._candidates(conn, probe, scope, time.monotonic() + deadline_s, lanes=mode)
+        probe = AssembleResult(0, 0, 0, "", query=text, query_parts=[text], keyword_query=text)
+        found = self._candidates(conn, probe, Query((text,), True), scope, time.monotonic() + deadline_s, lanes=mode)
         stored = messages.fetch(conn, list(found))
         hits = []
         for candidate in found.values():
@@ -155,6 +166,7 @@ class Assembler:
         self,
         conn: Connection,
         result: AssembleResult,
+        query: Query,
         scope: Scope,
         deadline: float,
         lanes: str = "hybrid",
@@ -163,47 +175,54 @@ class Assembler:
         """Each lane's best ``LANE_DEPTH`` in scope, ``skip`` (the window's messages) left out.
 
         The lanes reach ``len(skip)`` deeper so that a window full of matching messages cannot crowd the older
-        matches out of them. Keyword scores stay relative to the best keyword hit, window or not.
+        matches out of them. Keyword scores stay relative to the best keyword hit, window or not. With the
+        prompt searched on its own too, the vector lane keeps each query's nearest and scores both for each.
         """
         found: dict[int, Candidate] = {}
         depth = LANE_DEPTH + len(skip)
-        vector_lane = self._lanes.submit(self._vector_lane, result, scope, depth) if lanes != "keyword" else None
+        vector_lane = self._lanes.submit(self._vector_lane, query, scope, depth) if lanes != "keyword" else None
         try:
             keyword_depth = depth if lanes in ("hybrid", "keyword") else 0
-            hits, timed_out = keyword_search(conn, result.query, scope, keyword_depth, deadline, self.terms), False
+            text = query.keyword_text
+            hits, timed_out = keyword_search(conn, text, scope, keyword_depth, deadline, self.terms), False
         except TimeoutError:
             hits, timed_out = [], True
-        query_vector, nearest = vector_lane.result() if vector_lane is not None else (None, [])
+        vectors, nearest = vector_lane.result() if vector_lane is not None else (None, [])
         if timed_out:
-            result.skipped = "keyword_deadline" if query_vector is not None else "deadline"
-        ran = {"vector"} if query_vector is not None and self.index is not None else set()
+            result.skipped = "keyword_deadline" if vectors is not None else "deadline"
+        ran = {"vector"} if vectors is not None and self.index is not None else set()
         # The keyword lane ran if it found something, or (rarely asked) if the query had words to look for.
-        if keyword_depth > 0 and not timed_out and (hits or fts_query(result.query) is not None):
+        if keyword_depth > 0 and not timed_out and (hits or fts_query(text) is not None):
             ran.add("keyword")
         result.lanes_ran = frozenset(ran)
-        for message_id, cosine in nearest:
+        for message_id, cosines in nearest:
             if message_id not in skip:
-                found.setdefault(message_id, Candidate(message_id)).lanes.add("vector")
-                found[message_id].cosine = cosine
+                _set_cosines(found.setdefault(message_id, Candidate(message_id)), cosines)
+                found[message_id].lanes.add("vector")
         best = max((h.bm25 for h in hits), default=0.0)
         for hit in (h for h in hits if h.message_id not in skip):
             candidate = found.setdefault(hit.message_id, Candidate(hit.message_id))
             candidate.lanes.add("keyword")
             candidate.bm25 = hit.bm25
             candidate.keyword = hit.bm25 / best if best > 0 else 0.0
-            if candidate.cosine is None and query_vector is not None and self.index is not None:
+            if candidate.cosine is None and vectors is not None and self.index is not None:
                 vector = self.index.vector(hit.message_id)
-                candidate.cosine = None if vector is None else float(vector @ query_vector)
+                if vector is not None:
+                    _set_cosines(candidate, _stacked(vectors) @ vector)
         return found
 
     def _vector_lane(
-        self, result: AssembleResult, scope: Scope, depth: int
-    ) -> tuple[Vectors | None, list[tuple[int, float]]]:
-        """The query's vector (None past its deadline) and its ``depth`` nearest messages in scope."""
-        query_vector = self.embedding.embed_query(result.query_parts or result.query)
-        if query_vector is None or self.index is None:
-            return query_vector, []
-        return query_vector, self.index.search(query_vector, scope, depth)
+        self, query: Query, scope: Scope, depth: int
+    ) -> tuple[QueryVectors | None, list[tuple[int, Vectors]]]:
+        """The query's vectors (None past the deadline) and their ``depth`` nearest messages in scope, each
+        with its cosine to every query vector (``_stacked`` order)."""
+        parts = self.embedding.embed_parts(query.parts)
+        if parts is None:
+            return None, []
+        vectors = combine(query, parts)
+        if self.index is None:
+            return vectors, []
+        return vectors, self.index.search_many(_stacked(vectors), scope, depth)
 
     def _choose(
         self,
@@ -236,9 +255,9 @@ class Assembler:
             )
             if keys.get(candidate.message_id) in window_keys:
                 candidate.decision = "in_window"
-            elif candidate.similarity < request.settings.min_similarity:
+            elif max(candidate.similarity, candidate.prompt_similarity or 0.0) < request.settings.min_similarity:
                 candidate.decision = "below_min_similarity"
-        ranked = sorted(found.values(), key=lambda c: (-c.score, c.message_id))
+        ranked, sources = _in_turn(found.values(), request.settings.min_similarity)
         chosen: list[tuple[Candidate, str]] = []
         for candidate in ranked:
             if candidate.decision != "considered":
@@ -253,6 +272,7 @@ class Assembler:
                 continue
             room -= cost
             candidate.decision = "kept"
+            candidate.chosen_by = sources.get(candidate.message_id)
             chosen.append((candidate, text))
         result.candidates = ranked
         return chosen, stored, room
@@ -330,6 +350,50 @@ class Assembler:
                     "neighbourOf": candidate.neighbour_of if candidate.decision == "neighbour" else None,
                 }
             )
+
+
+def _stacked(vectors: QueryVectors) -> Vectors:
+    """The query vectors the index is searched with: the prompt in context, then the prompt alone if apart."""
+    rows = [vectors.context] if vectors.prompt is None else [vectors.context, vectors.prompt]
+    return np.stack(rows)
+
+
+def _set_cosines(candidate: Candidate, cosines: Vectors) -> None:
+    candidate.cosine = float(cosines[0])
+    if len(cosines) > 1:
+        candidate.prompt_cosine = float(cosines[1])
+
+
+def _in_turn(found: Iterable[Candidate], min_similarity: float) -> tuple[list[Candidate], dict[int, str]]:
+    """Every candidate in the order the block takes them, and which ranking offered each that is eligible.
+
+    Without a prompt ranking (no context, or no prompt) this is the ranking by score. With one, the two
+    rankings take turns, the prompt's first and at least ``PROMPT_SHARE`` of the places its own, each
+    candidate once: where they agree nothing changes, and where the context pulls elsewhere the prompt's
+    own best matches still come first. The ineligible follow, by score, for the trace.
+    """
+    ranked = sorted(found, key=lambda c: (-c.score, c.message_id))
+    by_prompt = [c for c in ranked if c.decision == "considered" and c.prompt_score is not None]
+    if not by_prompt:
+        return ranked, {}
+    by_prompt = [c for c in by_prompt if (c.prompt_similarity or 0.0) >= min_similarity]
+    by_prompt.sort(key=lambda c: (-(c.prompt_score or 0.0), c.message_id))
+    by_context = [c for c in ranked if c.decision == "considered" and c.similarity >= min_similarity]
+    order: dict[int, Candidate] = {}
+    sources: dict[int, str] = {}
+    queues = {"prompt": iter(by_prompt), "context": iter(by_context)}
+    taken = {"prompt": 0, "context": 0}
+    while queues:
+        turn = "prompt" if "prompt" in queues and taken["prompt"] <= PROMPT_SHARE * len(order) else "context"
+        turn = turn if turn in queues else next(iter(queues))
+        candidate = next(queues[turn], None)
+        if candidate is None:
+            del queues[turn]
+        elif candidate.message_id not in order:
+            order[candidate.message_id] = candidate
+            sources[candidate.message_id] = turn
+            taken[turn] += 1
+    return list(order.values()) + [c for c in ranked if c.message_id not in order], sources
 
 
 def _stored_window(conn: Connection, session: SessionRef, keys: set[str]) -> frozenset[int]:

@@ -19,6 +19,10 @@ Why a floor on recency: the seed's pure half-life (168 h) makes a three-month-ol
 one, so on long histories recall returned only last week, whatever the question (LoCoMo any-hit 0.23). With
 the floor at 0.9 an old message keeps 90 % of its score: fresh material still wins ties and near-ties (up to
 ~11 % better relevance), but a clearly better old match is no longer buried. ``recencyFloor`` 0 is the seed.
+
+When the prompt is also searched on its own (``query.py``), each candidate gets the same parts for it:
+``prompt_cosine``, ``prompt_similarity`` and ``prompt_score`` (its keyword score is the prompt's already:
+the keyword lane looks for the prompt's words). The block takes the best of both rankings (``assemble.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ ROLE_WEIGHTS = {"user": 1.2, "assistant": 1.0, "toolResult": 0.8}
 class Candidate:
     message_id: int
     lanes: set[str] = field(default_factory=set)
-    cosine: float | None = None
+    cosine: float | None = None  # against the prompt read with its context
+    prompt_cosine: float | None = None  # against the prompt alone, when it was searched on its own
     bm25: float | None = None
     keyword: float | None = None
     similarity: float = 0.0
@@ -43,7 +48,10 @@ class Candidate:
     recency: float = 1.0
     weight: float = 1.0
     score: float = 0.0
+    prompt_similarity: float | None = None
+    prompt_score: float | None = None
     decision: str = "considered"
+    chosen_by: str | None = None  # "prompt" or "context": which ranking took it into the block
     neighbour_of: str | None = None
 
 
@@ -70,13 +78,21 @@ def score(
     candidate.recency = recency(candidate.age_hours, half_life_hours, recency_floor)
     candidate.weight = ROLE_WEIGHTS.get(role, 0.9) * importance.weight(importance_score)
     candidate.score = candidate.relevance * candidate.recency * candidate.weight
+    if candidate.prompt_cosine is not None:
+        candidate.prompt_similarity = max(candidate.prompt_cosine, candidate.keyword or 0.0)
+        prompt_relevance = _mean(candidate.prompt_cosine, candidate.keyword, lanes, candidate.prompt_similarity)
+        candidate.prompt_score = prompt_relevance * candidate.recency * candidate.weight
 
 
 def relevance(candidate: Candidate, lanes: frozenset[str]) -> float:
     """The mean of the lane scores that exist for this query and message (missing from a lane's top: 0)."""
+    return _mean(candidate.cosine, candidate.keyword, lanes, candidate.similarity)
+
+
+def _mean(cosine: float | None, keyword: float | None, lanes: frozenset[str], otherwise: float) -> float:
     parts: list[float] = []
-    if "vector" in lanes and candidate.cosine is not None:
-        parts.append(max(candidate.cosine, 0.0))
+    if "vector" in lanes and cosine is not None:
+        parts.append(max(cosine, 0.0))
     if "keyword" in lanes:
-        parts.append(candidate.keyword or 0.0)
-    return sum(parts) / len(parts) if parts else candidate.similarity
+        parts.append(keyword or 0.0)
+    return sum(parts) / len(parts) if parts else otherwise
