@@ -13,7 +13,10 @@ the LoCoMo annotators cite as evidence for each question. The sidecar runs as a 
 2. Questions. For every non-adversarial question (category 5 is adversarial) with at least one evidence turn
    that exists in the conversation: ``POST /v1/hooks/assemble`` with the question as ``prompt``, an empty
    window (``messages: []``), a fresh session id of the agent, ``trace: true`` and ``now`` = one day after the
-   conversation's last turn.
+   conversation's last turn. With ``--window-turns N`` each question is also asked as a host asks it
+   mid-conversation (``product+window``): in the conversation's last session, its last N turns sent as the
+   plugin sends a history (descriptors; the text of the last three user messages), reported beside the
+   empty-window figures.
 3. Scores, with the raw and with the audit-corrected citations (``--audit``, every entry's
    ``correct_evidence``): any-hit (at least one evidence turn recalled) and all-hit (every evidence turn
    recalled) of the recalled block, and at k = 5, 10, 20, 50 of the ranked candidates (``trace.candidates``
@@ -40,6 +43,7 @@ Run it from the repository root (the model must be fetched: ``openclaw-lossless 
     python benchmarks/locomo.py                     # every conversation of ../shared/data/locomo/locomo_dev.json
     python benchmarks/locomo.py --quick             # 1 conversation, 40 questions: well under 3 minutes
     python benchmarks/locomo.py --data FILE --audit AUDIT.json --conversations 2 --questions 60
+    python benchmarks/locomo.py --window-turns 10   # also ask after the last 10 turns as the host's window
 
 Writes ``benchmarks/results/locomo.json`` (every figure and the run's metadata), ``locomo.md`` (tables) and
 ``locomo.png`` (needs matplotlib, a benchmark-time tool only: ``pip install matplotlib``); ``--quick`` writes
@@ -72,6 +76,7 @@ from typing import IO, Any
 import httpx
 
 from openclaw_lossless import __version__
+from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
 from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.recall import render
 from openclaw_lossless.store.messages import StoredMessage
@@ -136,6 +141,8 @@ METHODS: dict[str, tuple[str, str]] = {
     "recency": ("the agent's newest messages, no query", "computed by the benchmark from the store"),
 }
 ASSEMBLE_METHODS = ("product", "seed", "hybrid")
+WINDOW_METHOD = "product+window"
+RECENT_USER_TEXTS = 3  # the plugin describes this many last user messages with their text (plugin/index.js)
 
 
 # -- the data ------------------------------------------------------------------------------------------------
@@ -426,18 +433,23 @@ def session_key(conversation: Conversation) -> str:
     return f"agent:{conversation.agent}:main"
 
 
+def turn_message(turn: Turn) -> dict[str, Any]:
+    """One dialogue turn as the host's message (what commit-turn stores and the window describes)."""
+    return {
+        "role": turn.role,
+        "content": [{"type": "text", "text": turn.text}],
+        "timestamp": turn.timestamp_ms,
+        "metadata": {"dia_id": turn.dia_id},
+    }
+
+
 def replay(sidecar: SidecarProcess, conversation: Conversation) -> None:
     key = session_key(conversation)
     for session in conversation.sessions:
         sid = session_id(conversation, session)
         sidecar.post("/v1/hooks/bootstrap", {"sessionId": sid, "sessionKey": key})
         for position, turn in enumerate(session.turns):
-            message = {
-                "role": turn.role,
-                "content": [{"type": "text", "text": turn.text}],
-                "timestamp": turn.timestamp_ms,
-                "metadata": {"dia_id": turn.dia_id},
-            }
+            message = turn_message(turn)
             body = {"sessionId": sid, "sessionKey": key, "advancementKey": f"{sid}:{position}:{turn.dia_id}"}
             answer = sidecar.post("/v1/hooks/commit-turn", body | {"messages": [message]})
             if answer["status"] != "committed" or answer["stored"] != 1:
@@ -455,6 +467,34 @@ def read_back(sidecar: SidecarProcess, conversation: Conversation) -> dict[int, 
                     int(m["id"]), str(dia), m["role"], m["createdAt"], m["text"], m["importance"]
                 )
     return stored
+
+
+@dataclass(frozen=True)
+class Window:
+    """The host's recent turns a question is asked after: the last session's last turns, as descriptors."""
+
+    session_id: str
+    descriptors: list[dict[str, Any]]
+    ids: list[int]  # the stored messages the window holds: in the model's context, so found if cited
+
+
+def host_window(conversation: Conversation, stored: dict[int, Stored], turns: int) -> Window | None:
+    """The last ``turns`` turns of the conversation's last session, described as the plugin describes a host
+    history (``describeMessages``): role, key, tokens and timestamp, with the text of the last
+    ``RECENT_USER_TEXTS`` user messages (the context the product reads the question with)."""
+    if turns <= 0 or not conversation.sessions:
+        return None
+    session = conversation.sessions[-1]
+    recent = [turn_message(turn) for turn in session.turns[-turns:]]
+    with_text = [n for n, m in enumerate(recent) if m["role"] == "user"][-RECENT_USER_TEXTS:]
+    descriptors = [
+        {"role": m["role"], "key": window_key(m), "tokens": descriptor_tokens(m), "timestamp": m["timestamp"]}
+        | ({"text": descriptor_text(m)} if n in with_text else {})
+        for n, m in enumerate(recent)
+    ]
+    dia = {turn.dia_id for turn in session.turns[-turns:]}
+    ids = [i for i, s in stored.items() if s.dia_id in dia]
+    return Window(session_id(conversation, session), descriptors, ids)
 
 
 @dataclass
@@ -501,8 +541,14 @@ def ask(
     newest: list[int],
     block_size: int,
     text_chars: int,
+    window: Window | None = None,
 ) -> tuple[dict[str, Outcome], dict[str, Any]]:
-    """Every method's outcome for one question, and the product's trace (for --details)."""
+    """Every method's outcome for one question, and the product's trace (for --details).
+
+    With a ``window``, ``product+window`` asks again as a host would mid-conversation: in the last session,
+    its recent turns as descriptors. Its block counts the window's messages too (they are in the model's
+    context; recall leaves them out); its ranking is recall's alone.
+    """
     outcomes: dict[str, Outcome] = {}
     trace: dict[str, Any] = {}
     base = {
@@ -537,6 +583,21 @@ def ask(
             trace.setdefault("skipped", {})[name] = answer["recallSkipped"]
         if name == "product":
             trace["candidates"] = candidates
+    if window is not None:
+        body = {k: v for k, v in base.items() if k != "messages"}
+        body |= {"sessionId": window.session_id, "descriptors": window.descriptors}
+        began = time.perf_counter()
+        answer = sidecar.post("/v1/hooks/assemble", body)
+        elapsed_ms = (time.perf_counter() - began) * 1000
+        candidates = answer["trace"]["candidates"]
+        ranked = [c for c in candidates if c["decision"] not in EXCLUDED and SEARCH_LANES.intersection(c["lanes"])]
+        outcomes[WINDOW_METHOD] = Outcome(
+            ranked=[int(c["message_id"]) for c in ranked],
+            block=[int(r["id"]) for r in answer["recalled"]] + window.ids,
+            tokens=render.estimate_tokens(answer["systemPromptAddition"]),
+            ms=elapsed_ms,
+        )
+        trace["windowCandidates"] = candidates
     scope = f"agent:{conversation.agent}"
     lanes: dict[str, list[int]] = {}
     for name, mode, key in (("bm25", "keyword", "keyword"), ("vector", "vector", "cosine")):
@@ -669,6 +730,14 @@ def markdown(report: dict[str, Any]) -> str:
         " the trace on, as the benchmark saw it on a shared machine: context, not a target.",
         "",
     ]
+    if meta.get("windowTurns"):
+        out += [
+            f"`{WINDOW_METHOD}`: the same questions asked as a host asks mid-conversation, in the last session after"
+            f" its last {meta['windowTurns']} turns (sent as descriptors, the text on the last {RECENT_USER_TEXTS}"
+            " user messages: what the product reads the question with). Those turns are in the model's context,"
+            " so its block any/all counts them too; its @k figures rank recall's candidates alone.",
+            "",
+        ]
     for audited in (False, True):
         key = "audit" if audited else "raw"
         title = "audit-corrected citations" if audited else "raw citations"
@@ -806,6 +875,17 @@ def git_commit() -> str | None:
 # -- main ----------------------------------------------------------------------------------------------------
 
 
+def methods_run(window_turns: int) -> dict[str, tuple[str, str]]:
+    if window_turns <= 0:
+        return METHODS
+    window = (
+        f"assemble, no overrides, asked in the last session after its last {window_turns} turns (descriptors, the"
+        f" last {RECENT_USER_TEXTS} user texts); the block counts the window's turns too",
+        "POST /v1/hooks/assemble descriptors=[...]",
+    )
+    return {"product": METHODS["product"], WINDOW_METHOD: window} | METHODS
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format JSON file")
@@ -816,6 +896,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument("--questions", type=int, help="at most N questions per conversation, evenly spaced")
     parser.add_argument("--quick", action="store_true", help="1 conversation, 40 questions")
+    parser.add_argument(
+        "--window-turns",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"also ask every question after the conversation's last N turns as the host's window ({WINDOW_METHOD})",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the results")
     parser.add_argument("--name", help="file stem of the results (default: locomo, with --quick: locomo-quick)")
     parser.add_argument("--details", type=Path, help="also write per-question JSON lines here")
@@ -858,11 +945,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             dia = {i: s.dia_id for i, s in stored.items()}
             newest = sorted(stored, key=lambda i: (-stored[i].created_at, -i))[:LANE_K]
             chosen = spread(conversation.questions, args.questions)
+            window = host_window(conversation, stored, args.window_turns)
             if details:
                 messages = [s.__dict__ for s in sorted(stored.values(), key=lambda s: s.id)]
                 details.write(json.dumps({"conversation": conversation.sample_id, "messages": messages}) + "\n")
             for question in chosen:
-                outcomes, trace = ask(sidecar, conversation, question, stored, newest, block_size, text_chars)
+                outcomes, trace = ask(sidecar, conversation, question, stored, newest, block_size, text_chars, window)
                 records.append(Record(question, outcomes, dia))
                 if details:
                     row = {
@@ -896,7 +984,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "audit": summarise(records, name, audited=True),
             "tokens": token_stats(records, name),
         }
-        for name, (description, via) in METHODS.items()
+        for name, (description, via) in methods_run(args.window_turns).items()
     }
     skipped: Counter[str] = Counter()
     for conversation in conversations:
@@ -928,6 +1016,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ingest": "one commit-turn per LoCoMo dialogue turn; speaker A = user, speaker B = assistant;"
             f" +{TURN_SPACING_S} s per turn from session_<N>_date_time (UTC); image captions as '[image: ...]'",
             "query": "assemble: prompt = question, messages = [], fresh session id, now = last turn + 1 day",
+            "windowTurns": args.window_turns,
             "phases": phases,
             "storedMessages": stats["messages"],
             "sidecarLatency": stats["latency"],
