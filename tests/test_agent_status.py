@@ -158,3 +158,24 @@ def test_bad_and_unknown_agent_ids_get_the_error_shape_and_change_nothing(tmp_pa
         unauthenticated = server.client.get("/v1/agents/main/status", headers={"Authorization": ""})
         assert_error(unauthenticated, 401, "unauthorized")
         assert server.client.get("/stats").json()["messages"] == 2
+
+
+def test_the_plugins_fixture_has_the_shape_of_the_real_answers(tmp_path: Path) -> None:
+    """plugin/test/command.test.mjs replays answers saved from this sidecar: they must not drift from it."""
+    import json
+
+    saved = json.loads((Path(__file__).parents[1] / "plugin/test/fixtures/agent-answers.json").read_text())
+    with live_sidecar(make_settings(tmp_path / "state"), HashEmbedder()) as server:
+        for turn in conversation(6):
+            server.post("commit-turn", commit_body(turn))
+        server.wait_for_backlog()
+        assemble(server, QUESTION)
+        status = server.client.get("/v1/agents/main/status").json()
+        recall = server.client.get("/v1/agents/main/last-recall").json()
+        unknown = server.client.get("/v1/agents/nobody/status").json()
+    assert set(saved["status"]) == set(status)
+    assert set(saved["status"]["lastRecall"]) == set(status["lastRecall"])
+    assert set(saved["status"]["embedder"]) == set(status["embedder"])
+    assert set(saved["lastRecall"]["recall"]) == set(recall["recall"])
+    assert set(saved["lastRecall"]["recall"]["trace"][0]) <= set(recall["recall"]["trace"][0])  # what it reads
+    assert set(saved["unknownAgent"]["error"]) == set(unknown["error"])
