@@ -64,11 +64,17 @@ def plugin_copy(target: Path, version: str) -> Path:
     return target
 
 
-def use_linked_openclaw(monkeypatch: pytest.MonkeyPatch, home: Path, state_dir: Path) -> None:
-    """Point this test's environment at an OpenClaw home with the plugin linked and nothing listening on its
-    sidecarUrl (autoStart on: a note, not a failure), so ``doctor``'s host checks pass."""
-    for name in OPENCLAW_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENCLAW_HOME", str(home))
+def linked_openclaw_home(home: Path, state_dir: Path) -> dict[str, str]:
+    """An OpenClaw home with the plugin linked (stateDir ``state_dir``) and nothing listening on its
+    sidecarUrl (autoStart on: a note, not a failure), so ``doctor``'s host checks pass; its variables."""
     url = f"http://127.0.0.1:{free_port()}"
     write_config(home / ".openclaw", linked_config(sidecarUrl=url, stateDir=str(state_dir)))
+    return {"OPENCLAW_HOME": str(home)}
+
+
+def use_linked_openclaw(monkeypatch: pytest.MonkeyPatch, home: Path, state_dir: Path) -> None:
+    """``linked_openclaw_home``, set in this test's environment."""
+    for name in OPENCLAW_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in linked_openclaw_home(home, state_dir).items():
+        monkeypatch.setenv(name, value)

@@ -25,6 +25,7 @@ from openclaw_lossless.store.connection import open_connection
 from openclaw_lossless.store.pages import PageFile, schema_roots
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings
+from tests.openclaw_state import linked_openclaw_home
 from tests.reliability import record
 
 TURNS = 300
@@ -240,6 +241,7 @@ def test_doctor_reports_vectors_built_with_another_model_and_leaves_them_alone(p
         "LOSSLESS_EMBEDDING_MODEL": "text-embedding-3-small",
         "LOSSLESS_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",  # never asked: doctor makes no request
     }
+    another_model |= linked_openclaw_home(tmp_path / "home", state)  # the plugin is wired in: not at fault
     doctor = cli(state, "doctor", "--json", settings=another_model)
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     findings = {f["check"]: f for f in json.loads(doctor.stdout)["findings"]}
