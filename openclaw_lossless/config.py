@@ -128,6 +128,7 @@ class Settings(BaseSettings):
         None, ge=1, validation_alias=AliasChoices("EMBEDDING_DIMENSIONS", "LOSSLESS_EMBEDDING_DIMENSIONS")
     )
     embedding_timeout_s: float = Field(10.0, gt=0)
+    embedding_retry_after_max_s: float = Field(60.0, ge=0, le=86_400)
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     redact_originals: bool = True
     redact_patterns: list[str] = Field(default_factory=list)

@@ -52,6 +52,7 @@ class FakeEmbeddingApi:
         self.port = free_port()
         self.vectors = HashEmbedder(dimension=DIMENSION)
         self.fault: str | None = None
+        self.retry_after = str(RETRY_AFTER_S)  # the 429's Retry-After header
         self.requests: list[tuple[float, str | None]] = []  # (when, fault served)
         self._server: ThreadingHTTPServer | None = None
         self._lock = threading.Lock()
@@ -90,7 +91,7 @@ class FakeEmbeddingApi:
         if fault == "timeout":
             time.sleep(CLIENT_TIMEOUT_S * 3)
         if fault == "429":
-            self.send(handler, 429, {"error": {"message": "slow down"}}, {"Retry-After": str(RETRY_AFTER_S)})
+            self.send(handler, 429, {"error": {"message": "slow down"}}, {"Retry-After": self.retry_after})
         elif fault == "500":
             self.send(handler, 500, {"error": {"message": "upstream exploded"}})
         elif fault == "malformed_json":
@@ -236,3 +237,61 @@ def test_invalid_answers_fail_the_batch_at_once_and_transient_faults_are_retried
     assert isinstance(failed.value, EmbeddingResponseInvalid) == (fault in INVALID_ANSWERS)
     if fault == "429":
         assert waits == [RETRY_AFTER_S] * retries
+
+
+def api_sidecar(tmp_path: Path, api: FakeEmbeddingApi, **client: Any) -> LiveSidecar:
+    settings = make_settings(tmp_path / "state", embedding_provider="openai-compatible", query_embed_deadline_ms=200)
+    provider = OpenAIEmbedder(
+        base_url=api.base_url,
+        api_key="sk-test-not-real-000000000000",
+        model="fake",
+        dimensions=DIMENSION,
+        max_retries=2,
+        backoff_base_s=0.05,
+        backoff_max_s=2.0,
+        timeout_s=CLIENT_TIMEOUT_S,
+        **client,
+    )
+    return LiveSidecar(settings, provider).start()
+
+
+def test_a_long_retry_after_sends_nothing_inside_it_and_holds_up_no_turn_nor_shutdown(
+    tmp_path: Path, api: FakeEmbeddingApi
+) -> None:
+    """429 with Retry-After: 30: one request, then none until the 30 s are over (not a retry every 8 s inside
+    them); turns commit and recall answers meanwhile (the query falls back to keywords at once instead of
+    waiting), and stopping the sidecar does not wait the 30 s out."""
+    api.fault, api.retry_after = "429", "30"
+    server = api_sidecar(tmp_path, api)
+    try:
+        for turn in conversation(4, session="s-limited"):
+            assert server.post("commit-turn", commit_body(turn, session="s-limited")).json()["status"] == "committed"
+        wait_for(lambda: stats(server)["embedder"]["worker"]["failures"] >= 1, "the worker to hit the 429")
+        body = {"sessionId": "s-limited", "sessionKey": "agent:main:main", "messages": [], "prompt": "billing"}
+        for prompt in ("billing", "the invoice", "hosting costs"):
+            assert server.post("assemble", body | {"prompt": prompt}).status_code == 200
+        during = stats(server)
+        assert during["embedder"]["worker"]["backoffS"] == 30.0
+        assert "asked to wait 30s" in during["embedder"]["worker"]["lastError"]
+        assert during["embedder"]["fallbacks"].get("query_failed", 0) >= 1
+        assert len(api.requests) == 1, "a request was sent inside the server's requested wait"
+        assert during["backlog"] == during["messages"] == 8
+    finally:
+        server.stop()
+    worker = server.sidecar.worker
+    assert worker is not None and not worker._thread.is_alive(), "shutdown waited for the Retry-After"
+
+
+def test_a_retry_after_above_the_ceiling_waits_the_ceiling_then_drains(tmp_path: Path, api: FakeEmbeddingApi) -> None:
+    api.fault, api.retry_after = "429", "3600"
+    server = api_sidecar(tmp_path, api, retry_after_max_s=1.0)
+    try:
+        for turn in conversation(3, session="s-ceiling"):
+            server.post("commit-turn", commit_body(turn, session="s-ceiling"))
+        wait_for(lambda: stats(server)["embedder"]["worker"]["failures"] >= 1, "the worker to hit the 429")
+        assert stats(server)["embedder"]["worker"]["backoffS"] == 1.0
+        api.fault = None
+        server.wait_for_backlog(timeout=60)
+        assert stats(server)["vectors"] == 6
+    finally:
+        server.stop()

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import respx
 
+from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import OpenAIEmbedder
-from openclaw_lossless.embed.provider import ProviderIdentity
+from openclaw_lossless.embed.provider import EmbeddingRateLimited, ProviderIdentity
+from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import BadRequest, EmbeddingResponseInvalid, EmbeddingUnavailable
 
 BASE = "http://127.0.0.1:9/v1"
@@ -210,13 +212,101 @@ def test_429_waits_for_retry_after_seconds(api: Any, make: Factory, sleeps: Reco
     assert embedder.stats.failures["http_429"] == 1
 
 
-def test_retry_after_http_date_is_capped_at_backoff_max(api: Any, make: Factory, sleeps: RecordingSleep) -> None:
-    limited = httpx.Response(429, headers={"Retry-After": "Fri, 31 Dec 2100 23:59:59 GMT"})
-    api.post("/embeddings").mock(side_effect=[limited, _ok([[1, 0, 0, 0]])])
+class Clock:
+    """The embedder's clock, moved by hand: a 30-second wait is tested without waiting 30 seconds."""
 
-    make(backoff_max_s=2.0).embed(["a"])
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
 
-    assert sleeps.calls == [2.0]
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_long_retry_after_is_waited_out_not_retried_inside_it(
+    api: Any, make: Factory, sleeps: RecordingSleep
+) -> None:
+    """429 with Retry-After: 30: no retry every 8 s inside the wait; no request at all until it has passed."""
+    limited = httpx.Response(429, headers={"Retry-After": "30"}, json={"error": {"message": "slow down"}})
+    route = api.post("/embeddings").mock(side_effect=[limited, _ok([[1, 0, 0, 0]])])
+    clock = Clock()
+    embedder = make(backoff_max_s=8.0, clock=clock)
+
+    with pytest.raises(EmbeddingRateLimited) as first:
+        embedder.embed(["a"])
+    assert first.value.retry_after_s == 30.0
+    assert (route.call_count, sleeps.calls) == (1, [])  # not slept inside the call, not retried
+
+    clock.now += 20  # a query, or the worker woken early: refused without a request, told what is left
+    with pytest.raises(EmbeddingRateLimited) as again:
+        embedder.embed(["a"])
+    assert again.value.retry_after_s == pytest.approx(10.0)
+    assert route.call_count == 1
+
+    clock.now += 10
+    assert embedder.embed(["a"]).shape == (1, DIM)
+    assert route.call_count == 2
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "ceiling", "waited"),
+    [
+        ("600", 60.0, 60.0),  # above the ceiling: the ceiling
+        ("Fri, 31 Dec 2100 23:59:59 GMT", 60.0, 60.0),
+        ("Fri, 15 Jan 2027 08:00:30 GMT", 60.0, 30.0),  # an HTTP-date 30 s after the clock
+        ("45", 120.0, 45.0),
+    ],
+)
+def test_retry_after_is_honoured_up_to_the_ceiling(
+    api: Any, make: Factory, retry_after: str, ceiling: float, waited: float
+) -> None:
+    limited = httpx.Response(429, headers={"Retry-After": retry_after})
+    route = api.post("/embeddings").mock(side_effect=[limited, _ok([[1, 0, 0, 0]])])
+    clock = Clock(1_800_000_000.0)  # Fri, 15 Jan 2027 08:00:00 GMT
+    embedder = make(backoff_max_s=8.0, retry_after_max_s=ceiling, clock=clock)
+
+    with pytest.raises(EmbeddingRateLimited) as limited_for:
+        embedder.embed(["a"])
+    assert limited_for.value.retry_after_s == pytest.approx(waited)
+    clock.now += waited - 1
+    with pytest.raises(EmbeddingRateLimited):
+        embedder.embed(["a"])
+    clock.now += 1
+    embedder.embed(["a"])
+    assert route.call_count == 2
+
+
+def test_retry_after_on_the_last_attempt_is_still_respected(api: Any, make: Factory, sleeps: RecordingSleep) -> None:
+    """A short wait is slept between retries; the last one's wait still holds back the next call."""
+    limited = httpx.Response(503, headers={"Retry-After": "2"})
+    route = api.post("/embeddings").mock(side_effect=[limited, limited, _ok([[1, 0, 0, 0]])])
+    clock = Clock()
+    embedder = make(max_retries=1, backoff_max_s=8.0, clock=clock)
+
+    with pytest.raises(EmbeddingRateLimited):
+        embedder.embed(["a"])
+    assert (route.call_count, sleeps.calls) == (2, [2.0])
+    with pytest.raises(EmbeddingRateLimited):
+        embedder.embed(["a"])
+    assert route.call_count == 2
+    clock.now += 2
+    embedder.embed(["a"])
+    assert route.call_count == 3
+
+
+def test_the_ceiling_comes_from_the_settings(api: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_RETRY_AFTER_MAX_S", "20")
+    settings = Settings(
+        state_dir=tmp_path, embedding_provider="openai-compatible", embedding_base_url=BASE,
+        embedding_model="test-model", embedding_dimensions=DIM,
+    )  # fmt: skip
+    api.post("/embeddings").mock(return_value=httpx.Response(429, headers={"Retry-After": "300"}))
+    provider = build_provider(settings)
+    try:
+        with pytest.raises(EmbeddingRateLimited) as limited:
+            provider.embed(["a"])
+    finally:
+        provider.close()
+    assert limited.value.retry_after_s == 20.0
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,13 @@
 
 It owns everything between "embed these texts" and a trustworthy matrix: batching, bounded retries with
 backoff (transport failures, 429 and 5xx only), strict validation of what the server sent back, and
-L2-normalisation. The backlog worker calls it from a background thread, so it is synchronous and keeps
-operator-facing counters (``stats``) that the ``/stats`` endpoint can read from another thread.
+L2-normalisation. A server's ``Retry-After`` is honoured up to ``retry_after_max_s``: a short wait (up to
+``backoff_max_s``) is slept before the retry; a longer one is not retried inside it: the call fails with
+``EmbeddingRateLimited`` saying how long to wait, and every call until then fails the same way without a
+request, so the backlog worker waits it out (interruptibly) and a query falls back to keywords at once.
+
+The backlog worker calls it from a background thread, so it is synchronous and keeps operator-facing
+counters (``stats``) that the ``/stats`` endpoint can read from another thread.
 
 Settings arrive as constructor arguments; this module reads no environment. The API key and the input
 texts are never logged and never put in an exception message or in ``stats``.
@@ -25,7 +30,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
+from openclaw_lossless.embed.provider import EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import BadRequest, EmbeddingResponseInvalid, EmbeddingUnavailable
 
 log = logging.getLogger(__name__)
@@ -51,6 +56,8 @@ FAILURE_KINDS = (
 )
 
 _MAX_ERROR_CHARS = 300
+# A call this close to the end of the server's wait goes ahead: the worker's own wait may end a hair early.
+_WAIT_SLACK_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -131,10 +138,14 @@ class OpenAIEmbedder:
         max_retries: int = 4,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
+        retry_after_max_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         _check_settings(dimensions, batch_size, timeout_s, max_retries, backoff_base_s, backoff_max_s)
+        if not retry_after_max_s >= 0:
+            raise BadRequest(f"embedding Retry-After ceiling must not be negative, got {retry_after_max_s}")
         self._identity = ProviderIdentity("openai-compatible", model, "api", _resolve_dimension(model, dimensions))
         self._url = base_url.rstrip("/") + "/embeddings"
         self._api_key = api_key or None
@@ -144,7 +155,10 @@ class OpenAIEmbedder:
         self._max_retries = max_retries
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
+        self._retry_after_max_s = retry_after_max_s
         self._sleep = sleep
+        self._clock = clock
+        self._not_before = 0.0  # the clock's time before which the server asked not to be called
         self._rng = random.Random()
         self._counters = _Counters()
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport, headers=self._headers())
@@ -185,25 +199,38 @@ class OpenAIEmbedder:
         """Retry only what can heal by waiting; give up after ``max_retries`` so the worker moves on."""
         body = self._body(batch)
         for attempt in range(self._max_retries + 1):
+            self._check_not_waiting()
             try:
                 return self._attempt(body, len(batch))
             except _TransientError as exc:
+                wait = None if exc.retry_after_s is None else min(exc.retry_after_s, self._retry_after_max_s)
+                if wait is not None and (wait > self._backoff_max_s or attempt == self._max_retries):
+                    raise self._rate_limited(wait, exc.message) from None
                 if attempt == self._max_retries:
                     raise EmbeddingUnavailable(
                         f"embedding API failed after {attempt + 1} attempts: {exc.message}"
                     ) from None
-                delay = self._delay(attempt, exc.retry_after_s)
+                delay = wait if wait is not None else self._backoff(attempt)
                 log.debug("embedding attempt %d failed, retrying in %.2fs", attempt + 1, delay)
                 self._counters.retry()
                 self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _delay(self, attempt: int, retry_after_s: float | None) -> float:
-        """The server's Retry-After wins (capped); otherwise exponential backoff with equal jitter."""
-        if retry_after_s is not None:
-            return min(retry_after_s, self._backoff_max_s)
+    def _backoff(self, attempt: int) -> float:
+        """Exponential backoff with equal jitter, for failures that name no wait."""
         ceiling = min(self._backoff_max_s, self._backoff_base_s * 2.0**attempt)
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    def _rate_limited(self, wait: float, message: str) -> EmbeddingRateLimited:
+        """Remember the server's wait (every call until it ends fails without a request) and say how long."""
+        self._not_before = max(self._not_before, self._clock() + wait)
+        return EmbeddingRateLimited(f"embedding API asked to wait {wait:.0f}s before the next request: {message}", wait)
+
+    def _check_not_waiting(self) -> None:
+        """Within the server's requested wait no request is sent: it would only be refused again."""
+        left = self._not_before - self._clock()
+        if left > _WAIT_SLACK_S:
+            raise EmbeddingRateLimited(f"embedding API asked to wait; {left:.0f}s left before the next request", left)
 
     def _attempt(self, body: dict[str, Any], expected: int) -> Vectors:
         self._counters.request()
@@ -234,7 +261,7 @@ class OpenAIEmbedder:
         detail = f"HTTP {status}: {self._redact(_api_error_message(response))}"
         if status == 429 or status >= 500:
             kind = "http_429" if status == 429 else "http_5xx"
-            retry_after = _retry_after_s(response.headers.get("Retry-After"), time.time())
+            retry_after = _retry_after_s(response.headers.get("Retry-After"), self._clock())
             raise self._transient(kind, detail, retry_after)
         self._counters.failure("http_4xx" if 400 <= status < 500 else "http_other", detail)
         raise EmbeddingUnavailable(f"embedding API rejected the request: {detail}")

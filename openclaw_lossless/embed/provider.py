@@ -12,7 +12,21 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from openclaw_lossless.errors import EmbeddingUnavailable
+
 Vectors = npt.NDArray[np.float32]
+
+
+class EmbeddingRateLimited(EmbeddingUnavailable):
+    """The provider asked not to be called again for ``retry_after_s`` seconds (an HTTP 429's Retry-After).
+
+    The caller that can wait (the backlog worker) waits that long, interruptibly; one that cannot (a query
+    under its deadline) falls back at once. Asking again sooner would only be refused again.
+    """
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def build_provider(settings: Settings) -> EmbeddingProvider:
             model=settings.embedding_model,
             dimensions=settings.embedding_dimensions,
             timeout_s=settings.embedding_timeout_s,
+            retry_after_max_s=settings.embedding_retry_after_max_s,
         )
     if settings.embedding_provider == "local":
         from openclaw_lossless.embed.local import LocalEmbedder

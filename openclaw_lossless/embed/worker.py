@@ -2,7 +2,9 @@
 
 Commits only queue message ids in ``embedding_backlog``; this thread drains it in batches. When the
 provider is down the batch stays queued, the failure is counted, and the worker backs off (up to a minute)
-before trying again, so an outage costs vectors for a while, never messages. For paid API providers the
+before trying again, so an outage costs vectors for a while, never messages. A provider that asks to be left
+alone for a while (an API's 429 with ``Retry-After``) is left alone exactly that long. Every wait is on the
+stop event, so stopping the sidecar never waits for it. For paid API providers the
 worker consults ``embedding_cache`` first, so a rebuild never pays twice for the same text. The cache is
 keyed by the provider's whole identity (provider, model, variant, dimension): a vector is reused only by
 the configuration that made it, so changing ``EMBEDDING_DIMENSIONS`` alone re-embeds instead of reusing
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
-from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
+from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
 from openclaw_lossless.store.connection import Connection, Database
 
@@ -85,7 +87,7 @@ class EmbeddingWorker:
                 delay = 0.0
                 self.stats.backoff_s = 0.0
             except EmbeddingUnavailable as exc:
-                delay = min(MAX_BACKOFF_S, max(1.0, delay * 2))
+                delay = _next_delay(delay, exc)
                 self._record_failure(exc.message, delay)
                 continue
             except LosslessError as exc:  # e.g. disk full while storing vectors: keep the backlog, retry later
@@ -176,6 +178,13 @@ class EmbeddingWorker:
                     for t, v in zip(texts, vectors, strict=True)
                 ],
             )
+
+
+def _next_delay(delay: float, exc: EmbeddingUnavailable) -> float:
+    """The provider's own wait when it named one (already capped by its ceiling), else doubling backoff."""
+    if isinstance(exc, EmbeddingRateLimited):
+        return max(exc.retry_after_s, 0.1)
+    return min(MAX_BACKOFF_S, max(1.0, delay * 2))
 
 
 def _cached_vectors(conn: Connection, identity: ProviderIdentity, hashes: list[bytes]) -> dict[bytes, Vectors]:
