@@ -3,60 +3,128 @@
 Conversations with agents are full of pasted keys and connection strings. Anything matched here never
 reaches the FTS index, the vectors, an embedding API or a recalled block; whether the stored original keeps
 it is the ``redact_originals`` setting (default: redacted there too).
+
+The rules live in one data file, ``secret_rules.toml`` beside this module: providers' documented token
+shapes first, then generic rules (secret-named assignments in every syntax, ``Authorization`` headers of any
+scheme, URL user-info, command-line password flags, passwords and keys given in a sentence). Each rule may
+name keywords; a rule runs only on text holding one of them, so an ordinary message costs one lower-casing
+and a few substring tests. All rules' matches are collected first and replaced in one pass: overlapping
+matches become one placeholder named by the earliest rule, so no placeholder is ever nested or half-applied.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any
 
-_BUILTIN: list[tuple[str, str]] = [
-    ("private_key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)"),
-    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
-    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
-    ("gitlab_token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
-    ("aws_access_key", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    ("aws_secret_key", r"(?i)aws_?secret_?access_?key\s*[:=]\s*['\"]?[A-Za-z0-9/+]{40}"),
-    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+"),
-    ("stripe_key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}"),
-    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}"),
-    ("sendgrid_key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
-    ("twilio_key", r"\bSK[0-9a-fA-F]{32}\b"),
-    ("discord_token", r"\b[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,}"),
-    ("telegram_token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}"),
-    ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    ("bearer_token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{16,}=*"),
-    ("url_password", r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
-    (
-        "secret_assignment",
-        r"(?i)(?P<key>(?<![A-Za-z0-9])(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?token"
-        r"|auth[_-]?token|client[_-]?secret|private[_-]?key)[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED)"
-        r"(?P<value>[^\s\"',;]{4,})",
-    ),
-]
-_SECRET_FIELD = re.compile(
-    r"(?i)^(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret"
-    r"|private[_-]?key|token|authorization)$"
-)
+from openclaw_lossless.capture.redact_checks import CHECKS, Check, entropy, is_reference, name_class, token_like
+
+RULES_FILE = "secret_rules.toml"
+_PLACEHOLDER = re.compile(r"\[REDACTED:[A-Za-z0-9_]+\]")
+_SECRET_FIELD = re.compile(r"(?i)^(?:authorization|proxy-authorization|cookie|set-cookie)$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One line of the rules file, compiled."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    keywords: tuple[str, ...] = ()
+    min_entropy: float | None = None
+    check: Check | None = None
+
+    def spans(self, text: str) -> Iterable[tuple[int, int]]:
+        """The parts of ``text`` this rule replaces: its ``secret`` group, or the text after a ``key``
+        group (the older custom-pattern convention), or the whole match."""
+        groups = self.pattern.groupindex
+        for match in self.pattern.finditer(text):
+            if self.check is not None:
+                span = self.check(match)
+            elif "secret" in groups:
+                span = match.span("secret")
+            elif "key" in groups:
+                span = (match.end("key"), match.end())
+            else:
+                span = match.span()
+            if span is None or span[0] >= span[1]:
+                continue
+            if self.min_entropy is not None and entropy(text[span[0] : span[1]]) < self.min_entropy:
+                continue
+            yield span
+
+
+@cache
+def builtin_rules() -> tuple[Rule, ...]:
+    """The rules file, parsed and compiled once per process."""
+    data = tomllib.loads(resources.files(__package__).joinpath(RULES_FILE).read_text(encoding="utf-8"))
+    return tuple(_rule(entry) for entry in data["rule"])
+
+
+def _rule(entry: dict[str, Any]) -> Rule:
+    check = entry.get("check")
+    if check is not None and check not in CHECKS:
+        raise ValueError(f"{RULES_FILE}: rule {entry['kind']!r} names an unknown check {check!r}")
+    return Rule(
+        kind=entry["kind"],
+        pattern=re.compile(entry["pattern"]),
+        keywords=tuple(keyword.lower() for keyword in entry.get("keywords", ())),
+        min_entropy=entry.get("entropy"),
+        check=CHECKS[check] if check is not None else None,
+    )
 
 
 @dataclass(frozen=True)
 class Redactor:
-    """Compiled patterns; build once per process (see ``build_redactor``)."""
+    """Compiled rules; build once per process (see ``build_redactor``). Earlier rules name overlaps."""
 
-    patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    rules: tuple[Rule, ...]
+    # Keywords by their first three characters: a message is tested only for the keywords whose first three
+    # characters it contains (one set intersection), not for all four hundred; two-character keywords are
+    # few and tested directly.
+    _by_trigram: dict[tuple[str, ...], tuple[tuple[str, tuple[int, ...]], ...]] = field(
+        init=False, repr=False, compare=False
+    )
+    _short: tuple[tuple[str, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
+    _always: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_keyword: dict[str, list[int]] = {}
+        always: list[int] = []
+        for index, rule in enumerate(self.rules):
+            for keyword in rule.keywords:
+                by_keyword.setdefault(keyword, []).append(index)
+            if not rule.keywords or any(len(keyword) < 2 for keyword in rule.keywords):
+                always.append(index)
+        by_trigram: dict[tuple[str, ...], list[tuple[str, tuple[int, ...]]]] = {}
+        short: list[tuple[str, tuple[int, ...]]] = []
+        for keyword, indices in by_keyword.items():
+            if len(keyword) >= 3:
+                by_trigram.setdefault(tuple(keyword[:3]), []).append((keyword, tuple(indices)))
+            elif len(keyword) == 2:
+                short.append((keyword, tuple(indices)))
+        object.__setattr__(self, "_by_trigram", {key: tuple(entries) for key, entries in by_trigram.items()})
+        object.__setattr__(self, "_short", tuple(short))
+        object.__setattr__(self, "_always", tuple(always))
 
     def redact(self, text: str) -> str:
-        for kind, pattern in self.patterns:
-            replacement = rf"\g<key>[REDACTED:{kind}]" if "key" in pattern.groupindex else f"[REDACTED:{kind}]"
-            text = pattern.sub(replacement, text)
-        return text
+        if not text:
+            return text
+        found = self._matches(text)
+        if not found:
+            return text
+        parts: list[str] = []
+        position = 0
+        for start, end, index in _merged(found):
+            parts += [text[position:start], f"[REDACTED:{self.rules[index].kind}]"]
+            position = end
+        parts.append(text[position:])
+        return "".join(parts)
 
     def redact_optional(self, text: str | None) -> str | None:
         """``redact`` for free text that may be absent (a compaction's summary, a reason)."""
@@ -73,14 +141,46 @@ class Redactor:
         return value
 
     def _redact_field(self, key: Any, item: Any) -> Any:
-        """A string under a secret-named key (``{"password": ...}`` in tool arguments) goes whole."""
-        if isinstance(item, str) and isinstance(key, str) and _SECRET_FIELD.match(key) and len(item) >= 4:
-            return "[REDACTED:secret_field]"
+        """A string under a secret-named key (``{"password": ...}``, ``{"apiKey": ...}`` in tool arguments or
+        a headers object) goes whole; under a key that only may name a secret, when it looks generated."""
+        if isinstance(item, str) and isinstance(key, str) and item.strip() and not is_reference(item.strip()):
+            kind = "strong" if _SECRET_FIELD.match(key) else name_class(key)
+            if kind in ("password", "strong") or (kind == "weak" and token_like(item)):
+                return "[REDACTED:secret_field]"
         return self.redact_value(item)
+
+    def _matches(self, text: str) -> list[tuple[int, int, int]]:
+        lower = text.lower()
+        active = set(self._always)
+        trigrams = set(zip(lower, lower[1:], lower[2:], strict=False))
+        for trigram in trigrams.intersection(self._by_trigram):
+            for keyword, indices in self._by_trigram[trigram]:
+                if keyword in lower:
+                    active.update(indices)
+        for keyword, indices in self._short:
+            if keyword in lower:
+                active.update(indices)
+        found = [(start, end, index) for index in active for start, end in self.rules[index].spans(text)]
+        if found and "[redacted:" in lower:
+            kept = [m.span() for m in _PLACEHOLDER.finditer(text)]
+            found = [f for f in found if not any(f[0] < end and start < f[1] for start, end in kept)]
+        return found
+
+
+def _merged(found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Overlapping matches as one span each, named by the earliest rule among them."""
+    merged: list[tuple[int, int, int]] = []
+    for start, end, index in sorted(found):
+        if merged and start < merged[-1][1]:
+            last_start, last_end, last_index = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), min(last_index, index))
+        else:
+            merged.append((start, end, index))
+    return merged
 
 
 def build_redactor(extra_patterns: Iterable[str] = ()) -> Redactor:
-    """The built-in patterns plus the operator's own (each a regular expression, typed ``custom``)."""
-    compiled = [(kind, re.compile(source)) for kind, source in _BUILTIN]
-    compiled += [("custom", re.compile(source)) for source in extra_patterns]
-    return Redactor(tuple(compiled))
+    """The operator's own patterns (each a regular expression, typed ``custom``, first so they name what they
+    match) and then the built-in rules of ``secret_rules.toml``."""
+    custom = tuple(Rule("custom", re.compile(source)) for source in extra_patterns)
+    return Redactor(custom + builtin_rules())

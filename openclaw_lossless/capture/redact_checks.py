@@ -1,0 +1,280 @@
+"""The tests a rule's match must pass besides its pattern: is this value a secret, or a name for one?
+
+A regular expression finds ``password = <value>``; whether ``<value>`` is the password (``hunter2``) or code
+that refers to one (``os.environ["PASSWORD"]``, ``None``, ``user_password``) is decided here, and so is
+whether a variable's name says it holds a secret (``DB_PASSWORD``, ``apiKey``) or merely mentions one
+(``token_count``, ``password_field``). Rules name a check in ``secret_rules.toml``; each check returns the
+span to replace (the value, trimmed of trailing punctuation) or None to leave the match alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Literal
+
+Span = tuple[int, int]
+Check = Callable[[re.Match[str]], Span | None]
+NameClass = Literal["password", "strong", "weak"] | None
+
+_SEGMENTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_PASSWORD_WORDS = frozenset(
+    {"password", "passwd", "pwd", "pass", "passphrase", "passcode", "pswd", "pw", "passwort", "pword"}
+)
+_STRONG_WORDS = frozenset({"secret", "token", "credential", "credentials", "creds", "apikey", "cookie", "dsn"})
+_WEAK_WORDS = frozenset({"key", "auth", "signature", "sig", "salt", "sas", "pin"})
+# Before a trailing "key", these say what kind of key: a credential, not a map or sort key.
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api", "access", "secret", "private", "client", "account", "master", "auth", "app", "license", "licence",
+        "encryption", "encrypt", "enc", "signing", "sign", "shared", "service", "subscription", "deploy", "ssh",
+        "consumer", "webhook", "session", "jwt", "hmac", "crypto", "admin", "write", "read", "server", "storage",
+        "integration", "bot", "personal", "ingest", "sdk", "live", "test", "prod", "cipher", "aes", "gpg", "pgp",
+        "root", "user", "partner", "merchant", "rest", "management", "primary", "secondary", "routing", "host",
+        "function", "functions", "publishable", "restricted", "openai", "anthropic", "stripe", "google", "maps",
+    }
+)  # fmt: skip
+# Pagination, counting and parsing tokens are not credentials.
+_NOT_SECRET_QUALIFIERS = frozenset(
+    {"page", "next", "prev", "previous", "continuation", "pagination", "sync", "cancellation", "cancel", "max",
+     "min", "num", "total", "count", "csrf_field", "primary_key", "foreign", "sort", "cache", "partition", "row",
+     "hash", "lookup", "map", "dict", "idempotency", "public", "pub", "end", "start", "stop", "bos", "eos", "pad",
+     "unk", "sep", "cls", "mask", "special", "input", "output", "prompt", "completion", "reasoning", "cached"}
+)  # fmt: skip
+_NOT_PASSWORDS = frozenset(
+    {"bypass", "compass", "encompass", "overpass", "underpass", "surpass", "trespass", "firstpass", "multipass"}
+)
+_CODE_WORDS = frozenset(
+    {
+        "true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off", "required", "optional",
+        "str", "string", "int", "bool", "bytes", "object", "any", "self", "this", "new", "lambda", "function",
+        "await", "async", "default", "password", "passwd", "secret", "token", "key", "apikey", "api_key",
+        "redacted", "masked", "hidden", "empty", "unset", "changeme_in_prod", "env", "environ", "getenv",
+        "fn", "func", "def", "return", "const", "let", "var", "secretstr", "optional[str]", "str|none",
+    }
+)  # fmt: skip
+_STOPWORD_TEXT = """
+    a an the in on at to of for not no yes and or but is it its it's this that these those what which who how
+    why where when still now just also too very so same different new old wrong right correct incorrect invalid
+    valid expired required optional needed missing empty blank set reset changed stored saved kept written shared
+    sent secure safe strong weak long short simple easy hard complex hashed encrypted protected hidden visible ok
+    okay fine good bad there here my your our their his her being been something anything nothing please you i we
+    they he she me him them us going gonna about like probably definitely always never usually generated random
+    unique personal private public secret mine yours printed managed handled rotated provided given included
+    attached below above following as if because since from by with without into only exactly more less than over
+    under case sensitive field fields manager managers policy policies requirement requirements reset. change
+    changes protection prompt prompts dialog screen page form box input hint hints length strength rules rule
+    expiry expiration entry entries will would should could can may might must has have had do does did be
+    were am le la les des de du un une el los las por para que con sin und der die das ist nicht ein eine
+    login logins account accounts user users username usernames email emails"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_REFERENCE = re.compile(
+    r"""^(?:\$|%[\w(]|\{\{|<[^>]*>?$|\[REDACTED|process\.env|os\.(?:environ|getenv)|env\(|ENV\[|getenv|
+    secrets\.|vault:|!vault|ENC\[|\*{3,}|[*_]{1,2}$|\.{3}|x{4,}$|X{4,}$|your[_\- ]|YOUR_|<your|placeholder|
+    example|dummy|\{[\w.]+\}$|@Value|\#\{)""",
+    re.VERBOSE,
+)
+_CALL_OR_ATTRIBUTE = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(|\[|$)")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TRAILING = ".,;:!?)]}>\"'`”’"
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character: random keys score high, words and counters low."""
+    if not text:
+        return 0.0
+    counts = Counter(text)
+    size = len(text)
+    return -sum(n / size * math.log2(n / size) for n in counts.values())
+
+
+def name_class(name: str) -> NameClass:
+    """Whether a variable, key, header or flag name says its value is a secret, judged by its last word.
+
+    ``DB_PASSWORD``/``dbPassword``/``db-password`` hold a password; ``GITHUB_TOKEN``, ``client_secret``,
+    ``x-api-key`` and every upper-case ``*_KEY`` another strong secret; a bare or unqualified ``key``,
+    ``signature`` or ``auth`` only maybe (the value must look random). ``token_count``, ``password_field``,
+    ``page_token`` and ``sort_key`` hold none.
+    """
+    bare = name.strip("\"'`\\$@-_.: ")
+    segments = [s.lower() for s in _SEGMENTS.findall(bare)]
+    if not segments:
+        return None
+    last, before = segments[-1], segments[-2] if len(segments) > 1 else ""
+    if before in _NOT_SECRET_QUALIFIERS or last in _NOT_SECRET_QUALIFIERS:
+        return None
+    if last in _PASSWORD_WORDS or (len(segments) == 1 and last.endswith(("password", "passwd"))):
+        return "password"
+    if len(segments) == 1 and last.endswith("pass") and last not in _NOT_PASSWORDS:
+        return "password"  # storepass, keypass, requirepass, dbpass
+    if last in _STRONG_WORDS or (len(segments) == 1 and last.endswith(("token", "secret"))):
+        return "strong"
+    if last in {"key", "keys"}:
+        if before in _KEY_QUALIFIERS or (bare.isupper() and len(segments) > 1):
+            return "strong"
+        return "weak" if last == "key" else None
+    if len(segments) == 1 and last.endswith("key") and last[:-3] in _KEY_QUALIFIERS:
+        return "strong"
+    if last in _WEAK_WORDS:
+        return "strong" if bare.isupper() and len(segments) > 1 else "weak"
+    return None
+
+
+def token_like(value: str) -> bool:
+    """A value that looks generated rather than written: letters with digits, mixed case, or long and random."""
+    if len(value) < 8 or value.lower() in _STOPWORDS or _REFERENCE.match(value):
+        return False
+    has_digit = any(c.isdigit() for c in value)
+    has_alpha = any(c.isalpha() for c in value)
+    if has_digit and has_alpha:
+        return True
+    inner_upper = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    # Mixed case without digits: random only when long (``PaymentApiKey`` is a name, not a key).
+    return len(value) >= 20 and entropy(value) >= (3.5 if inner_upper else 3.8)
+
+
+def _has_digit_and_letter(value: str) -> bool:
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+def is_reference(value: str) -> bool:
+    """Code or a template that names a secret kept elsewhere (``$TOKEN``, ``os.environ[...]``, ``<key>``)."""
+    return bool(_REFERENCE.match(value)) or value.lower() in _CODE_WORDS
+
+
+def _trimmed(match: re.Match[str], quoted: bool = False) -> Span | None:
+    start, end = match.span("secret")
+    value = match.group("secret")
+    if not quoted:
+        stripped = value.rstrip(_TRAILING)
+        end -= len(value) - len(stripped)
+    return (start, end) if end > start else None
+
+
+def _group(match: re.Match[str], name: str) -> str:
+    return match.groupdict().get(name) or ""
+
+
+def check_not_reference(match: re.Match[str]) -> Span | None:
+    value = match.group("secret")
+    return None if not value or is_reference(value) else match.span("secret")
+
+
+def check_token_like(match: re.Match[str]) -> Span | None:
+    return _trimmed(match) if token_like(match.group("secret")) else None
+
+
+def check_header_value(match: re.Match[str]) -> Span | None:
+    """``Authorization: <scheme> <credentials>`` of any scheme; prose about authorization is left alone."""
+    value = match.group("secret")
+    if is_reference(value) or value.lower() in _STOPWORDS:
+        return None
+    if "=" in value or token_like(value) or (len(value) >= 6 and any(not c.isalpha() for c in value)):
+        return _trimmed(match, quoted="=" in value)
+    return None
+
+
+def check_user_password(match: re.Match[str]) -> Span | None:
+    """``curl -u user:pass``, ``smbclient -U user%pass``; ``docker run -u 1000:1000`` is a uid, not a login."""
+    user, value = match.group("user"), match.group("secret")
+    if (user.isdigit() and value.isdigit()) or is_reference(value) or user.startswith("$"):
+        return None
+    return match.span("secret")
+
+
+def check_flag(match: re.Match[str]) -> Span | None:
+    """``--password x``, ``--api-key x``, ``-pass pass:x``; ``--key server.key`` needs a random-looking value."""
+    kind = name_class(match.group("name").lstrip("-"))
+    value = match.group("secret")
+    if kind is None or not value or value.startswith("-") or is_reference(value):
+        return None
+    if kind == "weak" and not token_like(value):
+        return None
+    return match.span("secret")
+
+
+def check_assignment(match: re.Match[str]) -> Span | None:
+    """``NAME = value`` in env, shell, YAML, JSON, TOML, ini, XML, query strings and connection strings."""
+    kind = name_class(match.group("name"))
+    value = match.group("secret")
+    if kind is None or not value.strip() or is_reference(value.strip()):
+        return None
+    if match.group("name").startswith("$") and _group(match, "sep") not in ("=", ":="):
+        return None  # ``$PWD:/app`` reads a shell variable, it does not set one
+    quoted = bool(_group(match, "q")) or "sep" not in match.groupdict()
+    if not quoted and _looks_like_code(value, match):
+        return None
+    sep = _group(match, "sep")
+    if kind == "weak" and not token_like(value):
+        return None
+    if kind == "strong" and sep == ":" and not quoted and not token_like(value):
+        return None
+    # After ``=`` the value runs to the end of the word, punctuation included (``PASSWORD=Tr0ub4dor!``);
+    # after ``:`` it may be prose (``password: hunter2.``).
+    return _trimmed(match, quoted or sep != ":")
+
+
+def _looks_like_code(value: str, match: re.Match[str]) -> bool:
+    """``token = tokenizer(text)``, ``key = self.key``, ``password = user_password``: a reference in code."""
+    if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value or "[" in value):
+        return True
+    if _IDENTIFIER.match(value) and not any(c.isdigit() for c in value):
+        spaced = match.group(0)[: match.start("secret") - match.start()].endswith((" ", "\t"))
+        snake_or_camel = "_" in value or any(c.isupper() for c in value[1:])
+        return spaced and snake_or_camel
+    return False
+
+
+def check_prose_password(match: re.Match[str]) -> Span | None:
+    """ "the wifi password is hunter2": after "password is" any word is the password, unless it is prose.
+    A quoted value goes whole, spaces and all; a passphrase runs to the end of its clause."""
+    if _group(match, "q") and match.group("secret").strip():
+        return match.span("secret")
+    if match.group("name").lower().startswith("passphrase") and match.group("sep").strip():
+        start = match.start("secret")
+        clause = re.match(r"[^\n.;!?,]+", match.string[start:])
+        return (start, start + clause.end()) if clause else None
+    value = match.group("secret").rstrip(_TRAILING)
+    if not value or value.lower() in _STOPWORDS or is_reference(value):
+        return None
+    name = match.group("name").lower()
+    if not name.startswith(("pass", "pwd", "mot", "contra", "senha", "wacht", "пар")) and not any(
+        c.isdigit() for c in value
+    ):
+        return None  # a PIN or a door code has digits: "the pin is on the map" is prose
+    bare = not match.group("sep").strip()
+    if bare and not token_like(value) and not (len(value) >= 6 and _has_digit_and_letter(value)):
+        return None
+    if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value):
+        return None  # ``password = getpass.getpass()`` is code
+    return _trimmed(match)
+
+
+_NOT_TOKEN = re.compile(
+    r"^(?:\d{4}-\d{2}-\d{2}|v?\d+(?:\.\d+)+|\d+(?:\.\d+){3}|[a-z0-9\-]+(?:\.[a-z0-9\-]+)+$|[a-z]+(?:_[a-z0-9]+)+$)"
+)
+
+
+def check_prose_token(match: re.Match[str]) -> Span | None:
+    """ "here is my api key 9f8a...": a random-looking value near key/token/secret; dates, versions, hosts,
+    paths and ``name=value`` pairs are not one."""
+    value = match.group("secret")
+    if "://" in value or _NOT_TOKEN.match(value) or ("/" in value and "." in value):
+        return None
+    if "=" in value.rstrip("="):
+        return None
+    return _trimmed(match)
+
+
+CHECKS: dict[str, Check] = {
+    "not_reference": check_not_reference,
+    "token_like": check_token_like,
+    "header_value": check_header_value,
+    "user_password": check_user_password,
+    "flag": check_flag,
+    "assignment": check_assignment,
+    "prose_password": check_prose_password,
+    "prose_token": check_prose_token,
+}
