@@ -12,6 +12,8 @@ import json
 import os
 import shlex
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -25,6 +27,7 @@ from openclaw_lossless import doctor
 from openclaw_lossless.cli import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
+from openclaw_lossless.doctor.gateway import lock_path
 from tests.helpers import free_port, live_sidecar, make_settings
 from tests.openclaw_state import PLUGIN_DIR, linked_config, openclaw_env, plugin_copy, write_config
 from tests.reliability import SidecarProcess
@@ -339,3 +342,25 @@ def test_an_install_record_in_the_hosts_state_database_counts_and_is_only_read(h
     install = findings(home, tmp_path)["plugin-install"]
     assert install.ok and (install.data or {})["how"] == "install record"
     assert sorted(str(p) for p in openclaw.rglob("*")) == before, "doctor must leave the host's files as they were"
+
+
+def test_nothing_listening_fails_while_the_gateway_runs(home: Path, tmp_path: Path) -> None:
+    """The lock the running gateway holds (``<state>/tmp/openclaw-<uid>/gateway.state.lock``) names it."""
+    openclaw = home / ".openclaw"
+    write_config(openclaw, linked_config(sidecarUrl=quiet_url()))
+    lock = lock_path(openclaw)
+    lock.parent.mkdir(parents=True)
+    gone = subprocess.Popen([sys.executable, "-c", "pass", "openclaw-gateway"])
+    gone.wait()
+    lock.write_text(json.dumps({"pid": gone.pid, "port": 18789, "stateDir": str(openclaw)}))
+    reach = findings(home, tmp_path)["sidecar-reach"]
+    assert reach.ok and reach.code == "sidecar_not_running", "a lock left by a killed gateway is not a gateway"
+    gateway = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "openclaw-gateway"])
+    try:
+        lock.write_text(json.dumps({"pid": gateway.pid, "port": 18789, "stateDir": str(openclaw)}))
+        reach = findings(home, tmp_path)["sidecar-reach"]
+    finally:
+        gateway.kill()
+        gateway.wait()
+    assert not reach.ok and reach.code == "sidecar_not_running" and f"pid {gateway.pid}" in reach.detail
+    assert (reach.data or {})["gateway"] == {"pid": gateway.pid, "port": 18789}

@@ -70,7 +70,7 @@ def entry(host: HostConfig) -> Finding:
     """The plugin may load at all: plugins on, not denied, allowed if there is an allowlist, entry enabled."""
     plugins, path = plugins_section(host), host.location.config_path
     entry_value = entry_of(host)
-    enable = f"openclaw plugins enable {ENGINE_ID}, {RESTART}"
+    enable = f"openclaw plugins enable {ENGINE_ID} (it sets plugins.entries.{ENGINE_ID}.enabled to true), {RESTART}"
     problems: list[tuple[str, str, str]] = []
     if plugins.get("enabled") is False:
         problems.append(("plugins_disabled", "plugins.enabled is false", "openclaw config set plugins.enabled true"))

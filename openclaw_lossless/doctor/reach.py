@@ -22,6 +22,7 @@ import httpx
 import openclaw_lossless
 from openclaw_lossless.api.identity import SERVICE, identity_proof
 from openclaw_lossless.doctor.findings import Finding
+from openclaw_lossless.doctor.gateway import running_gateway
 from openclaw_lossless.listeners import socket_path
 
 DEFAULT_URL = "http://127.0.0.1:8377"
@@ -37,6 +38,7 @@ class Target:
     port: int
     state_dir: Path
     auto_start: bool
+    gateway: dict[str, Any] | None = None  # the running gateway's pid and port (None: not running)
 
 
 def _is_loopback(host: str) -> bool:
@@ -52,7 +54,7 @@ def _set_url(url: str) -> str:
     return f"openclaw config set plugins.entries.lossless.config.sidecarUrl {url}"
 
 
-def target(config: dict[str, Any], state_dir: Path) -> Target | Finding:
+def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Target | Finding:
     """The URL the plugin will use, or the finding that says why it cannot be used as it is."""
     url = str(config.get("sidecarUrl", DEFAULT_URL)).rstrip("/")
     parts = urlsplit(url)
@@ -81,13 +83,14 @@ def target(config: dict[str, Any], state_dir: Path) -> Target | Finding:
             code="sidecar_url_remote",
             data={"url": url},
         )
-    return Target(url, host, port, state_dir, config.get("autoStart", True) is not False)
+    auto_start = config.get("autoStart", True) is not False
+    return Target(url, host, port, state_dir, auto_start, running_gateway(openclaw_state))
 
 
-def reach(config: dict[str, Any], state_dir: Path) -> Finding:
+def reach(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Finding:
     """The plugin's way in, checked as the plugin takes it: the state dir's Unix socket when sidecarUrl is the
     default and the socket exists, else (or when the socket does not answer) sidecarUrl over TCP."""
-    where = target(config, state_dir)
+    where = target(config, state_dir, openclaw_state)
     if isinstance(where, Finding):
         return where
     socket = socket_path(state_dir)
@@ -137,23 +140,36 @@ def _serve(where: Target) -> str:
 
 
 def _not_running(where: Target) -> Finding:
-    if where.auto_start:
+    """Nothing listening is a note only while no gateway runs and autoStart is on: nothing needs it yet."""
+    data = {"url": where.url, "autoStart": where.auto_start, "gateway": where.gateway}
+    if not where.auto_start:
         return Finding(
             CHECK,
-            True,
-            f"nothing listens on {where.url} yet; autoStart is on, so the plugin starts the sidecar at the"
-            " gateway's next turn",
-            f"to start it now: {_serve(where)}",
+            False,
+            f"nothing listens on {where.url} and autoStart is off: every turn runs without memory",
+            f"{_serve(where)} (or openclaw config set plugins.entries.lossless.config.autoStart true)",
             code="sidecar_not_running",
-            data={"url": where.url, "autoStart": True},
+            data=data,
+        )
+    if where.gateway is not None:
+        return Finding(
+            CHECK,
+            False,
+            f"the gateway is running (pid {where.gateway['pid']}) but nothing listens on {where.url}: turns are"
+            " not stored now (the plugin starts the sidecar at the next turn and catches up from the host's"
+            " transcripts)",
+            f"start it now: {_serve(where)}",
+            code="sidecar_not_running",
+            data=data,
         )
     return Finding(
         CHECK,
-        False,
-        f"nothing listens on {where.url} and autoStart is off: every turn runs without memory",
-        f"{_serve(where)} (or openclaw config set plugins.entries.lossless.config.autoStart true)",
+        True,
+        f"nothing listens on {where.url}; no gateway runs and autoStart is on, so the plugin starts the sidecar"
+        " at the gateway's first turn",
+        f"to start it now: {_serve(where)}",
         code="sidecar_not_running",
-        data={"url": where.url, "autoStart": False},
+        data=data,
     )
 
 
