@@ -26,6 +26,7 @@ from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
 from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
+from openclaw_lossless.history import skipped
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
@@ -171,7 +172,10 @@ class Sidecar:
         def work(conn: Connection) -> tuple[str, list[int]]:
             session = ensure_session(conn, session_id, session_key)
             agent[:] = [session.agent_id]
-            return messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
+            status, ids = messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
+            if skip and status == "committed":  # so that catch-up and import leave them out too
+                skipped.remember(conn, session_id, raw)
+            return status, ids
 
         began = time.perf_counter()
         status, ids = self.db.write(work)
@@ -402,6 +406,12 @@ class Sidecar:
         found = snapshots.find_compaction(self.db.reader(), compaction_id)
         if found is None:
             raise NotFound(f"no compaction {compaction_id}; 'openclaw-lossless stats' counts them")
+        if found["status"] != snapshots.COMPACTED:  # the host removed nothing: there is no "before" to show
+            why = f" ({found['reason']})" if found["reason"] else ""
+            raise BadRequest(
+                f"compaction {compaction_id} did not compact: {found['status']}{why}; the host removed nothing"
+                f" then, so 'recover --session {found['sessionId']}' shows the whole conversation"
+            )
         return found
 
     def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> dict[str, Any]:
@@ -548,6 +558,7 @@ class Sidecar:
         def count(sql: str) -> int:
             return int(conn.execute(sql).fetchone()[0])
 
+        compactions = snapshots.compaction_counts(conn)
         return {
             "version": __version__,
             "uptimeS": round(time.monotonic() - self.started, 1),
@@ -555,7 +566,9 @@ class Sidecar:
             "sessions": count("SELECT count(*) FROM sessions"),
             "agents": count("SELECT count(DISTINCT agent_id) FROM sessions"),
             "turns": count("SELECT count(*) FROM turns"),
-            "compactions": count("SELECT count(*) FROM compactions"),
+            "compactions": compactions[snapshots.COMPACTED],  # only those that did compact
+            "compactionFailures": compactions[snapshots.FAILED],
+            "compactionOutcomes": compactions,  # every status, failed and skipped (nothing to compact) too
             "snapshots": count("SELECT count(*) FROM snapshots"),
             "subagents": count("SELECT count(*) FROM subagent_links"),
             "vectors": len(self.index) if self.index is not None else 0,

@@ -92,6 +92,20 @@ def set_born(db: AgentDatabase, session_id: str, born_ms: int) -> None:
 
 
 @pytest.fixture
+def sidecar(tmp_path: Path) -> Iterator[LiveSidecar]:
+    """The live sidecar with its catch-up thread off: these tests run catch-up themselves, when they say."""
+    with live_sidecar(make_settings(tmp_path / "state", catch_up=False), HashEmbedder()) as server:
+        yield server
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[LiveSidecar]:
+    """The live sidecar as ``serve`` runs it: catch-up on, in its own thread."""
+    with live_sidecar(make_settings(tmp_path / "state"), HashEmbedder()) as server:
+        yield server
+
+
+@pytest.fixture
 def host(sidecar: LiveSidecar) -> Iterator[AgentDatabase]:
     """The agent database in the state dir the sidecar reads ($OPENCLAW_STATE_DIR)."""
     database = AgentDatabase(sidecar.settings.openclaw_state)
@@ -275,7 +289,7 @@ def test_undated_messages_of_a_turn_are_stored_once_in_either_order(
 def test_a_compaction_the_hook_recorded_is_not_recorded_again_by_catch_up_even_with_a_secret_in_it(
     sidecar: LiveSidecar, host: AgentDatabase
 ) -> None:
-    main, lost = outage(sidecar, host)
+    main, _ = outage(sidecar, host)
     summary = "## Decisions\nDeploy with ghp_R4nd0mT0k3nV4lu3F0rG1tHubAcc3ss0K on Fridays."
     first_kept = {"id": "entry-kept"}
     host.append(main.session_id, main.transcript.compaction(summary, first_kept))
@@ -287,6 +301,20 @@ def test_a_compaction_the_hook_recorded_is_not_recorded_again_by_catch_up_even_w
     stored = sidecar.sidecar.compaction(1)
     assert "ghp_R4nd0m" not in json.dumps(stored)
     assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_a_heartbeat_turn_committed_without_its_messages_stays_out_of_catch_up_and_the_gap_report(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    main, _ = outage(sidecar, host)
+    beat = main.turn("Read HEARTBEAT.md if it exists. If nothing needs attention, reply HEARTBEAT_OK.")
+    assert sidecar.post("commit-turn", beat | {"isHeartbeat": True}).json()["skippedHeartbeat"] is True
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    stored = stored_originals(sidecar, main.session_id)
+    assert not [m for m in stored if m in beat["messages"]]
+    assert len(stored) == len(host_messages(host, main.session_id)) - 2
+    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
+        assert find_gaps(conn, sidecar.settings.openclaw_state).missing == 0
 
 
 # -- session selection ----------------------------------------------------------------------------------------
@@ -409,26 +437,32 @@ def test_after_an_outage_the_restarted_sidecar_stores_every_host_message_exactly
         database.close()
 
 
-def test_a_gap_in_what_the_host_assembles_is_caught_up_without_a_restart(
-    sidecar: LiveSidecar, host: AgentDatabase
-) -> None:
+def test_a_gap_in_what_the_host_assembles_is_caught_up_without_a_restart(running: LiveSidecar) -> None:
     """The sidecar stayed up but the turns never reached it (the plugin could not connect): the next assemble
     shows host messages the store lacks, and the store catches up by itself."""
-    main, lost = outage(sidecar, host)
-    history = host_messages(host, main.session_id)
-    ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
-    assert sidecar.post("assemble", ask).status_code == 200
-    wait_until_caught_up(sidecar, len(history))
-    assert_exactly_once(sidecar, host, main.session_id)
+    host = AgentDatabase(running.settings.openclaw_state)
+    try:
+        main, _ = outage(running, host)
+        history = host_messages(host, main.session_id)
+        ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
+        assert running.post("assemble", ask).status_code == 200
+        wait_until_caught_up(running, len(history))
+        assert_exactly_once(running, host, main.session_id)
+    finally:
+        host.close()
 
 
-def test_a_late_redelivered_turn_alone_brings_in_the_turns_after_it(sidecar: LiveSidecar, host: AgentDatabase) -> None:
-    main = HostSession(host, start_ms=int(time.time() * 1000) - 3 * 3_600_000)  # the outage was hours ago
-    sidecar.post("commit-turn", main.turn("Live turn."))
-    lost = [main.turn("Outage turn two."), main.turn("Outage turn three.")]
-    assert sidecar.post("commit-turn", lost[0]).json()["stored"] == 2
-    wait_until_caught_up(sidecar, 6)
-    assert_exactly_once(sidecar, host, main.session_id)
+def test_a_late_redelivered_turn_alone_brings_in_the_turns_after_it(running: LiveSidecar) -> None:
+    host = AgentDatabase(running.settings.openclaw_state)
+    try:
+        main = HostSession(host, start_ms=int(time.time() * 1000) - 3 * 3_600_000)  # the outage was hours ago
+        running.post("commit-turn", main.turn("Live turn."))
+        lost = [main.turn("Outage turn two."), main.turn("Outage turn three.")]
+        assert running.post("commit-turn", lost[0]).json()["status"] == "committed"
+        wait_until_caught_up(running, 6)
+        assert_exactly_once(running, host, main.session_id)
+    finally:
+        host.close()
 
 
 def test_catch_up_can_be_turned_off(tmp_path: Path) -> None:

@@ -120,9 +120,7 @@ class CatchUp:
     def catch_up_now(self, agent_id: str, session_id: str | None = None) -> int:
         """Catch up one agent (or one session) in the caller's thread; returns the messages stored."""
         coverage = StoreCoverage.load(self.sidecar.db.reader())
-        before = self.total_imported
-        self._import(Target(agent_id, session_id), coverage, {session_id} if session_id else set())
-        return self.total_imported - before
+        return self._import(Target(agent_id, session_id), coverage, {session_id} if session_id else set())
 
     def _enqueue(self, target: Target, check: Check) -> None:
         now = time.monotonic()
@@ -218,14 +216,17 @@ class CatchUp:
             if check.kind == "window":
                 self._remember_unfixable(self.sidecar.db.reader(), check)
 
-    def _import(self, target: Target, coverage: StoreCoverage, touched: set[str]) -> None:
-        """Run the incremental import for the target; a session a hook named is followed whatever its age."""
+    def _import(self, target: Target, coverage: StoreCoverage, touched: set[str]) -> int:
+        """Run the incremental import for the target; a session a hook named is followed whatever its age.
+
+        Returns the messages it stored.
+        """
         if self._stop.is_set():
-            return
+            return 0
         state = self.sidecar.settings.openclaw_state
         if not state.is_dir():
             self.last_error = "no OpenClaw state dir: set OPENCLAW_STATE_DIR (or LOSSLESS_OPENCLAW_STATE)"
-            return
+            return 0
 
         def follow(agent_id: str, session_id: str, recorded: str | None, born_ms: int | None) -> bool:
             return session_id in touched or coverage.follows(agent_id, session_id, recorded, born_ms)
@@ -243,6 +244,7 @@ class CatchUp:
                 report.messages_imported,
                 target.agent_id,
             )
+        return report.messages_imported
 
     # -- the checks ----------------------------------------------------------------------------------------
 

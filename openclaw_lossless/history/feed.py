@@ -8,7 +8,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.capture.records import capture
+from openclaw_lossless.capture.text import window_key
 from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.history import skipped
 from openclaw_lossless.history.entries import (
     MALFORMED,
     agent_message,
@@ -46,12 +48,15 @@ class Feed:
         self.report = report
         self.pending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (as stored, as the host has it)
         self.touched = False
+        self.left_out = skipped.keys_of(sidecar.db.reader(), session_id)  # heartbeats committed without messages
 
     def add(self, entry: dict[str, Any] | None, fallback_ms: int | None) -> None:
         self.report.entries_read += 1
         kind = entry_kind(entry)
         if entry is None or kind == MALFORMED:
             self.report.skipped_malformed += 1
+        elif kind == "message" and self.left_out and window_key(entry["message"]) in self.left_out:
+            self.report.skipped_types["heartbeat"] = self.report.skipped_types.get("heartbeat", 0) + 1
         elif kind == "message":
             self.touched = True
             self.report.messages_seen += 1
@@ -160,10 +165,12 @@ class Feed:
 def _live_compaction(conn: Connection, session_rowid: int, record: snapshots.CompactionRecord) -> int | None:
     """The id of a compaction the ``compact`` hook already recorded for this one, if any."""
     same: str | int | None
+    # Only one that did compact: a failed attempt the hook recorded at the same point is not this compaction.
     if record.summary is not None:
-        sql, same = "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ?", record.summary
+        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ? AND status = 'compacted'"
+        same = record.summary
     else:
-        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND last_message_id IS ?"
+        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND last_message_id IS ? AND status = 'compacted'"
         same = snapshots.last_message_id(conn, session_rowid)
     row = conn.execute(sql, (session_rowid, same)).fetchone()
     return None if row is None else int(row[0])

@@ -5,7 +5,8 @@ loaded or saved, nothing is imported), so it can run beside a live sidecar or on
 
 A transcript message is held when its session holds a message with the same window key (``window_key``:
 role, timestamp and text, computed from the message as the host has it, so neither the redaction settings
-nor the path it came by matter: a committed turn, an ingest or an import). Keys are counted, so two equal
+nor the path it came by matter: a committed turn, an ingest or an import), or when it belongs to a heartbeat
+turn committed without its messages (``skipped.py``). Keys are counted, so two equal
 messages need two stored copies. An undated message is also looked for under the key the import gives it
 (dated by its entry). Messages older than the session's oldest stored one are counted as archived when the
 store has archived messages (``maxDbSizeMb``), not as missing.
@@ -27,6 +28,7 @@ from urllib.parse import quote
 
 from openclaw_lossless.capture.records import message_time
 from openclaw_lossless.capture.text import window_key
+from openclaw_lossless.history import skipped
 from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.entries import agent_message, entry_kind, parse_entry, session_key_for
 from openclaw_lossless.history.feed import BATCH
@@ -209,6 +211,7 @@ class _Checker:
             return
         followed = self.coverage.follows(agent_id, session_id, recorded, born_ms)
         stored, oldest = self._stored(session_id)
+        left_out = skipped.keys_of(self.conn, session_id)  # heartbeat turns committed without their messages
         gap = SessionGap(agent_id, session_id, key, followed=followed)
         for entry, created_ms, unreadable in entries:
             if unreadable:
@@ -219,7 +222,8 @@ class _Checker:
             self.report.scanned += 1
             raw = entry["message"]
             dated = agent_message(entry, created_ms)
-            if _take(stored, window_key(raw)) or (dated is not raw and _take(stored, window_key(dated))):
+            key = window_key(raw)
+            if key in left_out or _take(stored, key) or (dated is not raw and _take(stored, window_key(dated))):
                 continue
             at = message_time(dated.get("timestamp"), None) if "timestamp" in dated else None
             if self.archives and oldest is not None and at is not None and at <= oldest:
