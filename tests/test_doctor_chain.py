@@ -114,6 +114,13 @@ def test_includes_are_resolved_and_a_broken_one_is_named(home: Path, tmp_path: P
     (state / "plugins.json5").unlink()
     config = findings(home, tmp_path)["openclaw-config"]
     assert config.code == "config_include_failed" and "./plugins.json5" in config.detail
+    (tmp_path / "outside.json5").write_text("{}")
+    write_config(state, "{ plugins: { $include: '../../outside.json5' } }")  # OpenClaw keeps includes inside
+    assert "outside the config directory" in findings(home, tmp_path)["openclaw-config"].detail
+    (state / "plugins.json5").write_text("{ $include: './openclaw.json' }")
+    write_config(state, "{ plugins: { $include: './plugins.json5' } }")
+    config = findings(home, tmp_path)["openclaw-config"]
+    assert config.code == "config_include_failed" and "circular" in config.detail
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,8 @@ def entry(host: HostConfig) -> Finding:
     problems: list[tuple[str, str, str]] = []
     if plugins.get("enabled") is False:
         problems.append(("plugins_disabled", "plugins.enabled is false", "openclaw config set plugins.enabled true"))
-    if ENGINE_ID in (plugins.get("deny") or []):
+    deny = plugins.get("deny")
+    if isinstance(deny, list) and ENGINE_ID in deny:
         problems.append(("plugin_denied", 'plugins.deny lists "lossless"', f"edit {path}: remove it"))
     allow = plugins.get("allow")
     if isinstance(allow, list) and allow and ENGINE_ID not in allow:
