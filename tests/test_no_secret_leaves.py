@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from tests.helpers import free_port
+from tests.redaction_corpus import credential_cases
 
 MARKER = "wombatlighthouse"
 SECRETS = {
@@ -34,6 +35,8 @@ SECRETS = {
     "aws": "AKIA" + "Z7Q3W9E5R1T8Y4U6",
     "url_password": "hunter2sekrit",
 }
+# Every shape of tests/redaction_corpus.py goes through the same path: none may reach the embedding API.
+CORPUS = credential_cases()
 DIMENSION = 8
 API_KEY = "sk-test-" + "embedding-api-key-0123456789"
 
@@ -104,6 +107,7 @@ def _turns() -> list[dict[str, Any]]:
         f"and the openai key {SECRETS['openai']}",
         f"aws {SECRETS['aws']}",
         f"db at postgres://admin:{SECRETS['url_password']}@db.internal:5432/app",
+        *(case.text for case in CORPUS),
     ]
     return [
         {
@@ -146,7 +150,8 @@ def test_no_message_text_secret_or_token_in_logs_or_at_the_embedding_api(
         while client.get("/stats").json()["backlog"] > 0:
             assert time.monotonic() < deadline, "backlog did not drain"
             time.sleep(0.1)
-        prompt = f"{MARKER} which github token did I give you, was it {SECRETS['github']}?"
+        pasted = " ".join(case.text for case in CORPUS[::7])
+        prompt = f"{MARKER} which github token did I give you, was it {SECRETS['github']}? {pasted}"
         assemble = {"sessionId": "s-next", "sessionKey": "agent:main:leak", "messages": [], "prompt": prompt}
         assert client.post("/v1/hooks/assemble", json=assemble).status_code == 200
         query = {"q": f"{MARKER} {SECRETS['openai']}", "mode": "hybrid"}
@@ -158,11 +163,12 @@ def test_no_message_text_secret_or_token_in_logs_or_at_the_embedding_api(
         log, _ = process.communicate(timeout=30)
 
     assert "Application startup complete" in log or "Uvicorn running" in log  # the log was captured
-    for forbidden in [MARKER, *SECRETS.values(), token, API_KEY]:
+    for forbidden in [MARKER, *SECRETS.values(), *(case.secret for case in CORPUS), token, API_KEY]:
         assert forbidden not in log, forbidden
 
     sent = "\n".join(api.texts)
     assert MARKER in sent  # the texts did reach the embedding API ...
     for name, secret in SECRETS.items():  # ... and no secret with them, from storage or from a query
         assert secret not in sent, name
+    assert [case.shape for case in CORPUS if case.secret in sent] == []
     assert set(api.authorizations) == {f"Bearer {API_KEY}"}
