@@ -67,19 +67,18 @@ class ConfigError(Exception):
         return {"path": str(self.path), "line": self.line, "column": self.column, "message": self.message}
 
 
-def _unset(value: str | None) -> bool:
-    return value is None or value.strip() in ("", "undefined", "null")
+def _set(value: str | None) -> str | None:
+    """The value, trimmed; None when blank or the literal ``undefined``/``null`` (which OpenClaw treats as unset)."""
+    value = (value or "").strip()
+    return None if value in ("", "undefined", "null") else value
 
 
 def home_dir(env: Mapping[str, str]) -> Path:
     """OpenClaw's home: ``$OPENCLAW_HOME`` (``~`` expanded against the OS home), else ``$HOME``."""
-    os_home = env.get("HOME") if not _unset(env.get("HOME")) else None
-    os_home = os_home or str(Path.home())
-    explicit = env.get("OPENCLAW_HOME")
-    if _unset(explicit):
+    os_home = _set(env.get("HOME")) or str(Path.home())
+    explicit = _set(env.get("OPENCLAW_HOME"))
+    if explicit is None:
         return Path(os_home).resolve()
-    assert explicit is not None
-    explicit = explicit.strip()
     if explicit == "~" or explicit.startswith("~/"):
         explicit = os_home + explicit[1:]
     return Path(explicit).resolve()
@@ -107,7 +106,7 @@ def locate(env: Mapping[str, str], profile: str | None = None, state_dir: Path |
     elif profile:
         state, chosen_by = home_dir(env) / f".openclaw-{profile}", f"--profile {profile}"
     else:
-        state, chosen_by = _default_state_dir(env), "OPENCLAW_HOME" if not _unset(env.get("OPENCLAW_HOME")) else "HOME"
+        state, chosen_by = _default_state_dir(env), "OPENCLAW_HOME" if _set(env.get("OPENCLAW_HOME")) else "HOME"
     config_override = env.get("OPENCLAW_CONFIG_PATH", "").strip()
     if config_override:
         return Location(_user_path(config_override, env), state, "OPENCLAW_CONFIG_PATH", profile)
