@@ -3,19 +3,25 @@
 // A thin, stateless context engine: every hook is forwarded as JSON to the sidecar (a local
 // HTTP service that stores every message and recalls the relevant old ones). The host builds a new
 // engine instance per logical turn, so nothing here keeps per-session state; the only process-wide
-// state is the sidecar's start promise and its cached token (shared through globalThis because the
-// host may evaluate this module more than once).
+// state is the sidecar's supervisor and its verified peer (shared through globalThis because the host may
+// evaluate this module more than once). Starting and restarting the sidecar is sidecar-process.js; how it is
+// reached (its Unix socket, or TCP after an identity check) is transport.js; the config check is
+// config-check.js; session selection (includeSessions / excludeSessions) is sessions.js.
 //
 // The hook -> endpoint map, the auth scheme, the descriptor format and the config schema all come from
 // plugin-manifest.json (a copy of the repository's contract file, kept equal by
 // scripts/sync-manifest.mjs and its test).
 
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
+
+import { isLoopbackHost, validateConfig } from "./config-check.js";
+import { Supervisor } from "./sidecar-process.js";
+import { patternList, sessionName, sessionSelector } from "./sessions.js";
+import { describeTarget, portHolder, request, targets, verifyPeer } from "./transport.js";
 
 import { createLosslessCommand } from "./command.js";
 
@@ -25,17 +31,13 @@ const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.ur
 export const ENGINE_ID = MANIFEST.engineId;
 const RECENT_USER_TEXTS = 3;
 const HEALTH_TIMEOUT_MS = 1000;
-const START_POLL_MS = 200;
-// After a failed autoStart, a new start is tried at most this often, in the background: a broken install
-// must not cost any later turn the start timeout.
-const START_RETRY_COOLDOWN_MS = 60_000;
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+const DEFAULT_URL = String(MANIFEST.config.properties.sidecarUrl.default).replace(/\/+$/, "");
 
 // Process-wide state, shared by every engine instance and every evaluation of this module.
-const SHARED = (globalThis[Symbol.for("openclaw-lossless.shim")] ??= {
-  starts: new Map(), // `${url}|${stateDir}` -> {promise, first, state: "starting" | "up" | "failed", failedAt?}
-  tokens: new Map(), // stateDir -> token string
-});
+const SHARED = (globalThis[Symbol.for("openclaw-lossless.shim")] ??= {});
+SHARED.supervisors ??= new Map(); // `${url}|${stateDir}` -> Supervisor (sidecar-process.js)
+SHARED.peers ??= new Map(); // `${url}|${stateDir}` -> {target, token, pid}: the verified sidecar
+SHARED.notices ??= new Map(); // `${url}|${stateDir}` -> Set of problems already logged (each is logged once)
 
 // ---------------------------------------------------------------------------------------------------
 // Settings
@@ -66,7 +68,13 @@ export function resolveSettings(pluginConfig = {}, env = process.env) {
   };
   settings.sidecarUrl = String(settings.sidecarUrl).replace(/\/+$/, "");
   settings.stateDir = user.stateDir || join(openclawStateDir(env), "plugins", ENGINE_ID);
-  settings.now = Date.now; // the clock of the autoStart retry cooldown (tests pass their own to createEngine)
+  settings.now = Date.now; // the supervisor's clock (tests pass their own to createEngine)
+  // Checked against the manifest's schema: a bad value is one log line and hooks that fail at once.
+  settings.configErrors = validateConfig(pluginConfig ?? {}, MANIFEST.config);
+  settings.excludeSessions = patternList(settings.excludeSessions);
+  settings.includeSessions = patternList(settings.includeSessions);
+  // captures(name): whether the session named so (sessions.js sessionName) is stored and given recall.
+  settings.captures = sessionSelector(settings.includeSessions, settings.excludeSessions);
   // Only the recall knobs the user set travel with each request; the sidecar owns the defaults.
   settings.overrides = Object.fromEntries(
     MANIFEST.requestOverrides.filter((key) => user[key] !== undefined).map((key) => [key, user[key]]),
@@ -231,141 +239,130 @@ function isAbort(error) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Sidecar lifecycle
+// Sidecar lifecycle (sidecar-process.js) and the verified peer (transport.js)
 
-async function fetchWithTimeout(url, init, timeoutMs, signal) {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), timeoutMs);
-  // The caller's signal (a tool call the host cancels) aborts the request too.
-  const cancel = () => controller.abort();
-  if (signal?.aborted) cancel();
-  else signal?.addEventListener?.("abort", cancel, { once: true });
-  try {
-    return await fetch(url, { ...init, signal: controller.signal });
-  } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener?.("abort", cancel);
-  }
-}
+const slotOf = (settings) => `${settings.sidecarUrl}|${settings.stateDir}`;
 
-async function isHealthy(settings) {
+function mayStart(settings) {
+  let host;
   try {
-    const response = await fetchWithTimeout(`${settings.sidecarUrl}${MANIFEST.operator.healthz.path}`, {}, HEALTH_TIMEOUT_MS);
-    await response.arrayBuffer();
-    // "degraded" (e.g. the embedder still loading) is up: hooks work, recall falls back to keywords.
-    return response.ok;
+    host = new URL(settings.sidecarUrl).hostname.replace(/^\[|\]$/g, "");
   } catch {
     return false;
   }
+  return settings.autoStart === true && isLoopbackHost(host);
 }
 
-function sidecarAddress(settings) {
-  const url = new URL(settings.sidecarUrl);
-  const port = url.port || (url.protocol === "https:" ? "443" : "80");
-  return { host: url.hostname, port };
-}
-
-function spawnSidecar(settings, log) {
-  const { host, port } = sidecarAddress(settings);
-  mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
-  const logPath = join(settings.stateDir, "sidecar.log");
-  const logFd = openSync(logPath, "a", 0o600);
-  try {
-    const args = ["serve", "--host", host.replace(/^\[|\]$/g, ""), "--port", port, "--state-dir", settings.stateDir];
-    log.info?.(`[lossless] starting sidecar: ${settings.command} ${args.join(" ")} (log: ${logPath})`);
-    // Detached with its own stdio: the sidecar outlives this engine, this turn and even the gateway.
-    const child = spawn(settings.command, args, { detached: true, stdio: ["ignore", logFd, logFd], env: sidecarEnv() });
-    child.unref();
-    return { child, logPath };
-  } finally {
-    closeSync(logFd);
-  }
+/** Log `message` once per (slot, key) until the sidecar is verified again. */
+function notice(settings, key, log, message) {
+  const slot = slotOf(settings);
+  const seen = SHARED.notices.get(slot) ?? new Set();
+  SHARED.notices.set(slot, seen);
+  if (seen.has(key)) return;
+  seen.add(key);
+  log.warn?.(message);
 }
 
 // The gateway's own credentials are no business of the sidecar.
 const GATEWAY_SECRETS = new Set(["OPENCLAW_GATEWAY_TOKEN", "OPENCLAW_GATEWAY_PASSWORD"]);
-function sidecarEnv() {
-  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !GATEWAY_SECRETS.has(key)));
+/** The sidecar's environment: the gateway's, minus its secrets, plus the session selection for its catch-up. */
+export function sidecarEnv(settings, env = process.env) {
+  const out = Object.fromEntries(Object.entries(env).filter(([key]) => !GATEWAY_SECRETS.has(key)));
+  if (settings.excludeSessions?.length) out.LOSSLESS_EXCLUDE_SESSIONS = settings.excludeSessions.join(",");
+  if (settings.includeSessions?.length) out.LOSSLESS_INCLUDE_SESSIONS = settings.includeSessions.join(",");
+  return out;
 }
 
-async function startAndWait(settings, log) {
-  const { child, logPath } = spawnSidecar(settings, log);
-  let exited = null;
-  child.once("error", (error) => { exited = `could not run ${settings.command}: ${error.message}`; });
-  child.once("exit", (code, signal) => { exited ??= `exited with ${signal ?? `code ${code}`} (see ${logPath})`; });
-  const deadline = Date.now() + settings.timeouts.startMs;
-  while (Date.now() < deadline) {
-    if (await isHealthy(settings)) return;
-    if (exited) throw new SidecarError("start", "sidecar_start_failed", exited);
-    await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
+function supervisorFor(settings, log) {
+  const slot = slotOf(settings);
+  let supervisor = SHARED.supervisors.get(slot);
+  if (!supervisor || supervisor.phase === "closed") {
+    supervisor = new Supervisor(settings, {
+      log, probe: () => probePeer(settings), env: () => sidecarEnv(settings), policy: settings.supervision, now: settings.now,
+    });
+    SHARED.supervisors.set(slot, supervisor);
   }
-  throw new SidecarError("start", "sidecar_start_timeout",
-    `not healthy after ${settings.timeouts.startMs} ms (see ${logPath})`, { retryable: true });
+  return supervisor;
+}
+
+async function readTokenFile(settings) {
+  try {
+    return (await readFile(join(settings.stateDir, MANIFEST.auth.tokenFile), "utf8")).trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
- * Make sure a sidecar answers. A sidecar started by hand is used as is; otherwise, with autoStart on
- * and a loopback URL, start one, once per gateway process (concurrent engines share the promise).
- *
- * Only the process's FIRST start is waited for (up to timeouts.startMs): the first turn after the gateway
- * starts may wait for the sidecar to come up, so that turn is already recalled and committed. Once a start
- * has failed, no hook waits again: a new start runs in the background at most every
- * START_RETRY_COOLDOWN_MS, and until it answers every hook fails at once (the host falls back). A sidecar
- * that started and later went away is not restarted here (a supervisor or the operator owns that).
- * Returns true when a sidecar is up.
+ * Who answers for these settings, on each way in (the state dir's socket first, then TCP), checked with the
+ * token as it is on disk now: {state: "ours", target, token, pid} | {state: "foreign", target, detail, pid?}
+ * | {state: "down"}. Only a random challenge is sent.
  */
-async function ensureSidecar(settings, log) {
-  if (await isHealthy(settings)) return true;
-  if (!settings.autoStart || !LOOPBACK_HOSTS.has(sidecarAddress(settings).host)) return false;
-  const slot = `${settings.sidecarUrl}|${settings.stateDir}`;
-  const entry = SHARED.starts.get(slot);
-  if (!entry) {
-    await beginStart(slot, settings, log, { first: true }).promise;
-    return isHealthy(settings);
+async function probePeer(settings) {
+  const token = await readTokenFile(settings);
+  let verdict = { state: "down" };
+  for (const target of targets(settings, DEFAULT_URL)) {
+    const answer = await verifyPeer(target, token, HEALTH_TIMEOUT_MS);
+    if (answer.state === "ours") return { ...answer, target, token };
+    if (answer.state === "foreign") verdict = { ...answer, target };
+    else if (verdict.state === "down") verdict = { ...answer, target };
   }
-  if (entry.state === "starting" && entry.first) {
-    await entry.promise;
-    return isHealthy(settings);
-  }
-  if (entry.state === "failed" && settings.now() - entry.failedAt >= START_RETRY_COOLDOWN_MS) {
-    beginStart(slot, settings, log, { first: false }); // not awaited: this hook fails at once
-  }
-  return false;
+  return verdict;
 }
 
-/** Start the sidecar and record the attempt under `slot`; its promise resolves to whether it came up. */
-function beginStart(slot, settings, log, { first }) {
-  const entry = { first, state: "starting" };
-  // Never rejects: a background start has no one to catch it, and an unhandled rejection ends the gateway.
-  entry.promise = startAndWait(settings, log).then(
-    () => {
-      entry.state = "up";
-      log.info?.(`[lossless] sidecar ready on ${settings.sidecarUrl} (state dir ${settings.stateDir})`);
-      return true;
-    },
-    (error) => {
-      entry.state = "failed";
-      entry.failedAt = settings.now();
-      log.warn?.(`[lossless] ${error.message}; until it answers, hooks fail at once (the host falls back) ` +
-        `and a new start is tried in the background at most every ${START_RETRY_COOLDOWN_MS / 1000} s`);
-      return false;
-    },
-  );
-  SHARED.starts.set(slot, entry);
-  return entry;
+function foreignMessage(settings, verdict) {
+  if (verdict.target.socketPath) {
+    return `[lossless] ${verdict.target.socketPath} is not this state dir's sidecar (${verdict.detail}); ` +
+      "nothing is sent to it: stop the program that made it, or remove the file";
+  }
+  const url = new URL(settings.sidecarUrl);
+  const port = url.port || (url.protocol === "https:" ? "443" : "80");
+  const holder = isLoopbackHost(url.hostname.replace(/^\[|\]$/g, "")) ? portHolder(port) : undefined;
+  const pid = holder?.pid ?? verdict.pid;
+  const who = pid ? `pid ${pid}${holder?.name ? `, name ${holder.name}` : ""}` : "pid unknown";
+  return `[lossless] port ${port} is held by another program (${who}); set sidecarUrl/port. ` +
+    `It is not this plugin's sidecar (${verdict.detail}), so nothing was sent to it; until this is fixed, turns run without lossless memory`;
 }
 
-async function readToken(settings, { fresh = false } = {}) {
-  if (!fresh && SHARED.tokens.has(settings.stateDir)) return SHARED.tokens.get(settings.stateDir);
-  try {
-    const token = (await readFile(join(settings.stateDir, MANIFEST.auth.tokenFile), "utf8")).trim();
-    SHARED.tokens.set(settings.stateDir, token);
-    return token;
-  } catch (error) {
-    SHARED.tokens.delete(settings.stateDir);
-    throw new SidecarError("auth", "token_unavailable",
-      `cannot read the sidecar token in ${settings.stateDir} (${error.code ?? error.message})`);
+/**
+ * The verified sidecar for these settings: {target, token, pid}. Verified once per (url, stateDir) and again
+ * after a connection failure (`fresh`); when nothing answers, the sidecar is started if autoStart allows it
+ * (only the first start of this process is waited for). Throws a SidecarError labelled `label` otherwise:
+ * a peer that fails the identity check gets no token and no content.
+ */
+async function connect(settings, label, log, { fresh = false } = {}) {
+  const slot = slotOf(settings);
+  const known = SHARED.peers.get(slot);
+  if (known && !fresh) return known;
+  SHARED.peers.delete(slot);
+  let verdict = await probePeer(settings);
+  if (verdict.state === "down" && mayStart(settings) && (await supervisorFor(settings, log).ensure())) {
+    verdict = await probePeer(settings);
   }
+  if (verdict.state === "ours") {
+    const peer = { target: verdict.target, token: verdict.token, pid: verdict.pid };
+    SHARED.peers.set(slot, peer);
+    SHARED.notices.delete(slot);
+    if (mayStart(settings)) supervisorFor(settings, log).adopt(verdict.pid);
+    return peer;
+  }
+  if (verdict.state === "foreign") {
+    notice(settings, `foreign:${describeTarget(verdict.target)}`, log, foreignMessage(settings, verdict));
+    throw new SidecarError(label, "sidecar_not_verified", `${describeTarget(verdict.target)} is not this plugin's sidecar: ${verdict.detail}`, { retryable: true });
+  }
+  if (!mayStart(settings)) {
+    notice(settings, "down", log, `[lossless] the sidecar on ${settings.sidecarUrl} does not answer` +
+      `${settings.autoStart ? "" : " and autoStart is off"}: start it (openclaw-lossless serve); until then turns run without lossless memory`);
+  }
+  throw new SidecarError(label, "sidecar_unreachable", `${settings.sidecarUrl} is not reachable`, { retryable: true, cause: verdict.error });
+}
+
+/** A config the plugin cannot run with: logged once, and every call fails at once. */
+function configError(settings, label, log) {
+  const problems = settings.configErrors.join("; ");
+  notice(settings, `config:${problems}`, log, `[lossless] the plugin config is invalid, so lossless memory is off until it is fixed ` +
+    `(plugins.entries.lossless.config): ${problems}`);
+  return new SidecarError(label, "invalid_config", problems);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -379,48 +376,40 @@ export async function callHook(settings, hook, body, log = console) {
 }
 
 /**
- * One authenticated request to the sidecar (a hook or a query): starts the sidecar when it is not
- * reachable and autoStart allows it, re-reads a rotated token once on 401, and returns the parsed JSON
- * answer or throws a SidecarError labelled `label`.
+ * One authenticated request to the verified sidecar (a hook or a query): verifies (and starts) it first
+ * when needed, verifies again after a failed connection and on 401 (a rotated token), retrying once, and
+ * returns the parsed JSON answer or throws a SidecarError labelled `label`.
  */
 async function sidecarRequest(settings, label, { method, path, body, timeoutMs, signal }, log = console) {
+  if (settings.configErrors?.length) throw configError(settings, label, log);
   const payload = body === undefined ? undefined : JSON.stringify(body);
   const headers = payload === undefined ? {} : { "content-type": "application/json" };
-  const send = async (token) =>
-    fetchWithTimeout(`${settings.sidecarUrl}${path}`, {
-      method,
-      headers: { ...headers, [MANIFEST.auth.header]: `${MANIFEST.auth.scheme} ${token}` },
-      ...(payload === undefined ? {} : { body: payload }),
-    }, timeoutMs, signal);
-
-  let response;
-  try {
-    response = await send(await readTokenOrStart(settings, label, log));
-  } catch (error) {
-    if (error instanceof SidecarError) throw error;
-    if (isAbort(error)) throw abortError(label, timeoutMs, signal);
-    // Not reachable: start it if we may, then try once more.
-    if (!(await ensureSidecar(settings, log))) {
-      throw new SidecarError(label, "sidecar_unreachable", `${settings.sidecarUrl} is not reachable`, { retryable: true, cause: error });
-    }
+  const send = (peer) => request(peer.target, {
+    method, path, body: payload, timeoutMs, signal,
+    headers: { ...headers, [MANIFEST.auth.header]: `${MANIFEST.auth.scheme} ${peer.token}` },
+  });
+  const again = async () => {
     try {
-      response = await send(await readToken(settings, { fresh: true }));
-    } catch (retryError) {
-      if (retryError instanceof SidecarError) throw retryError;
-      if (isAbort(retryError)) throw abortError(label, timeoutMs, signal);
-      throw new SidecarError(label, "sidecar_unreachable", `${settings.sidecarUrl} failed: ${retryError.message}`, { retryable: true });
-    }
-  }
-  if (response.status === 401) {
-    // The token may have been rotated: read it again once.
-    await response.arrayBuffer().catch(() => undefined);
-    try {
-      response = await send(await readToken(settings, { fresh: true }));
+      return await send(await connect(settings, label, log, { fresh: true }));
     } catch (error) {
       if (error instanceof SidecarError) throw error;
       if (isAbort(error)) throw abortError(label, timeoutMs, signal);
-      throw new SidecarError(label, "sidecar_unreachable", error.message, { retryable: true });
+      throw new SidecarError(label, "sidecar_unreachable", `${settings.sidecarUrl} failed: ${error.message}`, { retryable: true });
     }
+  };
+
+  let response;
+  try {
+    response = await send(await connect(settings, label, log));
+  } catch (error) {
+    if (error instanceof SidecarError) throw error;
+    if (isAbort(error)) throw abortError(label, timeoutMs, signal);
+    // The connection failed: the sidecar stopped or was replaced. Verify (or start) it again, retry once.
+    response = await again();
+  }
+  if (response.status === 401) {
+    // The token may have been rotated: read it, verify the sidecar with it, and retry once.
+    response = await again();
   }
   return parseAnswer(label, response);
 }
@@ -428,20 +417,6 @@ async function sidecarRequest(settings, label, { method, path, body, timeoutMs, 
 function abortError(label, timeoutMs, signal) {
   if (signal?.aborted) return new SidecarError(label, "cancelled", "the call was cancelled");
   return new SidecarError(label, "sidecar_timeout", `no answer within ${timeoutMs} ms`, { retryable: true });
-}
-
-/** The cached token; when there is none yet (first call, sidecar maybe not started), start the sidecar first. */
-async function readTokenOrStart(settings, hook, log) {
-  if (SHARED.tokens.has(settings.stateDir)) return SHARED.tokens.get(settings.stateDir);
-  try {
-    return await readToken(settings);
-  } catch (error) {
-    // No token file yet usually means the sidecar never ran with this state dir.
-    if (!(await ensureSidecar(settings, log))) {
-      throw new SidecarError(hook, "sidecar_unreachable", `${settings.sidecarUrl} is not reachable`, { retryable: true, cause: error });
-    }
-    return readToken(settings, { fresh: true });
-  }
 }
 
 async function parseAnswer(hook, response) {
@@ -490,9 +465,12 @@ async function runtimeCompaction(params) {
  * Build one engine instance. `deps` lets tests replace the host's compaction and the clock.
  * Every method is a translation: pick the JSON-safe fields, POST, map the answer back.
  */
-export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction, now } = {}) {
+export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction, now, supervision } = {}) {
   const settings = resolveSettings(pluginConfig);
   if (now) settings.now = now;
+  if (supervision) settings.supervision = supervision; // restart backoff and crash-loop limits (tests shorten them)
+  // A session outside includeSessions / excludeSessions: nothing of it is sent to the sidecar.
+  const skipped = (params) => !settings.captures(sessionName(params));
   const call = (hook, body) => callHook(settings, hook, body, log);
   const config = settings.overrides;
   const identity = (params) => pick(params, ["sessionId", "sessionKey"]);
@@ -512,6 +490,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     },
 
     async bootstrap(params) {
+      if (skipped(params)) return { bootstrapped: false, reason: "session not captured (includeSessions/excludeSessions)" };
       const body = { ...identity(params), ...pick(params, ["sessionFile"]) };
       if (params?.sessionTarget) body.sessionTarget = pick(params.sessionTarget, TARGET_FIELDS);
       const answer = await call("bootstrap", body);
@@ -520,6 +499,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
 
     async assemble(params) {
       const messages = Array.isArray(params?.messages) ? params.messages : [];
+      if (skipped(params)) return { messages, estimatedTokens: messages.reduce((sum, m) => sum + descriptorTokens(m), 0) };
       const body = {
         ...identity(params),
         descriptors: describeMessages(messages),
@@ -543,6 +523,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     },
 
     async commitTurn(params) {
+      if (skipped(params)) return { status: "committed" }; // nothing to store: the turn is done
       const body = {
         ...pick(params, ["advancementKey"]),
         ...identity(params),
@@ -558,18 +539,21 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     },
 
     async ingest(params) {
+      if (skipped(params)) return { ingested: false };
       const body = { ...identity(params), message: jsonSafe(params?.message ?? null), isHeartbeat: params?.isHeartbeat === true, config };
       const answer = await call("ingest", body);
       return { ingested: answer.ingested === true };
     },
 
     async ingestBatch(params) {
+      if (skipped(params)) return { ingestedCount: 0 };
       const body = { ...identity(params), messages: jsonSafe(params?.messages ?? []), isHeartbeat: params?.isHeartbeat === true, config };
       const answer = await call("ingestBatch", body);
       return { ingestedCount: Number.isInteger(answer.ingestedCount) ? answer.ingestedCount : 0 };
     },
 
     async afterTurn(params) {
+      if (skipped(params)) return;
       // Only this turn's messages travel; the earlier ones were sent by earlier turns.
       const all = Array.isArray(params?.messages) ? params.messages : [];
       const before = Number.isInteger(params?.prePromptMessageCount) ? params.prePromptMessageCount : 0;
@@ -585,6 +569,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
 
     async compact(params) {
       const result = await delegateCompactionToRuntime(params);
+      if (skipped(params)) return result; // the host's compaction, not recorded for a session not captured
       // Recording is bookkeeping: its failure must never fail the host's compaction.
       try {
         await call("compact", {
@@ -601,6 +586,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
 
     async prepareSubagentSpawn(params) {
       // Linking is best effort: a throw here would fail the spawn and quarantine the engine.
+      if (skipped({ sessionKey: params?.childSessionKey })) return undefined;
       let answer;
       try {
         answer = await call("prepareSubagentSpawn", pick(params, ["parentSessionKey", "childSessionKey", "contextMode", "ttlMs"]));
@@ -621,6 +607,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     },
 
     async onSubagentEnded(params) {
+      if (skipped({ sessionKey: params?.childSessionKey })) return;
       try {
         await call("onSubagentEnded", pick(params, ["childSessionKey", "reason"]));
       } catch (error) {

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { createEngine } from "../index.js";
+import { identityAnswer } from "./fixtures/identity.mjs";
 
 const quiet = { info() {}, warn() {}, error() {} };
 const SECRETS = ["sk-RUNTIME-provider-key-1234567890", "gw-GATEWAY-token-0987654321", "hunter2-PASSWORD-in-config"];
@@ -49,6 +50,11 @@ async function recordingSidecar() {
     let raw = "";
     req.on("data", (chunk) => { raw += chunk; });
     req.on("end", () => {
+      const identity = identityAnswer(req.url, SIDECAR_TOKEN);
+      if (identity) {
+        res.writeHead(identity[0], { "content-type": "application/json" });
+        return res.end(JSON.stringify(identity[1]));
+      }
       requests.push({ path: req.url, headers: req.headers, raw });
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(answers[req.url] ?? {}));

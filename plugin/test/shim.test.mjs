@@ -13,11 +13,13 @@ import plugin, {
   createEngine, describeMessages, descriptorKey, descriptorTokens, tokenUnits, jsonSafe, resolveSettings, openclawStateDir, SidecarError,
 } from "../index.js";
 
+import { identityAnswer } from "./fixtures/identity.mjs";
+
 const MANIFEST = JSON.parse(readFileSync(new URL("../plugin-manifest.json", import.meta.url), "utf8"));
 const quiet = { info() {}, warn() {}, error() {} };
 
 /** A stub sidecar: `routes[path](body) -> [status, json]`; records every request. */
-async function stubSidecar(routes, { token = "tok-1" } = {}) {
+async function stubSidecar(routes, { token = "tok-1", identityToken = () => token } = {}) {
   const stateDir = mkdtempSync(join(tmpdir(), "lossless-shim-"));
   writeFileSync(join(stateDir, "token"), token);
   const requests = [];
@@ -25,6 +27,11 @@ async function stubSidecar(routes, { token = "tok-1" } = {}) {
     let raw = "";
     req.on("data", (c) => { raw += c; });
     req.on("end", async () => {
+      const identity = identityAnswer(req.url, identityToken());
+      if (identity) {
+        res.writeHead(identity[0], { "content-type": "application/json" });
+        return res.end(JSON.stringify(identity[1]));
+      }
       const body = raw ? JSON.parse(raw) : undefined;
       requests.push({ method: req.method, path: req.url, auth: req.headers.authorization, body });
       const route = routes[req.url] ?? (() => [404, { error: { code: "not_found", message: req.url } }]);
@@ -172,7 +179,7 @@ test("a 401 makes the shim re-read the token file once", async () => {
     "/v1/hooks/bootstrap": (_b, req) => req.headers.authorization === `Bearer ${current}`
       ? [200, { bootstrapped: true, importedMessages: 0, reason: "known" }]
       : [401, { error: { code: "unauthorized", message: "bad token" } }],
-  }, { token: "tok-old" });
+  }, { token: "tok-old", identityToken: () => current });
   try {
     const engine = engineFor(sidecar);
     assert.equal((await engine.bootstrap({ sessionId: "s" })).bootstrapped, true);
@@ -238,91 +245,7 @@ test("subagent hooks: link, rollback by spawnId, end; sidecar failures never thr
   assert.equal(await down.prepareSubagentSpawn({ parentSessionKey: "agent:main:main", childSessionKey: "agent:main:subagent:2" }), undefined);
 });
 
-test("autoStart spawns the command once per process and waits for /healthz", async () => {
-  const probe = createServer();
-  await new Promise((r) => probe.listen(0, "127.0.0.1", r));
-  const port = probe.address().port;
-  await new Promise((r) => probe.close(r));
-  const stateDir = mkdtempSync(join(tmpdir(), "lossless-autostart-"));
-  const command = fileURLToPath(new URL("./fixtures/fake-sidecar.mjs", import.meta.url));
-  const config = { sidecarUrl: `http://127.0.0.1:${port}`, stateDir, autoStart: true, command, timeouts: { startMs: 10000 } };
-  const [a, b] = await Promise.all([
-    createEngine(config, { log: quiet }).bootstrap({ sessionId: "s" }),
-    createEngine(config, { log: quiet }).bootstrap({ sessionId: "s" }),
-  ]);
-  assert.equal(a.bootstrapped && b.bootstrapped, true);
-  const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
-  process.kill(health.pid, "SIGTERM");
-  await new Promise((r) => setTimeout(r, 300));
-  // Started once already: a sidecar that went away later is not restarted by the shim.
-  await assert.rejects(createEngine(config, { log: quiet }).bootstrap({ sessionId: "s" }), (e) => e.code === "sidecar_unreachable");
-});
-
-async function freePort() {
-  const probe = createServer();
-  await new Promise((r) => probe.listen(0, "127.0.0.1", r));
-  const { port } = probe.address();
-  await new Promise((r) => probe.close(r));
-  return port;
-}
-
-const startsOf = (stateDir) => readFileSync(join(stateDir, "starts.log"), "utf8").trim().split("\n").length;
-
-async function until(check, timeoutMs = 10000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-test("after a failed autoStart no hook waits: starts again in the background at most every 60 s", async () => {
-  const port = await freePort();
-  const stateDir = mkdtempSync(join(tmpdir(), "lossless-restart-"));
-  writeFileSync(join(stateDir, "refuse-start"), "");
-  const clock = { ms: 1_000_000 };
-  const command = fileURLToPath(new URL("./fixtures/fake-sidecar.mjs", import.meta.url));
-  const config = { sidecarUrl: `http://127.0.0.1:${port}`, stateDir, autoStart: true, command, timeouts: { startMs: 20000 } };
-  const engine = () => createEngine(config, { log: quiet, now: () => clock.ms });
-  const timed = async (hook) => {
-    const began = Date.now();
-    const error = await engine().bootstrap({ sessionId: "s" }).then(() => null, (e) => e);
-    return { error, ms: Date.now() - began };
-  };
-
-  // The first start is waited for; it fails (the command exits), so the hook throws.
-  const first = await timed();
-  assert.equal(first.error?.code, "sidecar_unreachable");
-  assert.equal(startsOf(stateDir), 1);
-
-  // Within the cooldown: no new start, and the hook fails at once.
-  rmSync(join(stateDir, "refuse-start"));
-  writeFileSync(join(stateDir, "start-delay-ms"), "1500"); // the next start takes 1.5 s to answer
-  clock.ms += 59_000;
-  const cooling = await timed();
-  assert.equal(cooling.error?.code, "sidecar_unreachable");
-  assert.ok(cooling.ms < 1000, `${cooling.ms} ms`);
-  assert.equal(startsOf(stateDir), 1);
-
-  // Past the cooldown: a start begins in the background, and this hook still fails at once (no 1.5 s wait).
-  clock.ms += 2_000;
-  const retry = await timed();
-  assert.equal(retry.error?.code, "sidecar_unreachable");
-  assert.ok(retry.ms < 1000, `the hook waited ${retry.ms} ms for the background start`);
-  await until(() => startsOf(stateDir) === 2);
-  // While it is starting, hooks fail at once and start nothing more.
-  const meanwhile = await timed();
-  assert.equal(meanwhile.error?.code, "sidecar_unreachable");
-  assert.ok(meanwhile.ms < 1000, `${meanwhile.ms} ms`);
-
-  // Once it answers, hooks work again.
-  await until(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.ok === true);
-  const healthy = await timed();
-  assert.equal(healthy.error, null);
-  assert.equal(startsOf(stateDir), 2);
-  const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
-  process.kill(health.pid, "SIGTERM");
-});
+// Starting, restarting and supervising the sidecar: sidecar.test.mjs.
 
 test("register registers the engine, whose info declares the durable-turn contract", () => {
   const registered = [];
