@@ -187,7 +187,7 @@ def test_a_sidecar_url_without_scheme_is_reported(home: Path, tmp_path: Path) ->
     write_config(home / ".openclaw", linked_config(sidecarUrl="localhost:8377"))
     reach = findings(home, tmp_path)["sidecar-reach"]
     assert not reach.ok and reach.code == "sidecar_url_invalid"
-    assert "sidecarUrl http://127.0.0.1:8377" in (reach.fix or "")
+    assert 'sidecarUrl = "http://127.0.0.1:8377"' in (reach.fix or "") and (reach.fix or "").startswith("edit ")
 
 
 def test_a_remote_sidecar_url_is_not_probed_unless_allowed(home: Path, tmp_path: Path) -> None:

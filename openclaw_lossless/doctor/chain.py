@@ -103,5 +103,5 @@ def run_chain(env: Mapping[str, str], profile: str | None, openclaw_state: Path 
     selection = plugin.selection(host)
     findings += [selection] if selection is not None else []
     state_dir = plugin_state_dir(host)
-    findings.append(reach(plugin.entry_config(host), state_dir, host.location.state_dir))
+    findings.append(reach(plugin.entry_config(host), state_dir, host.location.state_dir, host.location.config_path))
     return Chain(findings, state_dir, host)

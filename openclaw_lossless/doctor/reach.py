@@ -54,7 +54,15 @@ def _set_url(url: str) -> str:
     return f"openclaw config set plugins.entries.lossless.config.sidecarUrl {url}"
 
 
-def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Target | Finding:
+def _edit_url(config_path: Path) -> str:
+    """An invalid sidecarUrl makes OpenClaw reject the config, and `openclaw config set` with it: edit it."""
+    return (
+        f'edit {config_path}: plugins.entries.lossless.config.sidecarUrl = "{DEFAULT_URL}" (or another loopback'
+        " URL with scheme and port); `openclaw config set` refuses while the config is invalid"
+    )
+
+
+def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path, config_path: Path) -> Target | Finding:
     """The URL the plugin will use, or the finding that says why it cannot be used as it is."""
     url = str(config.get("sidecarUrl", DEFAULT_URL)).rstrip("/")
     parts = urlsplit(url)
@@ -68,7 +76,7 @@ def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Tar
             False,
             f"sidecarUrl {url!r} is not an http:// URL with a host and port: the plugin cannot reach any sidecar,"
             " so nothing is stored",
-            _set_url(DEFAULT_URL),
+            _edit_url(config_path),
             code="sidecar_url_invalid",
             data={"url": url},
         )
@@ -79,7 +87,7 @@ def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Tar
             False,
             f"sidecarUrl {url} is not a loopback address and allowRemoteSidecar is not set: the conversation"
             " would leave this machine, so the plugin refuses it (not probed)",
-            _set_url(DEFAULT_URL),
+            _edit_url(config_path),
             code="sidecar_url_remote",
             data={"url": url},
         )
@@ -87,10 +95,10 @@ def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Tar
     return Target(url, host, port, state_dir, auto_start, running_gateway(openclaw_state))
 
 
-def reach(config: dict[str, Any], state_dir: Path, openclaw_state: Path) -> Finding:
+def reach(config: dict[str, Any], state_dir: Path, openclaw_state: Path, config_path: Path) -> Finding:
     """The plugin's way in, checked as the plugin takes it: the state dir's Unix socket when sidecarUrl is the
     default and the socket exists, else (or when the socket does not answer) sidecarUrl over TCP."""
-    where = target(config, state_dir, openclaw_state)
+    where = target(config, state_dir, openclaw_state, config_path)
     if isinstance(where, Finding):
         return where
     socket = socket_path(state_dir)
