@@ -568,19 +568,31 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     },
 
     async compact(params) {
-      const result = await delegateCompactionToRuntime(params);
-      if (skipped(params)) return result; // the host's compaction, not recorded for a session not captured
-      // Recording is bookkeeping: its failure must never fail the host's compaction.
+      // Recording is bookkeeping: its failure must never fail, or change, the host's compaction. The host's own
+      // verdict travels with it: a failed compaction ({ok: false}) or one with nothing to compact ({ok: true,
+      // compacted: false}) is recorded as such, without a pre-compaction snapshot, and not counted as one.
+      const record = async (outcome) => {
+        if (skipped(params)) return; // the host's compaction, not recorded for a session not captured
+        try {
+          await call("compact", {
+            ...identity(params),
+            compacted: outcome?.compacted === true,
+            ...(typeof outcome?.ok === "boolean" ? { ok: outcome.ok } : {}),
+            ...pick(outcome?.result, ["tokensBefore", "tokensAfter", "summary"]),
+            ...(typeof outcome?.reason === "string" ? { reason: outcome.reason.slice(0, 2000) } : {}),
+          });
+        } catch (error) {
+          log.warn(`[lossless] compaction ran but was not recorded: ${error.message}`);
+        }
+      };
+      let result;
       try {
-        await call("compact", {
-          ...identity(params),
-          compacted: result?.compacted === true,
-          ...pick(result?.result, ["tokensBefore", "tokensAfter", "summary"]),
-          ...pick(result, ["reason"]),
-        });
+        result = await delegateCompactionToRuntime(params);
       } catch (error) {
-        log.warn(`[lossless] compaction ran but was not recorded: ${error.message}`);
+        await record({ ok: false, compacted: false, reason: `the host's compaction threw: ${error?.message ?? error}` });
+        throw error;
       }
+      await record(result);
       return result;
     },
 

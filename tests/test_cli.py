@@ -51,6 +51,27 @@ def test_recover_prints_the_conversation_as_it_was(capsys: pytest.CaptureFixture
     assert code == 0 and out.startswith("# Conversation s-main") and "**assistant**" in out
 
 
+def test_a_failed_compaction_has_no_before_and_its_status_travels_in_the_export(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    with live_sidecar(make_settings(state), HashEmbedder()) as server:
+        server.post("commit-turn", commit_body(conversation(1)[0]))
+        body = {"sessionId": "s-main", "sessionKey": "agent:main:main", "compacted": False, "ok": False}
+        failed = server.post("compact", body | {"reason": "provider error 529"}).json()["compactionId"]
+    code, _, err = run_cli(capsys, state, "recover", "--before-compaction", str(failed))
+    assert code != 0 and "did not compact: failed (provider error 529)" in err and "recover --session s-main" in err
+    assert "Traceback" not in err
+    exported = tmp_path / "all.jsonl"
+    assert run_cli(capsys, state, "export", "-o", str(exported))[0] == 0
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    compactions = [line for line in lines if line.get("type") == "compaction"]
+    assert [(c["status"], c["compacted"], c["reason"]) for c in compactions] == [
+        ("failed", False, "provider error 529")
+    ]
+    assert [line for line in lines if line.get("type") == "snapshot"] == []
+
+
 def test_snapshots_are_created_listed_shown_and_never_overwritten(
     capsys: pytest.CaptureFixture[str], state: Path
 ) -> None:

@@ -122,6 +122,43 @@ def test_compaction_is_recorded_with_a_pre_compaction_snapshot(sidecar: LiveSide
     assert (stats["compactions"], stats["snapshots"], stats["messages"]) == (1, 1, 6)
 
 
+def test_a_failed_or_empty_host_compaction_is_recorded_as_such_not_counted_nor_snapshotted(
+    sidecar: LiveSidecar,
+) -> None:
+    """The host answers ``{ok: false, compacted: false, reason}`` when its compaction fails and ``ok: true,
+    compacted: false`` when there was nothing to compact: neither removed anything, so neither gets a
+    ``pre-compaction-N`` snapshot or counts as a compaction; both stay on record with their reason."""
+    for turn in conversation(2):
+        sidecar.post("commit-turn", commit_body(turn))
+    session = {"sessionId": "s-main", "sessionKey": MAIN}
+    failed = sidecar.post("compact", session | {"ok": False, "compacted": False, "reason": "provider error 529"})
+    nothing = sidecar.post("compact", session | {"ok": True, "compacted": False, "reason": "no real messages"})
+    done = sidecar.post("compact", session | {"ok": True, "compacted": True, "tokensBefore": 900, "summary": "S"})
+    assert (failed.json()["status"], failed.json()["snapshot"]) == ("failed", None)
+    assert (nothing.json()["status"], nothing.json()["snapshot"]) == ("skipped", None)
+    assert done.json()["status"] == "compacted"
+    assert done.json()["snapshot"] == f"pre-compaction-{done.json()['compactionId']}"
+
+    stats = sidecar.client.get("/stats").json()
+    assert (stats["compactions"], stats["compactionFailures"], stats["snapshots"]) == (1, 1, 1)
+    assert stats["compactionOutcomes"] == {"compacted": 1, "failed": 1, "skipped": 1, "not-compacted": 0}
+    conn = sqlite3.connect(sidecar.settings.database_path)
+    try:
+        rows = conn.execute("SELECT status, compacted, reason FROM compactions ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    assert rows == [("failed", 0, "provider error 529"), ("skipped", 0, "no real messages"), ("compacted", 1, None)]
+
+
+def test_a_compaction_without_the_hosts_verdict_is_not_compacted_when_it_did_not_compact(
+    sidecar: LiveSidecar,
+) -> None:
+    """An older plugin sends only ``compacted``: false cannot say whether it failed, and is no compaction."""
+    answer = sidecar.post("compact", {"sessionId": "s-old", "sessionKey": MAIN, "compacted": False}).json()
+    assert (answer["status"], answer["snapshot"]) == ("not-compacted", None)
+    assert sidecar.client.get("/stats").json()["compactions"] == 0
+
+
 GITHUB_TOKEN = "ghp_" + "R8x2Lq9Zt4Vb7Nc1Md5Kp3Wf6Hj0Gs2Ya8Ue"
 DB_SECRET = "CorrectHorse" + "Battery9"  # split: a planted secret, not a credential
 

@@ -82,6 +82,7 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
         ("summary", "TEXT", 0, None, 0),
         ("reason", "TEXT", 0, None, 0),
         ("last_message_id", "INTEGER", 0, None, 0),
+        ("status", "TEXT", 1, "'compacted'", 0),
     ],
     "snapshots": [
         ("id", "INTEGER", 0, None, 1),
@@ -312,6 +313,31 @@ def test_cached_vectors_are_keyed_by_their_size_after_the_upgrade(tmp_path: Path
         ("openai-compatible", "text-embedding-3-small", "api", 32, b"h32"),
         ("openai-compatible", "text-embedding-3-small", "api", 64, b"h64"),
     ]
+
+
+def test_compactions_recorded_before_their_status_keep_what_they_knew(tmp_path: Path) -> None:
+    """Before m006 a row said only whether the host compacted: one that did stays ``compacted``; one that did
+    not (a failure or nothing to compact, which the plugin did not tell apart) becomes ``not-compacted``."""
+    path = tmp_path / "db.sqlite"
+    _v1_database(path, [("old news", 1667952000.0)])
+    status_at = MIGRATIONS.index(migrations.m006_compaction_status)
+    db = Database(path)
+    try:
+        for fn in MIGRATIONS[1:status_at]:
+            db.write(functools.partial(migrations._apply, fn=fn))
+        db.write(
+            lambda conn: conn.executemany(
+                "INSERT INTO compactions (session_rowid, recorded_at, compacted, reason) VALUES (1, ?, ?, ?)",
+                [(1.0, 1, None), (2.0, 0, "provider error")],
+            )
+        )
+    finally:
+        db.close()
+
+    assert _migrated(path) == [fn.__name__ for fn in MIGRATIONS[status_at:]]
+
+    rows = _rows(path, "SELECT id, compacted, status, reason FROM compactions ORDER BY id")
+    assert rows == [(1, 1, "compacted", None), (2, 0, "not-compacted", "provider error")]
 
 
 def _record_future_migration(path: Path, name: str) -> None:

@@ -106,7 +106,9 @@ def _describe(message: dict[str, Any]) -> Descriptor:
 
 @router.post("/compact", response_model=schemas.CompactResponse)
 def compact(body: schemas.CompactRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    record = CompactionRecord(body.tokens_before, body.tokens_after, body.compacted, body.summary, body.reason)
+    record = CompactionRecord(
+        body.tokens_before, body.tokens_after, body.compacted, body.summary, body.reason, ok=body.ok
+    )
     return sidecar.compact(body.session_id, body.session_key, record)
 
 

@@ -187,6 +187,9 @@ class IngestBatchResponse(Wire):
 
 class CompactRequest(SessionFields):
     compacted: bool = True
+    # The host's verdict: false when its compaction failed (``{ok: false, compacted: false, reason}``), true with
+    # ``compacted: false`` when there was nothing to compact. Absent (older plugins): not told apart.
+    ok: bool | None = None
     tokens_before: int | None = Field(None, alias="tokensBefore", ge=0, le=MAX_INT)
     tokens_after: int | None = Field(None, alias="tokensAfter", ge=0, le=MAX_INT)
     summary: str | None = Field(None, max_length=2_000_000)
@@ -196,7 +199,8 @@ class CompactRequest(SessionFields):
 class CompactResponse(Wire):
     recorded: bool
     compaction_id: int = Field(alias="compactionId")
-    snapshot: str
+    status: Literal["compacted", "failed", "skipped", "not-compacted"]
+    snapshot: str | None  # pre-compaction-N, only when the host did compact
     last_message_id: int | None = Field(alias="lastMessageId")
 
 

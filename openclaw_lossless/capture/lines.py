@@ -23,7 +23,7 @@ from openclaw_lossless.capture.importance import label_for
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, canonical_json, capture, storable
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sessions import agent_of, check_identifier
-from openclaw_lossless.store.snapshots import check_name
+from openclaw_lossless.store.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
 from openclaw_lossless.store.subagents import outcome_identity
 
 _REQUIRED = ("id", "sessionId", "role", "createdAt", "message", "text", "contentHash", "windowKey", "tokens")
@@ -77,6 +77,7 @@ class CompactionLine:
     summary: str | None
     reason: str | None
     last_message_id: int | None
+    status: str  # compacted, failed, skipped, not-compacted (store/snapshots.py)
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,18 @@ def _compaction_line(record: dict[str, Any]) -> CompactionLine:
         _optional(_text, record.get("summary")),
         _optional(_text, record.get("reason")),
         _optional(_integer, record.get("lastMessageId")),
+        _compaction_status(record),
     )
+
+
+def _compaction_status(record: dict[str, Any]) -> str:
+    """A file written before compactions had a status says only whether the host compacted."""
+    status = record.get("status")
+    if status is None:
+        return COMPACTED if _flag(record["compacted"]) else NOT_COMPACTED
+    if status not in STATUSES:
+        raise Malformed(f"unknown compaction status {status!r}")
+    return str(status)
 
 
 def _snapshot_line(record: dict[str, Any]) -> SnapshotLine:

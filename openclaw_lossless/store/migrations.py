@@ -244,12 +244,27 @@ def m005_messages_scope_index(conn: Connection) -> None:
     conn.execute("CREATE INDEX messages_scope ON messages(id, agent_id, session_rowid)")
 
 
+def m006_compaction_status(conn: Connection) -> None:
+    """Record what each host compaction came to: ``compacted``, ``failed``, ``skipped`` or ``not-compacted``.
+
+    Why: a compaction the host tried and failed (``ok: false``), or found nothing to compact, was counted in
+    ``/stats`` and got a ``pre-compaction-N`` snapshot as if the host had summarised turns away. Only a
+    ``compacted`` one is counted as a compaction and snapshotted now; the others stay on record with their
+    reason. Rows recorded before this could not tell a failure from nothing to compact (the plugin sent only
+    ``compacted``): those that did not compact become ``not-compacted``. Their snapshots are left alone
+    (snapshots are never deleted).
+    """
+    conn.execute("ALTER TABLE compactions ADD COLUMN status TEXT NOT NULL DEFAULT 'compacted'")
+    conn.execute("UPDATE compactions SET status = 'not-compacted' WHERE compacted = 0")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
     m003_embedding_cache_identity,
     m004_session_references_indexed,
     m005_messages_scope_index,
+    m006_compaction_status,
 ]
 
 

@@ -3,6 +3,9 @@
 When the host compacts a session it summarises old turns away from its own transcript; here nothing is
 removed. We record the compaction and take an automatic ``pre-compaction`` snapshot: a name for the last
 message the session had, so ``recover --snapshot`` can show the conversation exactly as it was.
+
+A compaction the host tried but failed, or that found nothing to compact, removed nothing: it is recorded
+with its status and reason (``failed``, ``skipped``) but gets no snapshot and is not counted as one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from openclaw_lossless.store.sessions import SessionRef
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
 
+COMPACTED, FAILED, SKIPPED, NOT_COMPACTED = "compacted", "failed", "skipped", "not-compacted"
+STATUSES = (COMPACTED, FAILED, SKIPPED, NOT_COMPACTED)
+
+
 @dataclass(frozen=True)
 class CompactionRecord:
     tokens_before: int | None
@@ -27,6 +34,16 @@ class CompactionRecord:
     compacted: bool
     summary: str | None
     reason: str | None
+    ok: bool | None = None  # the host's own verdict; None when the caller did not say (an older plugin)
+
+    @property
+    def status(self) -> str:
+        """What the compaction came to: a transcript the host rewrote is ``compacted`` whatever else it says."""
+        if self.compacted:
+            return COMPACTED
+        if self.ok is None:
+            return NOT_COMPACTED
+        return SKIPPED if self.ok else FAILED
 
 
 def _storable(text: str | None) -> str | None:
@@ -48,11 +65,12 @@ def last_message_id(conn: Connection, session_rowid: int) -> int | None:
 
 
 def record_compaction(conn: Connection, session: SessionRef, record: CompactionRecord) -> dict[str, Any]:
-    """Record the host's compaction and snapshot the session as it stood before it."""
+    """Record the host's compaction; snapshot the session as it stood before it, if it did compact."""
     last_id = last_message_id(conn, session.rowid)
+    status = record.status
     cursor = conn.execute(
         "INSERT INTO compactions (session_rowid, recorded_at, tokens_before, tokens_after, compacted, summary,"
-        " reason, last_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " reason, last_message_id, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             session.rowid,
             time.time(),
@@ -62,12 +80,15 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
             _storable(record.summary),
             _storable(record.reason),
             last_id,
+            status,
         ),
     )
     compaction_id = int(cursor.lastrowid)
-    name = f"pre-compaction-{compaction_id}"
-    create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id)
-    return {"compactionId": compaction_id, "snapshot": name, "lastMessageId": last_id}
+    name = None
+    if status == COMPACTED:
+        name = f"pre-compaction-{compaction_id}"
+        create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id)
+    return {"compactionId": compaction_id, "status": status, "snapshot": name, "lastMessageId": last_id}
 
 
 def create_snapshot(
@@ -116,8 +137,8 @@ def _snapshot_view(row: Any) -> dict[str, Any]:
 
 def find_compaction(conn: Connection, compaction_id: int) -> dict[str, Any] | None:
     row = conn.execute(
-        "SELECT c.id, s.session_id, c.last_message_id, c.recorded_at, c.tokens_before, c.tokens_after, c.summary"
-        " FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = ?",
+        "SELECT c.id, s.session_id, c.last_message_id, c.recorded_at, c.tokens_before, c.tokens_after, c.summary,"
+        " c.status, c.reason FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = ?",
         (compaction_id,),
     ).fetchone()
     if row is None:
@@ -130,4 +151,14 @@ def find_compaction(conn: Connection, compaction_id: int) -> dict[str, Any] | No
         "tokensBefore": row[4],
         "tokensAfter": row[5],
         "summary": row[6],
+        "status": row[7],
+        "reason": row[8],
     }
+
+
+def compaction_counts(conn: Connection) -> dict[str, int]:
+    """How many recorded compactions came to each status (every status present, zero or not)."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for status, count in conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"):
+        counts[str(status)] = int(count)
+    return counts

@@ -162,7 +162,7 @@ _TABLES: tuple[tuple[str, str, str, dict[str, str]], ...] = (
     ("compaction", "compactions x JOIN sessions s ON s.id = x.session_rowid", "x.id",
      {"id": "x.id", "sessionId": "s.session_id", "recordedAt": "x.recorded_at", "tokensBefore": "x.tokens_before",
       "tokensAfter": "x.tokens_after", "compacted": "x.compacted", "summary": "x.summary", "reason": "x.reason",
-      "lastMessageId": "x.last_message_id"}),
+      "lastMessageId": "x.last_message_id", "status": "x.status"}),
     ("snapshot", "snapshots x JOIN sessions s ON s.id = x.session_rowid", "x.id",
      {"id": "x.id", "name": "x.name", "sessionId": "s.session_id", "lastMessageId": "x.last_message_id",
       "createdAt": "x.created_at", "automatic": "x.automatic", "compactionId": "x.compaction_id"}),
@@ -444,7 +444,7 @@ class Importer:
             return "present"
         cursor = conn.execute(
             "INSERT INTO compactions (id, session_rowid, recorded_at, tokens_before, tokens_after, compacted, summary,"
-            " reason, last_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " reason, last_message_id, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self._free_id(conn, "compactions", line.id),
                 session.rowid,
@@ -455,6 +455,7 @@ class Importer:
                 line.summary,
                 line.reason,
                 last,
+                line.status,
             ),
         )
         self._moved(self.moved_compactions, line.id, int(cursor.lastrowid))

@@ -214,7 +214,31 @@ test("compact delegates to the host and a failed record does not fail it", async
     const params = { sessionId: "s", sessionKey: "agent:main:main", force: true, ...HOST_NOISE };
     assert.equal(await engine.compact(params), result);
     assert.equal(delegated, params);
-    assert.deepEqual(sidecar.requests[0].body, { sessionId: "s", sessionKey: "agent:main:main", compacted: true, tokensBefore: 10, tokensAfter: 4, summary: "S" });
+    assert.deepEqual(sidecar.requests[0].body, { sessionId: "s", sessionKey: "agent:main:main", compacted: true, ok: true, tokensBefore: 10, tokensAfter: 4, summary: "S" });
+  } finally {
+    await sidecar.close();
+  }
+});
+
+test("compact tells the sidecar when the host's compaction failed, found nothing to compact, or threw", async () => {
+  const sidecar = await stubSidecar({ "/v1/hooks/compact": () => [200, { recorded: true, compactionId: 1, status: "failed", snapshot: null, lastMessageId: null }] });
+  try {
+    const outcomes = [
+      { ok: false, compacted: false, reason: "provider error: 529 overloaded" },
+      { ok: true, compacted: false, reason: "no real conversation messages" },
+    ];
+    for (const outcome of outcomes) {
+      const engine = engineFor(sidecar, {}, { delegateCompactionToRuntime: async () => outcome });
+      assert.equal(await engine.compact({ sessionId: "s", sessionKey: "agent:main:main" }), outcome);
+    }
+    const boom = new Error("summary model unreachable");
+    const throwing = engineFor(sidecar, {}, { delegateCompactionToRuntime: async () => { throw boom; } });
+    await assert.rejects(throwing.compact({ sessionId: "s", sessionKey: "agent:main:main" }), (e) => e === boom);
+    assert.deepEqual(sidecar.requests.map((r) => r.body), [
+      { sessionId: "s", sessionKey: "agent:main:main", compacted: false, ok: false, reason: "provider error: 529 overloaded" },
+      { sessionId: "s", sessionKey: "agent:main:main", compacted: false, ok: true, reason: "no real conversation messages" },
+      { sessionId: "s", sessionKey: "agent:main:main", compacted: false, ok: false, reason: "the host's compaction threw: summary model unreachable" },
+    ]);
   } finally {
     await sidecar.close();
   }
