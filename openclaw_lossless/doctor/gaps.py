@@ -92,7 +92,12 @@ def _finding(report: GapReport, openclaw_state: Path, import_flags: str) -> Find
     return Finding(
         CHECK,
         not report.errors,
-        f"every one of the {report.scanned} messages in the host's transcripts is stored{problems}",
+        (
+            f"every one of the {report.scanned} messages in the host's transcripts is stored"
+            if report.scanned
+            else "the host's transcripts hold no messages yet"
+        )
+        + problems,
         None if not report.errors else "check the files named above (permissions, or a damaged archive)",
         code="gaps_none" if not report.errors else "transcripts_unreadable",
         data=data,
