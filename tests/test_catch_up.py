@@ -345,6 +345,18 @@ def test_session_selection_follows_the_documented_glob_rule(
     assert SessionSelection.of(include, exclude).captures("s-1", key) is captured
 
 
+def test_the_sidecar_matches_every_case_the_plugin_is_tested_with() -> None:
+    """The plugin's matcher (JavaScript) and this one agree on the shared cases: one rule, two implementations."""
+    fixture = Path(__file__).parents[1] / "plugin" / "test" / "fixtures" / "glob-cases.json"
+    if not fixture.exists():
+        pytest.skip("the plugin's glob cases are not there")
+    cases = json.loads(fixture.read_text())["cases"]
+    assert cases
+    for name, pattern, expected in (case for case in cases if case[1].strip()):  # blank patterns are dropped
+        assert SessionSelection.of([], [pattern]).captures("no-key", name) is not expected, (name, pattern)
+        assert SessionSelection.of([pattern], []).captures("no-key", name) is expected, (name, pattern)
+
+
 def test_patterns_come_comma_separated_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("LOSSLESS_EXCLUDE_SESSIONS", " agent:*:cron:* ,agent:main:group:*,, ")
     monkeypatch.setenv("LOSSLESS_INCLUDE_SESSIONS", "")
