@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -31,7 +32,7 @@ from openclaw_lossless.doctor.gateway import lock_path
 from tests.helpers import free_port, live_sidecar, make_settings
 from tests.openclaw_state import PLUGIN_DIR, linked_config, openclaw_env, plugin_copy, write_config
 from tests.reliability import SidecarProcess
-from tests.test_catch_up import HostSession
+from tests.test_catch_up import HostSession, set_born
 from tests.test_history_import import AgentDatabase
 
 
@@ -130,9 +131,11 @@ def test_includes_are_resolved_and_a_broken_one_is_named(home: Path, tmp_path: P
         (lambda c: c["plugins"]["entries"]["lossless"].update(enabled=False), "plugin-entry", "entry_disabled"),
         (lambda c: c["plugins"]["entries"].pop("lossless"), "plugin-entry", "entry_missing"),
         (lambda c: c["plugins"].update(deny=["lossless"]), "plugin-entry", "plugin_denied"),
+        (lambda c: c["plugins"].update(allow=["voice-call"]), "plugin-entry", "plugin_not_allowed"),
+        (lambda c: c["plugins"].update(enabled=False), "plugin-entry", "plugins_disabled"),
         (lambda c: c["plugins"].pop("load"), "plugin-install", "plugin_not_installed"),
     ],
-    ids=["slot-missing", "entry-disabled", "entry-missing", "denied", "not-installed"],
+    ids=["slot-missing", "entry-disabled", "entry-missing", "denied", "not-allowed", "all-off", "not-installed"],
 )
 def test_each_broken_link_is_reported_with_its_fix(
     home: Path, tmp_path: Path, edit: Any, check: str, code: str
@@ -371,3 +374,26 @@ def test_nothing_listening_fails_while_the_gateway_runs(home: Path, tmp_path: Pa
         gateway.wait()
     assert not reach.ok and reach.code == "sidecar_not_running" and f"pid {gateway.pid}" in reach.detail
     assert (reach.data or {})["gateway"] == {"pid": gateway.pid, "port": 18789}
+
+
+def test_history_from_before_the_plugin_is_a_note_naming_the_import(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    openclaw, state = home / ".openclaw", tmp_path / "plugin-state"
+    for name, value in openclaw_env(home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    write_config(openclaw, linked_config(sidecarUrl=quiet_url(), stateDir=str(state)))
+    host = AgentDatabase(openclaw)
+    try:
+        old = HostSession(host, "0a7e5c2d-old", "agent:main:telegram:direct:42")
+        old.turn("From before the plugin was installed.")
+        set_born(host, old.session_id, int(time.time() * 1000) - 86_400_000)
+        with live_sidecar(make_settings(state, openclaw_state=openclaw, embedding_provider="none"), None) as server:
+            assert server.post("commit-turn", HostSession(host).turn("The first stored turn.")).status_code == 200
+    finally:
+        host.close()
+    assert main(["doctor", "--json"]) == 0
+    gap = next(f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "transcript-gaps")
+    assert gap["ok"] and gap["code"] == "history_not_imported" and gap["data"]["notImported"] == 2
+    assert gap["fix"] == f"to add them: openclaw-lossless import --state-dir {state}"
