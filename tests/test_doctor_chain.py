@@ -243,11 +243,14 @@ def test_a_sidecar_of_another_version_is_named(home: Path, tmp_path: Path, monke
 class _Foreign(http.server.BaseHTTPRequestHandler):
     seen: ClassVar[list[str]] = []
 
+    healthz: ClassVar[bytes | None] = None  # set: a /healthz like an older sidecar's, without /v1/identity
+
     def do_GET(self) -> None:
         self.seen.append(self.path + str(self.headers.get("Authorization")))
-        body = b"<html><body>404 Not Found</body></html>"
-        self.send_response(404)
-        self.send_header("Content-Type", "text/html")
+        old = self.healthz is not None and self.path == "/healthz"
+        body = self.healthz if old and self.healthz else b"<html><body>404 Not Found</body></html>"
+        self.send_response(200 if old else 404)
+        self.send_header("Content-Type", "application/json" if old else "text/html")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -257,8 +260,9 @@ class _Foreign(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def foreign_server() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
+def foreign_server(healthz: dict[str, Any] | None = None) -> Iterator[str]:
+    handler = type("Handler", (_Foreign,), {"healthz": None if healthz is None else json.dumps(healthz).encode()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -397,3 +401,10 @@ def test_history_from_before_the_plugin_is_a_note_naming_the_import(
     gap = next(f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "transcript-gaps")
     assert gap["ok"] and gap["code"] == "history_not_imported" and gap["data"]["notImported"] == 2
     assert gap["fix"] == f"to add them: openclaw-lossless import --state-dir {state}"
+
+
+def test_an_older_sidecar_without_the_identity_check_is_named_for_a_restart(home: Path, tmp_path: Path) -> None:
+    with foreign_server(healthz={"status": "ok", "version": "0.0.9", "pid": 4242}) as url:
+        write_config(home / ".openclaw", linked_config(sidecarUrl=url))
+        reach = findings(home, tmp_path)["sidecar-reach"]
+    assert not reach.ok and reach.code == "sidecar_version_mismatch" and "kill 4242" in (reach.fix or "")
