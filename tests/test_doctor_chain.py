@@ -408,3 +408,20 @@ def test_an_older_sidecar_without_the_identity_check_is_named_for_a_restart(home
         write_config(home / ".openclaw", linked_config(sidecarUrl=url))
         reach = findings(home, tmp_path)["sidecar-reach"]
     assert not reach.ok and reach.code == "sidecar_version_mismatch" and "kill 4242" in (reach.fix or "")
+
+
+def test_the_cli_takes_a_profile_as_openclaw_does(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in openclaw_env(home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    write_config(home / ".openclaw-work", linked_config(sidecarUrl=quiet_url()))
+    assert main(["doctor", "--json", "--profile", "work"]) == 0
+    config = next(f for f in json.loads(capsys.readouterr().out)["findings"] if f["check"] == "openclaw-config")
+    assert config["data"]["path"] == str(home / ".openclaw-work" / "openclaw.json")
+    assert config["data"]["chosenBy"] == "--profile work"
+    with pytest.raises(SystemExit) as refused:  # argparse refuses it before doctor runs
+        main(["doctor", "--profile", "not a name"])
+    assert refused.value.code == 2
+    assert "invalid profile 'not a name'" in capsys.readouterr().err
