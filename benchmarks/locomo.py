@@ -21,7 +21,7 @@ the LoCoMo annotators cite as evidence for each question. The sidecar runs as a 
    ``correct_evidence``): any-hit (at least one evidence turn recalled) and all-hit (every evidence turn
    recalled) of the recalled block, and at k = 5, 10, 20, 50 of the ranked candidates (``trace.candidates``
    in score order, minus those under ``minSimilarity``); overall, per category and per conversation; the
-   block's tokens (the product's own estimate, characters / 4) as median and p95.
+   block's tokens (the product's own per-script estimate, ``capture/token_estimate.py``) as median and p95.
 
 Methods, all in the same run against the same store:
 
@@ -725,7 +725,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "Any-hit = at least one evidence turn in the recalled block; all-hit = every evidence turn. `@k` = the"
         " first k of the method's ranking (for assemble: `trace.candidates` by score, above minSimilarity)."
-        " Block tokens = characters / 4 of `systemPromptAddition` (search-based methods: their top"
+        " Block tokens = the product's token estimate of `systemPromptAddition` (search-based methods: their top"
         f" {meta['blockSize']} rendered the same way). HTTP ms = one `assemble` round trip over loopback with"
         " the trace on, as the benchmark saw it on a shared machine: context, not a target.",
         "",

@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import scale_data  # noqa: E402
 from benchmarks.scale_data import AGENT, ChatGenerator, Message, agent_message  # noqa: E402
+from openclaw_lossless.capture.token_estimate import estimate_tokens  # noqa: E402
 from openclaw_lossless.config import Settings  # noqa: E402
 from openclaw_lossless.embed.index import VectorIndex  # noqa: E402
 from openclaw_lossless.embed.provider import Vectors  # noqa: E402
@@ -115,7 +116,7 @@ def host_history(generator: ChatGenerator, count: int = 200) -> list[dict[str, A
     for _, batch in generator.sessions(count):
         for n, m in enumerate(batch):
             text = m.text if m.role == "user" else None
-            out.append({"role": m.role, "key": f"h{n:04d}", "tokens": len(m.text) // 4 + 4, "text": text})
+            out.append({"role": m.role, "key": f"h{n:04d}", "tokens": estimate_tokens(m.text) + 4, "text": text})
     return out[:count]
 
 
