@@ -1,9 +1,10 @@
 """``doctor``: read-only checks of an installation, each finding with the command that fixes it.
 
-Two halves: the sidecar's own store (``store``) and the chain that connects OpenClaw to it (``chain``: the
+Three parts: the sidecar's own store (``store``); the chain that connects OpenClaw to it (``chain``: the
 config the gateway reads, the context-engine slot, the plugin's entry, install, version and config values, and
-whether its ``sidecarUrl`` reaches this sidecar). Nothing is written and nothing started, so doctor can be
-pointed at a damaged database or a broken config and say what is wrong instead of making it worse.
+whether its ``sidecarUrl`` reaches this sidecar); and the turns the host's transcripts hold that the store
+lacks (``gaps``). Nothing is written and nothing started, so doctor can be pointed at a damaged database or a
+broken config and say what is wrong instead of making it worse.
 """
 
 from __future__ import annotations
