@@ -68,7 +68,9 @@ _STOPWORD_TEXT = """
     changes protection prompt prompts dialog screen page form box input hint hints length strength rules rule
     expiry expiration entry entries will would should could can may might must has have had do does did be
     were am le la les des de du un une el los las por para que con sin und der die das ist nicht ein eine
-    login logins account accounts user users username usernames email emails"""
+    login logins account accounts user users username usernames email emails specified supplied entered typed
+    accepted rejected used found verified checked matched ignored removed deleted updated received requested
+    asked prompted read parsed encoded decoded truncated needs contains has matches"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _REFERENCE = re.compile(
     r"""^(?:\$|%[\w(]|\{\{|<[^>]*>?$|\[REDACTED|process\.env|os\.(?:environ|getenv)|env\(|ENV\[|getenv|
@@ -76,6 +78,12 @@ _REFERENCE = re.compile(
     example|dummy|\{[\w.]+\}$|@Value|\#\{)""",
     re.VERBOSE,
 )
+_TEMPLATE = re.compile(r"\{\d*\}|%[sdr]|%\(\w+\)")
+_HEX_LITERAL = re.compile(r"^0[xX][0-9a-fA-F]{1,16}$")
+_DOTTED_WORDS = re.compile(r"^[a-z_]+(?:\.[a-z_]+)+$")
+_SECRET_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|auth|cred|cookie|sig")
+_WORDS = re.compile(r"(?:[A-Z][a-z]{2,}|[a-z]{3,})+")
+_DOTTED_NUMBER = re.compile(r"^v?\d+(?:\.\d+)+$")
 _CALL_OR_ATTRIBUTE = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(|\[|$)")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRAILING = ".,;:!?)]}>\"'`”’"
@@ -130,6 +138,8 @@ def token_like(value: str) -> bool:
     has_alpha = any(c.isalpha() for c in value)
     if has_digit and has_alpha:
         return True
+    if _WORDS.fullmatch(value):
+        return False  # ``ProductUserVisibleVersion``, ``maxRetryCount``: words run together, a name
     inner_upper = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
     # Mixed case without digits: random only when long (``PaymentApiKey`` is a name, not a key).
     return len(value) >= 20 and entropy(value) >= (3.5 if inner_upper else 3.8)
@@ -171,6 +181,8 @@ def check_header_value(match: re.Match[str]) -> Span | None:
     value = match.group("secret")
     if is_reference(value) or value.lower() in _STOPWORDS:
         return None
+    if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value or "[" in value):
+        return None  # ``authorization = self.headers.get(...)`` is code
     if "=" in value or token_like(value) or (len(value) >= 6 and any(not c.isalpha() for c in value)):
         return _trimmed(match, quoted="=" in value)
     return None
@@ -197,16 +209,22 @@ def check_flag(match: re.Match[str]) -> Span | None:
 
 def check_assignment(match: re.Match[str]) -> Span | None:
     """``NAME = value`` in env, shell, YAML, JSON, TOML, ini, XML, query strings and connection strings."""
-    kind = name_class(match.group("name"))
+    name = match.group("name")
+    kind = name_class(name)
     value = match.group("secret")
-    if kind is None or not value.strip() or is_reference(value.strip()):
-        return None
-    if match.group("name").startswith("$") and _group(match, "sep") not in ("=", ":="):
-        return None  # ``$PWD:/app`` reads a shell variable, it does not set one
-    quoted = bool(_group(match, "q")) or "sep" not in match.groupdict()
-    if not quoted and _looks_like_code(value, match):
+    if kind is None or not value.strip() or is_reference(value.strip()) or _TEMPLATE.search(value):
         return None
     sep = _group(match, "sep")
+    quoted = bool(_group(match, "q")) or "sep" not in match.groupdict()
+    if _code_around(match, name, value, quoted, sep):
+        return None
+    if kind != "password" and (len(value) < 6 or _DOTTED_NUMBER.match(value) or _DOTTED_WORDS.match(value)):
+        return None  # ``token=EOF``, ``SERVER_AUTH = '1.3.6.1'``, ``'Cookie': 'http.cookies'``
+    if kind == "password" and sep == ":" and not quoted:
+        if value.lower() in _STOPWORDS:
+            return None  # ``- password:     The password for the authentication.``
+        if name.lower() in ("pass", "pwd", "pw") and not _has_digit_and_letter(value) and not token_like(value):
+            return None  # "First pass: determine the length"
     if kind == "weak" and not token_like(value):
         return None
     if kind == "strong" and sep == ":" and not quoted and not token_like(value):
@@ -216,15 +234,39 @@ def check_assignment(match: re.Match[str]) -> Span | None:
     return _trimmed(match, quoted or sep != ":")
 
 
+def _code_around(match: re.Match[str], name: str, value: str, quoted: bool, sep: str) -> bool:
+    """The assignment is code, not configuration: it passes a variable on, compares, or builds a string."""
+    if name.startswith("$") and sep not in ("=", ":="):
+        return True  # ``$PWD:/app`` reads a shell variable, it does not set one
+    if value.strip().lower() == name.strip("\"'`\\$@").lower():
+        return True  # ``password=password``: a keyword argument passed on
+    if value.isdigit() and len(value) <= 5:
+        return True  # ``ERRORTOKEN = 60``, ``cookie == 0``: a constant, not a secret
+    if _HEX_LITERAL.match(value):
+        return True  # ``_DD_SIGNATURE = 0x08074b50``
+    before = match.string[match.start("name") - 1 : match.start("name")]
+    if quoted and not _group(match, "nq") and before in ("'", '"', "`") and _group(match, "q").endswith(before):
+        return True  # ``prompt='Password: '``: the quote after the colon closes the string it opened
+    if quoted and value[:1].isspace() and value.lstrip()[:1] in ("+", "%", ".", ",", ")"):
+        return True  # ``"Token: " + repr(t)``: the quote closed a string, the rest is code
+    return not quoted and _looks_like_code(value, match)
+
+
 def _looks_like_code(value: str, match: re.Match[str]) -> bool:
-    """``token = tokenizer(text)``, ``key = self.key``, ``password = user_password``: a reference in code."""
+    """``token = tokenizer(text)``, ``key = self.key``, ``password = user_password``, ``token = line[a:b]``,
+    ``userid = passwd = acct = ''``, ``token = result``: a reference in code."""
     if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value or "[" in value):
         return True
-    if _IDENTIFIER.match(value) and not any(c.isdigit() for c in value):
-        spaced = match.group(0)[: match.start("secret") - match.start()].endswith((" ", "\t"))
-        snake_or_camel = "_" in value or any(c.isupper() for c in value[1:])
-        return spaced and snake_or_camel
-    return False
+    if not _IDENTIFIER.match(value):
+        return False
+    after = match.string[match.end("secret") : match.end("secret") + 4].lstrip(" \t")
+    if after[:1] in ("(", "[", "=", "+", ","):
+        return True
+    if "_" in value and _SECRET_WORD.search(value):
+        return True  # ``RC2_KEY = rc2_key_st``, ``password = user_password``
+    prefix = match.string[match.start() : match.start("secret")].rstrip(" \t")
+    spaced = prefix.endswith("=") and len(prefix) < match.start("secret") - match.start()
+    return spaced and not any(c.isdigit() for c in value)  # ``self.token = nextchar``: a variable
 
 
 def check_prose_password(match: re.Match[str]) -> Span | None:
@@ -237,18 +279,24 @@ def check_prose_password(match: re.Match[str]) -> Span | None:
         clause = re.match(r"[^\n.;!?,]+", match.string[start:])
         return (start, start + clause.end()) if clause else None
     value = match.group("secret").rstrip(_TRAILING)
-    if not value or value.lower() in _STOPWORDS or is_reference(value):
+    if not value or value.lower() in _STOPWORDS or is_reference(value) or value[0] in "([{<":
+        return None
+    if not any(c.isalnum() for c in value):
         return None
     name = match.group("name").lower()
     if not name.startswith(("pass", "pwd", "mot", "contra", "senha", "wacht", "пар")) and not any(
         c.isdigit() for c in value
     ):
         return None  # a PIN or a door code has digits: "the pin is on the map" is prose
-    bare = not match.group("sep").strip()
-    if bare and not token_like(value) and not (len(value) >= 6 and _has_digit_and_letter(value)):
-        return None
+    sep = match.group("sep").strip().lower()
+    digits = value.isdigit() and len(value) >= 4 and not name.startswith("password")
+    looks_set = token_like(value) or digits or (len(value) >= 6 and _has_digit_and_letter(value))
+    if sep in ("", "to", "-") and not looks_set:
+        return None  # "password manager", "the password to continue": no value was given
     if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value):
         return None  # ``password = getpass.getpass()`` is code
+    if value.lower() == name or (sep == "=" and _looks_like_code(value, match)):
+        return None  # ``pwd=pwd``, ``passwd = acct = ''``
     return _trimmed(match)
 
 
