@@ -169,3 +169,29 @@ def test_serve_on_a_port_another_program_holds_says_so_and_exits_1(tmp_path: Pat
     assert done.returncode == 1
     assert f"port {foreign.server_address[1]} on 127.0.0.1 is held by another program" in done.stderr
     assert "--port" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_plugin_reaches_the_real_sidecar_over_its_socket(short_state: Path) -> None:
+    """Default sidecarUrl, and the state dir's socket: the plugin's tools get their answer through the socket."""
+    from tests.e2e.test_plugin_contract import require_node
+    from tests.test_agent_tools import DRIVER
+
+    server = SidecarProcess(short_state, env={"LOSSLESS_EMBEDDING_PROVIDER": "none"}).spawn()
+    try:
+        server.wait_healthy()
+        turn = commit_body(conversation(1)[0]) | {"sessionKey": "agent:main:main"}
+        turn["messages"][0]["content"] = "The socket rehearsal happens on Thursday in room Kestrel."
+        assert server.client().post("/v1/hooks/commit-turn", json=turn).json()["status"] == "committed"
+        config = {"stateDir": str(short_state), "autoStart": False}  # sidecarUrl: the default 127.0.0.1:8377
+        calls = [["lossless_search", {"query": "Kestrel rehearsal", "scope": "all"}]]
+        done = subprocess.run(
+            [require_node(), str(DRIVER)],
+            input=json.dumps({"config": config, "context": {"agentId": "main"}, "calls": calls}),
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)["results"][0]
+        assert "result" in result, result
+        assert "Kestrel" in result["result"]["content"][0]["text"]
+    finally:
+        server.stop()
