@@ -19,7 +19,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 
 import { isLoopbackHost, validateConfig } from "./config-check.js";
-import { Supervisor } from "./sidecar-process.js";
+import { Supervisor, isAlive, processStart } from "./sidecar-process.js";
 import { patternList, sessionName, sessionSelector } from "./sessions.js";
 import { describeTarget, portHolder, request, targets, verifyPeer } from "./transport.js";
 
@@ -253,6 +253,16 @@ function mayStart(settings) {
   return settings.autoStart === true && isLoopbackHost(host);
 }
 
+/** Whether the peer's pid is a process of this machine (the socket, or a loopback URL). */
+function onThisMachine(settings, target) {
+  if (target.socketPath) return true;
+  try {
+    return isLoopbackHost(new URL(settings.sidecarUrl).hostname.replace(/^\[|\]$/g, ""));
+  } catch {
+    return false;
+  }
+}
+
 /** Log `message` once per (slot, key) until the sidecar is verified again. */
 function notice(settings, key, log, message) {
   const slot = slotOf(settings);
@@ -333,7 +343,9 @@ function foreignMessage(settings, verdict) {
 async function connect(settings, label, log, { fresh = false } = {}) {
   const slot = slotOf(settings);
   const known = SHARED.peers.get(slot);
-  if (known && !fresh) return known;
+  // Verified once, and again whenever the verified process is gone: whatever took its place (another
+  // program may grab the port between two turns) must prove itself before it gets the token.
+  if (known && !fresh && (known.procStart === undefined || isAlive(known.pid, known.procStart))) return known;
   SHARED.peers.delete(slot);
   let verdict = await probePeer(settings);
   if (verdict.state === "down" && mayStart(settings) && (await supervisorFor(settings, log).ensure())) {
@@ -341,6 +353,7 @@ async function connect(settings, label, log, { fresh = false } = {}) {
   }
   if (verdict.state === "ours") {
     const peer = { target: verdict.target, token: verdict.token, pid: verdict.pid };
+    if (onThisMachine(settings, verdict.target)) peer.procStart = processStart(verdict.pid); // undefined without /proc
     SHARED.peers.set(slot, peer);
     SHARED.notices.delete(slot);
     if (mayStart(settings)) supervisorFor(settings, log).adopt(verdict.pid);

@@ -34,9 +34,16 @@ export const DEFAULT_POLICY = Object.freeze({
 
 /** The process's start time in clock ticks since boot (Linux), so a reused pid is not mistaken for ours. */
 export function processStart(pid) {
+  const fields = procStat(pid);
+  return fields?.[19]; // field 22: starttime
+}
+
+/** The fields of /proc/<pid>/stat after the command name (state first), or undefined. */
+function procStat(pid) {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]; // field 22: starttime
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   } catch {
     return undefined;
   }
@@ -50,9 +57,10 @@ export function isAlive(pid, procStart) {
   } catch (error) {
     if (error.code !== "EPERM") return false;
   }
-  const now = processStart(pid);
-  if (now === undefined) return procStart === undefined || !existsProc();
-  return procStart === undefined || now === procStart;
+  const fields = procStat(pid);
+  if (fields === undefined) return procStart === undefined || !existsProc();
+  if (fields[0] === "Z" || fields[0] === "X") return false; // exited, not yet reaped by its parent
+  return procStart === undefined || fields[19] === procStart;
 }
 
 function existsProc() {

@@ -262,6 +262,36 @@ for (const [kind, answer] of [["an HTML server", HTML_404], ["another state dir'
   });
 }
 
+test("a program that takes the port after the verified sidecar died gets nothing: the cached check is not trusted", async () => {
+  const port = await freePort();
+  const dir = stateDir();
+  const child = spawn(STUB, ["serve", "--host", "127.0.0.1", "--port", String(port), "--state-dir", dir], { stdio: "ignore" });
+  const requests = [];
+  const foreign = createServer((req, res) => {
+    req.resume();
+    requests.push({ method: req.method, url: req.url, authorization: req.headers.authorization });
+    res.writeHead(404, { "content-type": "text/html" });
+    res.end("<html>not here</html>");
+  });
+  const engine = createEngine({ sidecarUrl: `http://127.0.0.1:${port}`, stateDir: dir, autoStart: false }, { log: recorder().log });
+  try {
+    await until(async () => (await identityPid(port)) === child.pid, "the stub answers");
+    assert.equal((await engine.commitTurn({ advancementKey: "k1", sessionId: "s", messages: [] })).status, "committed");
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+    await new Promise((r) => foreign.listen(port, "127.0.0.1", r));
+    const secret = [{ role: "user", content: "the launch code is 0000" }];
+    await assert.rejects(engine.commitTurn({ advancementKey: "k2", sessionId: "s", messages: secret }), (e) => e.code === "sidecar_not_verified");
+    assert.ok(requests.length >= 1);
+    assert.ok(requests.every((r) => r.method === "GET" && r.url.startsWith("/v1/identity?") && r.authorization === undefined), JSON.stringify(requests));
+  } finally {
+    stop(child.pid);
+    foreign.closeAllConnections();
+    await new Promise((r) => foreign.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** A sidecar stand-in on a Unix socket or a TCP port: identity plus every hook; records the requests. */
 async function fakeSidecar(token, listenOn) {
   const requests = [];
