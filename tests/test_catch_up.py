@@ -190,11 +190,13 @@ def test_the_gap_report_says_when_there_is_no_openclaw_state(sidecar: LiveSideca
 # -- exactly once, whatever the host re-delivers and in whatever order ----------------------------------------
 
 
-def outage(sidecar: LiveSidecar, host: AgentDatabase) -> tuple[HostSession, list[dict[str, Any]]]:
+def outage(sidecar: LiveSidecar, host: AgentDatabase, *, start_ms: int = 0) -> tuple[HostSession, list[dict[str, Any]]]:
     """Two turns committed live, then three the host only wrote to its transcript (one with a tool call)."""
-    main = HostSession(host)
+    main = HostSession(host, start_ms=start_ms)
     for n in range(2):
         assert sidecar.post("commit-turn", main.turn(f"Live turn {n}.")).json()["stored"] == 2
+    if sidecar.sidecar.catch_up.enabled:
+        wait_until_caught_up(sidecar, 4)  # the start-up catch-up has run: what follows is the outage
     lost = [main.turn("Read my notes.", tool=True), main.turn("Outage turn four."), main.turn("Outage turn five.")]
     return main, lost
 
@@ -454,7 +456,7 @@ def test_a_gap_in_what_the_host_assembles_is_caught_up_without_a_restart(running
     shows host messages the store lacks, and the store catches up by itself."""
     host = AgentDatabase(running.settings.openclaw_state)
     try:
-        main, _ = outage(running, host)
+        main, _ = outage(running, host, start_ms=int(time.time() * 1000) - 20_000)  # not late: only the gap tells
         history = host_messages(host, main.session_id)
         ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
         assert running.post("assemble", ask).status_code == 200
@@ -469,9 +471,40 @@ def test_a_late_redelivered_turn_alone_brings_in_the_turns_after_it(running: Liv
     try:
         main = HostSession(host, start_ms=int(time.time() * 1000) - 3 * 3_600_000)  # the outage was hours ago
         running.post("commit-turn", main.turn("Live turn."))
+        wait_until_caught_up(running, 2)
         lost = [main.turn("Outage turn two."), main.turn("Outage turn three.")]
         assert running.post("commit-turn", lost[0]).json()["status"] == "committed"
         wait_until_caught_up(running, 6)
+        assert_exactly_once(running, host, main.session_id)
+    finally:
+        host.close()
+
+
+def test_a_turn_committed_out_of_order_brings_in_the_turn_between(running: LiveSidecar) -> None:
+    host = AgentDatabase(running.settings.openclaw_state)
+    try:
+        main = HostSession(host, start_ms=int(time.time() * 1000) - 20_000)  # recent: not a late delivery
+        running.post("commit-turn", main.turn("Turn one."))
+        wait_until_caught_up(running, 2)  # the start-up catch-up has run
+        second, _, fourth = main.turn("Turn two."), main.turn("Turn three."), main.turn("Turn four.")
+        assert running.post("commit-turn", fourth).json()["stored"] == 2
+        assert running.post("commit-turn", second).json()["stored"] == 2  # older than what is stored
+        wait_until_caught_up(running, 8)
+        assert_exactly_once(running, host, main.session_id)
+    finally:
+        host.close()
+
+
+def test_a_known_session_seen_again_after_a_quiet_spell_is_caught_up_at_bootstrap(running: LiveSidecar) -> None:
+    host = AgentDatabase(running.settings.openclaw_state)
+    try:
+        main = HostSession(host, start_ms=int(time.time() * 1000) - 3_600_000)
+        running.post("commit-turn", main.turn("Turn one, an hour ago."))
+        wait_until_caught_up(running, 2)
+        main.turn("Never delivered.")
+        boot = running.post("bootstrap", {"sessionId": main.session_id, "sessionKey": MAIN_KEY}).json()
+        assert boot["reason"] == "known"
+        wait_until_caught_up(running, 4)
         assert_exactly_once(running, host, main.session_id)
     finally:
         host.close()

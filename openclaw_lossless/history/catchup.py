@@ -51,6 +51,10 @@ SUMMARY_ROLES = frozenset({"compactionSummary", "branchSummary"})  # made by the
 MAX_UNFIXABLE = 4096
 
 
+class _Stopped(Exception):
+    """The sidecar is closing: the import stops between pages."""
+
+
 @dataclass(frozen=True)
 class Target:
     agent_id: str
@@ -171,6 +175,8 @@ class CatchUp:
             target, job = due
             try:
                 self._run(target, job)
+            except _Stopped:
+                return
             except Exception as exc:  # the thread's edge: the next trigger tries again, the state says why
                 if self._stop.is_set():
                     return
@@ -231,7 +237,14 @@ class CatchUp:
         def follow(agent_id: str, session_id: str, recorded: str | None, born_ms: int | None) -> bool:
             return session_id in touched or coverage.follows(agent_id, session_id, recorded, born_ms)
 
-        report = import_history(self.sidecar, state, agent=target.agent_id, session_id=target.session_id, follow=follow)
+        report = import_history(
+            self.sidecar,
+            state,
+            agent=target.agent_id,
+            session_id=target.session_id,
+            follow=follow,
+            progress=self._check_stop,
+        )
         self.runs += 1
         self.last_run_at = time.time()
         self.last_imported = report.messages_imported
@@ -245,6 +258,12 @@ class CatchUp:
                 target.agent_id,
             )
         return report.messages_imported
+
+    def _check_stop(self, done: int, total: int) -> None:
+        """Called after each page the import reads: a closing sidecar stops it there (what is stored stays,
+        its cursor saved; the next start goes on from it)."""
+        if self._stop.is_set():
+            raise _Stopped
 
     # -- the checks ----------------------------------------------------------------------------------------
 
