@@ -42,7 +42,7 @@ class SessionSelection:
         """Whether this session is stored and recalled: the session key is matched, or the id without one."""
         if self.everything:
             return True
-        name = session_key if session_key is not None else session_id
+        name = session_key or session_id  # as the plugin does: an empty key is no key
         if self.include and not any(fnmatchcase(name, pattern) for pattern in self.include):
             return False
         return not any(fnmatchcase(name, pattern) for pattern in self.exclude)
