@@ -172,7 +172,8 @@ def _port_taken(settings: Settings) -> int:
     """``serve`` when the port is in use: exit 0 if it is this state dir's own sidecar (nothing to do), else 1."""
     from openclaw_lossless import listeners
 
-    url = f"http://{settings.host}:{settings.port}"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{settings.port}"
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one answer line, not the probe's request log
     try:
         token: str | None = settings.token_path.read_text().strip()
