@@ -70,7 +70,7 @@ _STOPWORD_TEXT = """
     were am le la les des de du un une el los las por para que con sin und der die das ist nicht ein eine
     login logins account accounts user users username usernames email emails specified supplied entered typed
     accepted rejected used found verified checked matched ignored removed deleted updated received requested
-    asked prompted read parsed encoded decoded truncated needs contains has matches"""
+    asked prompted read parsed encoded decoded truncated needs contains has matches expected got"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _REFERENCE = re.compile(
     r"""^(?:\$|%[\w(]|\{\{|<[^>]*>?$|\[REDACTED|process\.env|os\.(?:environ|getenv)|env\(|ENV\[|getenv|
@@ -272,7 +272,8 @@ def _looks_like_code(value: str, match: re.Match[str]) -> bool:
 def check_prose_password(match: re.Match[str]) -> Span | None:
     """ "the wifi password is hunter2": after "password is" any word is the password, unless it is prose.
     A quoted value goes whole, spaces and all; a passphrase runs to the end of its clause."""
-    if _group(match, "q") and match.group("secret").strip():
+    password_word = match.group("name").lower().startswith(("pass", "mot", "contra", "senha", "wacht", "пар"))
+    if password_word and _group(match, "q") and match.group("sep").strip() and match.group("secret").strip():
         return match.span("secret")
     if match.group("name").lower().startswith("passphrase") and match.group("sep").strip():
         start = match.start("secret")
@@ -291,7 +292,7 @@ def check_prose_password(match: re.Match[str]) -> Span | None:
     sep = match.group("sep").strip().lower()
     digits = value.isdigit() and len(value) >= 4 and not name.startswith("password")
     looks_set = token_like(value) or digits or (len(value) >= 6 and _has_digit_and_letter(value))
-    if sep in ("", "to", "-") and not looks_set:
+    if (sep in ("", "to", "-") or name in ("pwd", "pw")) and not looks_set:
         return None  # "password manager", "the password to continue": no value was given
     if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value):
         return None  # ``password = getpass.getpass()`` is code
