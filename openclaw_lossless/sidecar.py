@@ -192,7 +192,11 @@ class Sidecar:
         self, session_id: str, session_key: str | None, raw: Sequence[Any], *, heartbeat: bool, recall: RecallSettings
     ) -> int:
         """Store messages outside a durable turn; re-sent messages are stored once (content identity)."""
-        if (heartbeat and recall.skip_heartbeats) or not self.selection.captures(session_id, session_key):
+        if not self.selection.captures(session_id, session_key):
+            return 0
+        if heartbeat and recall.skip_heartbeats:  # recorded, so that catch-up and import leave them out too
+            check_identifier(session_id, "sessionId")
+            self.db.write(lambda conn: skipped.remember(conn, session_id, raw))
             return 0
         records = self._records(raw)
 

@@ -319,6 +319,15 @@ def test_a_heartbeat_turn_committed_without_its_messages_stays_out_of_catch_up_a
         assert find_gaps(conn, sidecar.settings.openclaw_state).missing == 0
 
 
+def test_a_heartbeat_ingested_without_a_durable_turn_stays_out_too(sidecar: LiveSidecar, host: AgentDatabase) -> None:
+    main, _ = outage(sidecar, host)
+    beat = main.turn("HEARTBEAT")
+    body = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": beat["messages"], "isHeartbeat": True}
+    assert sidecar.post("after-turn", body).json() == {"ingestedCount": 0}
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    assert not [m for m in stored_originals(sidecar, main.session_id) if m in beat["messages"]]
+
+
 # -- session selection ----------------------------------------------------------------------------------------
 
 
