@@ -283,6 +283,16 @@ export function sidecarEnv(settings, env = process.env) {
   return out;
 }
 
+/**
+ * Stop watching and restarting every sidecar (timers only: the sidecars keep running, and a later hook
+ * supervises again). For tests and a host that unloads the plugin.
+ */
+export function stopSupervising() {
+  for (const supervisor of SHARED.supervisors.values()) supervisor.close();
+  SHARED.supervisors.clear();
+  SHARED.peers.clear();
+}
+
 function supervisorFor(settings, log) {
   const slot = slotOf(settings);
   let supervisor = SHARED.supervisors.get(slot);

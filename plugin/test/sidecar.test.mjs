@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { createEngine, resolveSettings, sidecarEnv } from "../index.js";
+import { createEngine, resolveSettings, sidecarEnv, stopSupervising } from "../index.js";
 import { globMatch, sessionSelector } from "../sessions.js";
 import { identityAnswer } from "./fixtures/identity.mjs";
 
@@ -99,6 +99,7 @@ test("a sidecar started in this process is restarted after SIGKILL, once per exi
     assert.match(exits[0], /^warn \[lossless\] the sidecar \(pid \d+\) was killed by SIGKILL; restarting it in 50 ms/);
     assert.equal((await bootstrap(config, { log, supervision: FAST })).bootstrapped, true);
   } finally {
+    stopSupervising(); // or the plugin would restart the sidecar this test stops
     stop(await identityPid(port));
     rmSync(dir, { recursive: true, force: true });
   }
@@ -124,6 +125,7 @@ test("a sidecar an earlier gateway process started is restarted by this one afte
     assert.ok(lines.some((l) => l.includes(`the sidecar (pid ${first}) is no longer running; restarting it in`)), lines.join("\n"));
     assert.equal((await bootstrap(config, { log, supervision: FAST })).bootstrapped, true);
   } finally {
+    stopSupervising(); // or the plugin would restart the sidecar this test stops
     stop(await identityPid(port));
     rmSync(dir, { recursive: true, force: true });
   }
@@ -193,6 +195,7 @@ test("a crash loop: no hook waits, restarts back off, then rest for the cool-dow
     const env = JSON.parse(readFileSync(join(dir, "env-seen.json"), "utf8"));
     assert.deepEqual(env, { exclude: "agent:*:cron:*,agent:ops:group-?", include: "agent:*", gatewayToken: null });
   } finally {
+    stopSupervising();
     stop(pid ?? (await identityPid(port)));
     rmSync(dir, { recursive: true, force: true });
   }

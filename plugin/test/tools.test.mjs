@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 
 import plugin, {
   TOOL_NAMES, ToolParamError, SidecarError, agentOfSessionKey, createAgentTools, resolveScope,
-  validateRecoverParams, validateSearchParams,
+  stopSupervising, validateRecoverParams, validateSearchParams,
 } from "../index.js";
 import { stubSidecar } from "./fixtures/stub-sidecar.mjs";
 
@@ -284,6 +284,7 @@ test("the tools start the sidecar (autoStart) like the hooks do", async () => {
     const out = await search.execute("c", { query: "anything" });
     assert.deepEqual(out.details.hits, []);
   } finally {
+    stopSupervising(); // the plugin restarts a sidecar it started: stop that before stopping it
     const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json().catch(() => null);
     if (health?.pid) process.kill(health.pid, "SIGTERM");
   }
