@@ -60,7 +60,7 @@ def test_a_failed_compaction_has_no_before_and_its_status_travels_in_the_export(
         body = {"sessionId": "s-main", "sessionKey": "agent:main:main", "compacted": False, "ok": False}
         failed = server.post("compact", body | {"reason": "provider error 529"}).json()["compactionId"]
     code, _, err = run_cli(capsys, state, "recover", "--before-compaction", str(failed))
-    assert code != 0 and "did not compact: failed (provider error 529)" in err and "recover --session s-main" in err
+    assert code == 2 and "did not compact: failed (provider error 529)" in err and "recover --session s-main" in err
     assert "Traceback" not in err
     exported = tmp_path / "all.jsonl"
     assert run_cli(capsys, state, "export", "-o", str(exported))[0] == 0
