@@ -18,6 +18,8 @@ import json
 import os
 import re
 import secrets
+import socket
+import socketserver
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -327,10 +329,35 @@ def main() -> None:
         token_path.write_text(secrets.token_urlsafe(32))
         token_path.chmod(0o600)
     token = token_path.read_text().strip()
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(Store(state / "stub-requests.jsonl"), token))
+    handler = make_handler(Store(state / "stub-requests.jsonl"), token)
+    server = ThreadingHTTPServer((args.host, args.port), handler)
     server.daemon_threads = True
-    print(f"stub sidecar listening on {args.host}:{args.port}", flush=True)
+    unix = serve_unix_socket(state / "sidecar.sock", handler)
+    print(f"stub sidecar listening on {args.host}:{args.port}{f' and {unix}' if unix else ''}", flush=True)
     server.serve_forever()
+
+
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def serve_unix_socket(path: Path, handler: type[BaseHTTPRequestHandler]) -> Path | None:
+    """Also listen on <state-dir>/sidecar.sock (0600), as ``serve`` does where the path fits; replace a stale one."""
+    if not hasattr(socket, "AF_UNIX") or len(os.fsencode(path)) > 107:
+        return None
+    if path.exists():
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(path))
+            return None  # another live sidecar: leave it
+        except OSError:
+            path.unlink()
+        finally:
+            probe.close()
+    server = UnixHTTPServer(str(path), handler)
+    path.chmod(0o600)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return path
 
 
 if __name__ == "__main__":
