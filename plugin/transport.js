@@ -17,6 +17,7 @@ export const SOCKET_NAME = "sidecar.sock";
 const IDENTITY_PREFIX = "openclaw-lossless identity v1\n";
 const SERVICE = "openclaw-lossless";
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+const IDENTITY_MAX_BYTES = 64 * 1024;
 
 /** The proof only the token holder can give for `challenge` (hex HMAC-SHA256, key = the token as UTF-8). */
 export function identityProof(token, challenge) {
@@ -49,7 +50,7 @@ export function describeTarget(target) {
  * One HTTP request over the target's transport. Resolves to {status, ok, statusText, text()} like fetch's
  * Response (the body is read here); rejects with the socket error, or an AbortError on timeout/cancel.
  */
-export function request(target, { method = "GET", path, headers = {}, body, timeoutMs, signal }) {
+export function request(target, { method = "GET", path, headers = {}, body, timeoutMs, signal, maxBytes = MAX_ANSWER_BYTES }) {
   return new Promise((resolve, reject) => {
     let options;
     let client = http;
@@ -87,7 +88,7 @@ export function request(target, { method = "GET", path, headers = {}, body, time
       let size = 0;
       res.on("data", (chunk) => {
         size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) req.destroy(new Error("the answer is too large"));
+        if (size > maxBytes) req.destroy(new Error("the answer is too large"));
         else chunks.push(chunk);
       });
       res.on("error", (error) => finish(reject, error));
@@ -118,8 +119,9 @@ export async function verifyPeer(target, token, timeoutMs) {
   const challenge = randomBytes(32).toString("hex");
   let response;
   try {
-    response = await request(target, { path: `/v1/identity?challenge=${challenge}`, timeoutMs });
+    response = await request(target, { path: `/v1/identity?challenge=${challenge}`, timeoutMs, maxBytes: IDENTITY_MAX_BYTES });
   } catch (error) {
+    if (error.message === "the answer is too large") return { state: "foreign", detail: "it answered with a body far too large for an identity" };
     return { state: "down", error };
   }
   const text = await response.text();
