@@ -17,6 +17,7 @@ import pytest
 from openclaw_lossless.capture.text import descriptor_tokens
 from openclaw_lossless.capture.token_estimate import estimate_tokens
 from openclaw_lossless.recall import render
+from tests.helpers import HashEmbedder, live_sidecar, make_settings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "token_reference.json"
 REFERENCE = json.loads(FIXTURE.read_text(encoding="utf-8"))
@@ -81,3 +82,40 @@ def test_empty_and_astral_texts() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("😀") == estimate_tokens("\U00020000") == 3  # a high surrogate carries 2.5
     assert estimate_tokens("a\ud800") == 3  # a lone surrogate (possible in JSON) counts like the JS side does
+
+
+def test_a_recall_block_of_cjk_text_stays_within_its_token_cap(tmp_path: Path) -> None:
+    """What the user sees: Chinese, Japanese and Korean messages recalled under a 200-token cap cost about 200
+    real tokens (cl100k_base), not three to four times that as under characters / 4."""
+    texts = of_script("han") + of_script("japanese") + of_script("hangul")
+    turns = [
+        {
+            "advancementKey": f"t{n}",
+            "sessionId": "s-cjk",
+            "sessionKey": "agent:main:main",
+            "messages": [{"role": "user", "content": f"invoice {text['text']}", "timestamp": 1795321223884 + n}],
+        }
+        for n, text in enumerate(texts)
+    ]
+    cap = 200
+    with live_sidecar(make_settings(tmp_path / "state"), HashEmbedder()) as server:
+        for turn in turns:
+            assert server.post("commit-turn", turn).json()["status"] == "committed"
+        body = {
+            "sessionId": "s-other",
+            "sessionKey": "agent:main:other",
+            "prompt": "invoice",
+            "messages": [],
+            "tokenBudget": 100_000,
+            "config": {"recallTokenBudget": cap, "minSimilarity": 0, "neighbourRadius": 0, "retrievalCount": 50},
+        }
+        block = server.post("assemble", body).json()["systemPromptAddition"]
+    recalled = [text for text in texts if text["text"] in block]
+    assert len(recalled) >= 2, block
+    # The block's real size: the reference counts of the recalled texts, plus the rest of the block (the frame,
+    # dates, roles, citations: ASCII, whose estimate is itself within the tolerance of its real count).
+    rest = block
+    for text in recalled:
+        rest = rest.replace(text["text"], "")
+    real = sum(text["tokens"]["cl100k_base"] for text in recalled) + estimate_tokens(rest)
+    assert real <= cap * (1 + TOLERANCE), (real, len(recalled))
