@@ -130,9 +130,14 @@ def history(fact: Fact, subject: Subject) -> list[dict[str, Any]]:
     texts = [fact.said, "Noted, I will keep that in mind."]
     for turn in range(STRETCH_TURNS):
         texts += [long_message(subject, turn, reply=False), long_message(subject, turn, reply=True)]
+    return conversation(texts, START_MS)
+
+
+def conversation(texts: list[str], start_ms: int) -> list[dict[str, Any]]:
+    """Host messages, user and assistant in turn, ``TURN_MS`` apart."""
     roles = itertools.cycle(["user", "assistant"])
     return [
-        {"role": role, "content": [{"type": "text", "text": text}], "timestamp": START_MS + n * TURN_MS}
+        {"role": role, "content": [{"type": "text", "text": text}], "timestamp": start_ms + n * TURN_MS}
         for n, (role, text) in enumerate(zip(roles, texts, strict=False))
     ]
 
@@ -142,8 +147,8 @@ def descriptors(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     users = [n for n, m in enumerate(messages) if m["role"] == "user"][-RECENT_USER_TEXTS:]
     out = []
     for n, message in enumerate(messages):
-        described = {"role": message["role"], "key": window_key(message), "tokens": descriptor_tokens(message),
-                     "timestamp": message["timestamp"]}  # fmt: skip
+        described = {"role": message["role"], "key": window_key(message), "tokens": descriptor_tokens(message)}
+        described["timestamp"] = message["timestamp"]
         out.append(described | ({"text": descriptor_text(message)} if n in users else {}))
     return out
 
@@ -183,7 +188,7 @@ def test_a_direct_question_recalls_its_fact_after_a_long_stretch_on_another_subj
         "now": START_MS + len(messages) * TURN_MS,
         "trace": True,
     }
-    search = {"q": fact.question, "scope": f"agent:case{number}", "k": 1}
+    search: dict[str, str | int] = {"q": fact.question, "scope": f"agent:case{number}", "k": 1}
     assert server.client.get("/v1/search", params=search).json()["hits"][0]["text"] == fact.said  # findable
     answer = server.post("assemble", body).json()
     assert answer["windowStart"] > 2, "the fact must be outside the window for recall to matter"
@@ -196,3 +201,37 @@ def _first(answer: dict[str, Any]) -> dict[str, Any] | None:
     """The trace of the agent's first message (the fact), if it was a candidate at all: for the failure message."""
     candidates = answer["trace"]["candidates"]
     return min(candidates, key=lambda c: c["message_id"], default=None)
+
+
+def test_a_follow_up_that_names_nothing_takes_its_subject_from_the_recent_turns(server: LiveSidecar) -> None:
+    """The other side of the same design: a prompt that says little itself ("and where was it again?") still
+    finds what the conversation is about, because the prompt read with its context is searched too."""
+    decided = "Decision made: the team offsite is at the Brienz lake lodge, two nights, twelve of us."
+    kitchen = SUBJECTS["kitchen"]
+    older = [long_message(kitchen, turn, reply=turn % 2 == 1) for turn in range(12)] + [decided, "Great, noted."]
+    recent = [
+        "Let's get back to planning the team offsite.",
+        "Sure, what is left to plan for the offsite?",
+        "The agenda for the offsite, and who gives the talks.",
+        "I can draft an agenda for the offsite.",
+        "Also the travel to the offsite for the whole team.",
+        "Trains work best for a group that size.",
+    ]
+    sessions = {"f-old": conversation(older, START_MS), "f-now": conversation(recent, START_MS + 86_400_000)}
+    for session, messages in sessions.items():
+        for turn in range(0, len(messages), 2):
+            body = {"sessionId": session, "sessionKey": "agent:followup:main", "advancementKey": f"{session}:{turn}"}
+            assert server.post("commit-turn", body | {"messages": messages[turn : turn + 2]}).json()["status"] == (
+                "committed"
+            )
+    server.wait_for_backlog(timeout=120)
+    ask: dict[str, Any] = {
+        "sessionId": "f-now",
+        "sessionKey": "agent:followup:main",
+        "descriptors": descriptors(sessions["f-now"]),
+        "prompt": "And where was it going to be again?",
+        "trace": True,
+    }
+    answer = server.post("assemble", ask).json()
+    assert answer["windowStart"] == 0
+    assert decided in answer["systemPromptAddition"]
