@@ -195,3 +195,11 @@ def test_the_plugin_reaches_the_real_sidecar_over_its_socket(short_state: Path) 
         assert "Kestrel" in result["result"]["content"][0]["text"]
     finally:
         server.stop()
+
+
+def test_the_manifest_names_exactly_the_apps_public_paths() -> None:
+    from openclaw_lossless.app import PUBLIC_PATHS
+
+    manifest = json.loads((Path(__file__).resolve().parents[1] / "plugin-manifest.json").read_text())
+    assert set(manifest["auth"]["public"]) == set(PUBLIC_PATHS) == {"/healthz", "/v1/identity"}
+    assert manifest["operator"]["identity"]["path"] == "/v1/identity"
