@@ -519,6 +519,25 @@ def test_a_known_session_seen_again_after_a_quiet_spell_is_caught_up_at_bootstra
         host.close()
 
 
+def test_a_host_message_no_catch_up_can_bring_in_does_not_make_every_turn_import(running: LiveSidecar) -> None:
+    """The host's history may hold a message its transcript does not keep as one: after one catch-up has
+    tried, that message is no longer a gap, so later turns do not each run an import that cannot help."""
+    host = AgentDatabase(running.settings.openclaw_state)
+    try:
+        main, _ = outage(running, host, start_ms=int(time.time() * 1000) - 20_000)
+        made_up = {"role": "custom", "content": "a note the host keeps outside the transcript", "timestamp": 1}
+        history = [*host_messages(host, main.session_id), made_up]
+        ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
+        running.post("assemble", ask)
+        runs = wait_until_caught_up(running, len(history) - 1)["catchUp"]["runs"]
+        for _ in range(3):
+            running.post("assemble", ask)
+            assert wait_until_caught_up(running, len(history) - 1)["catchUp"]["runs"] == runs
+        assert_exactly_once(running, host, main.session_id)
+    finally:
+        host.close()
+
+
 def test_catch_up_can_be_turned_off(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state", catch_up=False)
     database = AgentDatabase(settings.openclaw_state)

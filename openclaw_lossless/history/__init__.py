@@ -44,6 +44,11 @@ compaction is keyed by its entry id (``import.compaction.<session>.<entry>``; a 
 of what was read before it) in the transaction that records it, and one the ``compact`` hook already recorded
 live (same session and summary; for a shrink, one recorded where the session ends) is not recorded again.
 
+The sidecar also runs this import by itself (``catchup.py``) to take in turns the host recorded but never
+delivered (an outage), for the sessions live capture would have seen (``coverage.py``); ``gaps.py`` reports,
+without writing anything, what the host recorded that the store lacks (``doctor``). Sessions the user's
+selection excludes (``selection.py``) are never read.
+
 Read-only: the database is opened ``mode=ro`` with ``query_only``. Like any reader of a WAL database, SQLite
 takes its read locks in the ``-shm`` file, and creates the empty ``-wal``/``-shm`` companions (with the
 database's permissions) when OpenClaw is not running; the database and transcripts are never changed.

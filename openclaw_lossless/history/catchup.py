@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.activity import iso
-from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.errors import InvalidSessionKey, LosslessError
 from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.importer import import_history
 from openclaw_lossless.recall.window import Descriptor
@@ -109,17 +109,19 @@ class CatchUp:
         if not self.enabled or not descriptors:
             return
         tail = [d.key for d in descriptors[-WINDOW_KEYS:] if d.role not in SUMMARY_ROLES]
-        if tail:
-            self._enqueue(Target(agent_of(session_key)), Check("window", session_id, tuple(tail), at=time.time()))
+        agent = _agent(session_key)
+        if tail and agent is not None:
+            self._enqueue(Target(agent), Check("window", session_id, tuple(tail), at=time.time()))
 
     def after_commit(self, session_id: str, session_key: str | None, newest: float | None) -> None:
-        if not self.enabled or newest is None:
-            return
-        self._enqueue(Target(agent_of(session_key)), Check("commit", session_id, newest=newest, at=time.time()))
+        agent = _agent(session_key)
+        if self.enabled and newest is not None and agent is not None:
+            self._enqueue(Target(agent), Check("commit", session_id, newest=newest, at=time.time()))
 
     def after_bootstrap(self, session_id: str, session_key: str | None) -> None:
-        if self.enabled:
-            self._enqueue(Target(agent_of(session_key), session_id), Check("bootstrap", session_id, at=time.time()))
+        agent = _agent(session_key)
+        if self.enabled and agent is not None:
+            self._enqueue(Target(agent, session_id), Check("bootstrap", session_id, at=time.time()))
 
     def catch_up_now(self, agent_id: str, session_id: str | None = None) -> int:
         """Catch up one agent (or one session) in the caller's thread; returns the messages stored."""
@@ -218,6 +220,8 @@ class CatchUp:
         coverage = StoreCoverage.load(conn)
         touched = {c.session_id for c in needed if c.session_id is not None}
         self._import(target, coverage, touched)
+        if self.last_error is not None:  # a failed read proves nothing: the next trigger tries again
+            return
         for check in needed:
             if check.kind == "window":
                 self._remember_unfixable(self.sidecar.db.reader(), check)
@@ -300,6 +304,15 @@ class CatchUp:
             self._unfixable[key] = None
         while len(self._unfixable) > MAX_UNFIXABLE:
             del self._unfixable[next(iter(self._unfixable))]
+
+
+def _agent(session_key: str | None) -> str | None:
+    """The agent a hook's session key names; None for a key the hook let through but that names none (no
+    catch-up for it: a hook never fails because of catch-up)."""
+    try:
+        return agent_of(session_key)
+    except InvalidSessionKey:
+        return None
 
 
 def _holds_newer(conn: Connection, session_id: str | None, newest: float) -> bool:
