@@ -293,6 +293,25 @@ def test_retry_after_on_the_last_attempt_is_still_respected(api: Any, make: Fact
     assert route.call_count == 3
 
 
+def test_while_a_call_sleeps_out_a_short_retry_after_another_call_sends_nothing(api: Any, make: Factory) -> None:
+    """The worker sleeps a 3 s Retry-After before its retry; a query arriving meanwhile falls back at once."""
+    limited = httpx.Response(429, headers={"Retry-After": "3"})
+    route = api.post("/embeddings").mock(side_effect=[limited, _ok([[1, 0, 0, 0]])])
+    clock = Clock()
+    refused: list[float] = []
+
+    def sleep(seconds: float) -> None:  # what another thread sees while this call sleeps
+        with pytest.raises(EmbeddingRateLimited) as query:
+            embedder.embed(["a query"])
+        refused.append(query.value.retry_after_s)
+        clock.now += seconds
+
+    embedder = make(clock=clock, sleep=sleep)
+    assert embedder.embed(["a"]).shape == (1, DIM)
+    assert route.call_count == 2  # the first try and its retry; the query sent nothing
+    assert refused == [pytest.approx(3.0)]
+
+
 def test_the_ceiling_comes_from_the_settings(api: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOSSLESS_EMBEDDING_RETRY_AFTER_MAX_S", "20")
     settings = Settings(

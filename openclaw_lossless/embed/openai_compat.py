@@ -198,8 +198,8 @@ class OpenAIEmbedder:
     def _embed_batch(self, batch: list[str]) -> Vectors:
         """Retry only what can heal by waiting; give up after ``max_retries`` so the worker moves on."""
         body = self._body(batch)
+        self._check_not_waiting()
         for attempt in range(self._max_retries + 1):
-            self._check_not_waiting()
             try:
                 return self._attempt(body, len(batch))
             except _TransientError as exc:
@@ -210,6 +210,8 @@ class OpenAIEmbedder:
                     raise EmbeddingUnavailable(
                         f"embedding API failed after {attempt + 1} attempts: {exc.message}"
                     ) from None
+                if wait is not None:  # slept here before the retry; other callers meanwhile send nothing
+                    self._hold_off(wait)
                 delay = wait if wait is not None else self._backoff(attempt)
                 log.debug("embedding attempt %d failed, retrying in %.2fs", attempt + 1, delay)
                 self._counters.retry()
@@ -221,9 +223,13 @@ class OpenAIEmbedder:
         ceiling = min(self._backoff_max_s, self._backoff_base_s * 2.0**attempt)
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
-    def _rate_limited(self, wait: float, message: str) -> EmbeddingRateLimited:
-        """Remember the server's wait (every call until it ends fails without a request) and say how long."""
+    def _hold_off(self, wait: float) -> None:
+        """Remember the server's wait: every call that starts before it ends fails without a request."""
         self._not_before = max(self._not_before, self._clock() + wait)
+
+    def _rate_limited(self, wait: float, message: str) -> EmbeddingRateLimited:
+        """Give up on this call until the server's wait is over, and say how long that is."""
+        self._hold_off(wait)
         return EmbeddingRateLimited(f"embedding API asked to wait {wait:.0f}s before the next request: {message}", wait)
 
     def _check_not_waiting(self) -> None:
