@@ -21,7 +21,7 @@ from openclaw_lossless.history.gaps import find_gaps
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.store.connection import open_connection
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
-from tests.test_history_import import AgentDatabase, Transcript, file_digests
+from tests.test_history_import import AgentDatabase, Transcript, file_digests, legacy_sessions
 
 MAIN_KEY = "agent:main:main"
 SESSION = "5b1c0f8e-2f0e-4d53-9a55-0c3f8b7d6e21"
@@ -179,6 +179,20 @@ def test_the_gap_report_of_a_store_that_missed_nothing_is_empty(sidecar: LiveSid
     with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
         report = find_gaps(conn, sidecar.settings.openclaw_state)
     assert (report.missing, report.not_imported, report.scanned, report.sessions) == (0, 0, 2 + 4 + 2, [])
+
+
+def test_the_gap_report_reads_a_legacy_jsonl_store_too(sidecar: LiveSidecar) -> None:
+    openclaw = sidecar.settings.openclaw_state
+    legacy_sessions(openclaw)  # two sessions the store has never seen (one with an undated message): import's
+    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
+        before = find_gaps(conn, openclaw)
+    assert (before.missing, before.not_imported, before.errors) == (0, 6, [])
+    from openclaw_lossless.history import import_history
+
+    import_history(sidecar.sidecar, openclaw)
+    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
+        after = find_gaps(conn, openclaw)
+    assert (after.missing, after.not_imported, after.scanned, after.sessions) == (0, 0, 6, [])
 
 
 def test_the_gap_report_says_when_there_is_no_openclaw_state(sidecar: LiveSidecar, tmp_path: Path) -> None:

@@ -149,6 +149,7 @@ class _Checker:
         self.coverage = StoreCoverage.load(conn)
         self.archives = int(conn.execute("SELECT count(*) FROM archives").fetchone()[0]) > 0
         self.module = sqlite_module()
+        self.legacy: dict[Path, dict[str, str]] = {}
 
     def sqlite(self, source: Source, codec: Codec | None, only: str | None) -> None:
         target = f"file:{quote(source.path.resolve().as_posix())}?mode=ro"
@@ -178,9 +179,9 @@ class _Checker:
 
     def jsonl(self, source: Source, codec: Codec | None) -> None:
         session_id = source.session_id or source.path.name
-        recorded = (
-            legacy_keys(source.path.parent).get(f"{session_id}.jsonl") if source.path.name.endswith(".jsonl") else None
-        )
+        if source.path.parent not in self.legacy:  # sessions.json, read once per sessions dir
+            self.legacy[source.path.parent] = legacy_keys(source.path.parent)
+        recorded = self.legacy[source.path.parent].get(f"{session_id}.jsonl")  # as the import names it
         try:
             data = source.path.read_bytes()
             if source.path.name.endswith(".zst"):
