@@ -11,7 +11,7 @@ Measured on the same machine in one run, for the rules of ``openclaw_lossless/ca
   - technical: ordinary text a developer pastes (``ordinary_texts``: SHAs, UUIDs, digests, data URIs, long
     URLs, stack traces, versions, colours, paths, code with secret-sounding names, log lines), generated
     bulk of the same kinds with fresh random values, and 20-line chunks of the Python standard library's
-    source (code and docstrings full of ``token``, ``key``, ``password``);
+    source, all of it but its tests (code and docstrings full of ``token``, ``key``, ``password``);
   every changed message is written out (``--details``) so the cases can be read;
 - cost per message of ``Redactor.redact`` (p50/p95 µs): LoCoMo turns, and long messages (8-32 kB: LoCoMo
   sessions joined, standard-library files), best of three passes per message to keep other load out.
@@ -156,20 +156,29 @@ def generated_technical(rng: random.Random, n: int) -> list[str]:
     return [rng.choice(makers)() for _ in range(n)]
 
 
-def stdlib_chunks(rng: random.Random, n: int, lines: int = 20) -> list[str]:
-    """Code a user pastes: ``lines``-line chunks of the standard library's own source, chosen at random."""
-    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+def _stdlib_sources() -> list[Path]:
+    """The standard library's own modules and packages (not its tests, IDLE or installed packages)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"test", "tests", "idlelib", "site-packages", "__pycache__"}
+    return [f for f in sorted(root.rglob("*.py")) if not skip & set(f.relative_to(root).parts)]
+
+
+def stdlib_chunks(rng: random.Random, n: int | None, lines: int = 20) -> list[str]:
+    """Code a user pastes: ``lines``-line chunks of the standard library's source, all or ``n`` at random."""
+    files = _stdlib_sources()
     chunks: list[str] = []
     for file in files:
         text = file.read_text(encoding="utf-8", errors="replace").splitlines()
         chunks += ["\n".join(text[i : i + lines]) for i in range(0, len(text), lines)]
+    chunks = [chunk for chunk in chunks if chunk.strip()]
+    if n is None:
+        return chunks
     rng.shuffle(chunks)
-    return [chunk for chunk in chunks if chunk.strip()][:n]
+    return chunks[:n]
 
 
 def stdlib_files(rng: random.Random, n: int, low: int = 8_000, high: int = 32_000) -> list[str]:
-    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
-    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    texts = [f.read_text(encoding="utf-8", errors="replace") for f in _stdlib_sources()]
     fitting = [t[:high] for t in texts if len(t) >= low]
     rng.shuffle(fitting)
     return fitting[:n]
@@ -216,7 +225,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     after = build_redactor().redact
     before = baseline_redact()
     turns, sessions = locomo_messages(args.data) if args.data.exists() else ([], [])
-    n_bulk, n_chunks, n_long = (400, 200, 20) if args.quick else (4000, 2000, 200)
+    n_bulk, n_chunks, n_long = (400, 200, 20) if args.quick else (4000, None, 200)
     if args.quick:
         turns = turns[:400]
     technical = {
