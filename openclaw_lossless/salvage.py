@@ -45,6 +45,8 @@ class Column:
     type: str
     notnull: bool
     rowid: bool  # an INTEGER PRIMARY KEY: stored as NULL in the record, its value is the rowid
+    default: Any = None  # the declared default's value (a column a migration added holds it for older rows)
+    has_default: bool = False
 
     def accepts(self, value: Any) -> bool:
         if self.rowid:
@@ -116,11 +118,37 @@ def _check_paths(source: Path, out: Path) -> None:
 def _columns(conn: Connection, table: str) -> list[Column]:
     rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
     single_pk = sum(1 for r in rows if r[5]) == 1
-    return [Column(r[1], str(r[2]).upper(), bool(r[3]), bool(r[5]) and single_pk and r[2] == "INTEGER") for r in rows]
+    return [
+        Column(r[1], str(r[2]).upper(), bool(r[3]), bool(r[5]) and single_pk and r[2] == "INTEGER", *_default(r[4]))
+        for r in rows
+    ]
+
+
+def _default(literal: str | None) -> tuple[Any, bool]:
+    """A column's declared default as a value: a quoted string or a number (all this schema declares)."""
+    if literal is None:
+        return None, False
+    if len(literal) >= 2 and literal[0] == literal[-1] == "'":
+        return literal[1:-1].replace("''", "'"), True
+    try:
+        return (float(literal) if "." in literal else int(literal)), True
+    except ValueError:
+        return None, False
 
 
 def _fits(values: list[Any], columns: list[Column]) -> bool:
     return len(values) == len(columns) and all(c.accepts(v) for c, v in zip(columns, values, strict=True))
+
+
+def _shaped(values: list[Any], columns: list[Column]) -> list[Any] | None:
+    """The row as this table's columns, or None. A row written before a migration added columns (ALTER TABLE
+    ADD COLUMN rewrites no row) is short on disk: SQLite reads its missing columns as their defaults, so does
+    this. A row with more values than the columns was written by a newer version: its extra values go."""
+    if len(values) < len(columns) and all(c.has_default for c in columns[len(values) :]):
+        values = values + [c.default for c in columns[len(values) :]]
+    elif len(values) > len(columns):
+        values = values[: len(columns)]
+    return values if _fits(values, columns) else None
 
 
 def _scan(pages: PageFile, columns: dict[str, list[Column]], progress: Progress | None) -> Scan:
@@ -142,9 +170,10 @@ def _scan(pages: PageFile, columns: dict[str, list[Column]], progress: Progress 
         if number in claimed or number in free or not pages.is_leaf(number):
             continue
         for rowid, values in _leaf_rows(pages, number, scan):
-            shaped = next((t for t in SHAPED if _fits(values, columns[t])), None)
-            if shaped is not None and rowid not in scan.rows[shaped]:
-                scan.rows[shaped][rowid] = values
+            fitted = ((t, _shaped(values, columns[t])) for t in SHAPED if len(values) <= len(columns[t]))
+            shaped, row = next(((t, row) for t, row in fitted if row is not None), (None, None))
+            if shaped is not None and row is not None and rowid not in scan.rows[shaped]:
+                scan.rows[shaped][rowid] = row
                 scan.stray_rows += 1
         done += 1
         if progress:
@@ -177,10 +206,9 @@ def _leaf_rows(pages: PageFile, number: int, scan: Scan) -> list[Row]:
 
 def _take(scan: Scan, table: str, rows: list[Row], columns: list[Column]) -> None:
     for rowid, values in rows:
-        if _fits(values, columns):
-            scan.rows[table].setdefault(rowid, values)
-        elif len(values) >= len(columns) and _fits(values[: len(columns)], columns):
-            scan.rows[table].setdefault(rowid, values[: len(columns)])  # columns a newer version appended
+        shaped = _shaped(values, columns)
+        if shaped is not None:
+            scan.rows[table].setdefault(rowid, shaped)
         else:
             scan.bad_cells += 1
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.salvage import salvage
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import migrations
 from openclaw_lossless.store.connection import Database, open_connection
@@ -338,6 +339,32 @@ def test_compactions_recorded_before_their_status_keep_what_they_knew(tmp_path: 
 
     rows = _rows(path, "SELECT id, compacted, status, reason FROM compactions ORDER BY id")
     assert rows == [(1, 1, "compacted", None), (2, 0, "not-compacted", "provider error")]
+
+
+def test_a_compaction_stored_before_its_status_is_salvaged_with_it(tmp_path: Path) -> None:
+    """ADD COLUMN leaves old rows one value short on disk (SQLite supplies the default when it reads them);
+    salvage reads the disk, and must still take such a row, with the default, not drop it as damaged."""
+    path = tmp_path / "db.sqlite"
+    _v1_database(path, [("old news", 1667952000.0)])
+    status_at = MIGRATIONS.index(migrations.m006_compaction_status)
+    db = Database(path)
+    try:
+        for fn in MIGRATIONS[1:status_at]:
+            db.write(functools.partial(migrations._apply, fn=fn))
+        db.write(
+            lambda conn: conn.execute(
+                "INSERT INTO compactions (session_rowid, recorded_at, compacted, summary) VALUES (1, 5, 1, 'S')"
+            )
+        )
+    finally:
+        db.close()
+    _migrated(path)
+
+    out = tmp_path / "salvaged.sqlite"
+    report = salvage(path, out)
+
+    assert _rows(out, "SELECT id, compacted, status, summary FROM compactions") == [(1, 1, "compacted", "S")]
+    assert report["unreadableRows"] == 0
 
 
 def _record_future_migration(path: Path, name: str) -> None:
