@@ -489,6 +489,45 @@ def test_a_gap_in_what_the_host_assembles_is_caught_up_without_a_restart(running
         host.close()
 
 
+def test_two_tool_results_alike_in_text_and_time_are_two_messages_to_catch_up(running: LiveSidecar) -> None:
+    """Parallel tool calls answered in the same millisecond with the same text share a window key: the store
+    holding one of them must not hide that the other is missing."""
+    host = AgentDatabase(running.settings.openclaw_state)
+    try:
+        main = HostSession(host, start_ms=int(time.time() * 1000) - 20_000)
+        running.post("commit-turn", main.turn("Live turn."))
+        wait_until_caught_up(running, 2)
+        t = main.transcript
+        calls = [{"type": "toolCall", "id": f"c{n}", "name": "read", "arguments": {"path": f"{n}.md"}} for n in (1, 2)]
+        asked, called = t.user("Read both files."), t.entry("message", message=_assistant(calls, t.ms, "toolUse"))
+        stamp = t.ms + 5000
+        results = [
+            t.entry(
+                "message",
+                message={
+                    "role": "toolResult",
+                    "toolCallId": f"c{n}",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": "file not found"}],
+                    "isError": True,
+                    "timestamp": stamp,
+                },
+            )
+            for n in (1, 2)
+        ]
+        host.append(main.session_id, asked, called, *results)
+        partial = [asked["message"], called["message"], results[0]["message"]]  # the store got all but one
+        body = {"advancementKey": "partial", "sessionId": main.session_id, "sessionKey": MAIN_KEY}
+        assert running.post("commit-turn", body | {"messages": partial}).json()["stored"] == 3
+        history = host_messages(host, main.session_id)
+        ask = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "messages": history, "prompt": "Next?"}
+        running.post("assemble", ask)
+        wait_until_caught_up(running, len(history))
+        assert_exactly_once(running, host, main.session_id)
+    finally:
+        host.close()
+
+
 def test_a_late_redelivered_turn_alone_brings_in_the_turns_after_it(running: LiveSidecar) -> None:
     host = AgentDatabase(running.settings.openclaw_state)
     try:

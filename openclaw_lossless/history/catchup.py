@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -283,7 +284,11 @@ class CatchUp:
         return True
 
     def _missing_keys(self, conn: Connection, check: Check) -> list[str]:
-        """The check's host messages the store does not hold (nor could a catch-up bring in before)."""
+        """The check's host messages the store does not hold (nor could a catch-up bring in before).
+
+        Counted, not just looked up: two tool results with the same text in the same millisecond share a
+        window key, and holding one of them is not holding both.
+        """
         keys = [key for key in check.keys if key not in self._unfixable]
         if not keys or check.session_id is None:
             return []
@@ -294,8 +299,14 @@ class CatchUp:
             "SELECT window_key FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
             (session.rowid, len(keys) + STORED_SLACK),
         )
-        stored = {str(row[0]) for row in rows}
-        return [key for key in keys if key not in stored]
+        stored = Counter(str(row[0]) for row in rows)
+        missing = []
+        for key in keys:
+            if stored[key] > 0:
+                stored[key] -= 1
+            else:
+                missing.append(key)
+        return missing
 
     def _remember_unfixable(self, conn: Connection, check: Check) -> None:
         """Keys still missing after a catch-up (e.g. a message the transcript does not hold as one) are not
