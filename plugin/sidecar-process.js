@@ -182,7 +182,7 @@ export class Supervisor {
     if (this.phase === "idle") return this.firstStart();
     if (this.phase === "starting" && this.waitable) return this.startPromise; // concurrent hooks share the first start
     if (this.phase === "up") {
-      if (!isAlive(this.owner?.pid, this.owner?.procStart)) this.exited(`(pid ${this.owner?.pid}) is no longer running`);
+      if (!this.ownChild() && !isAlive(this.owner?.pid, this.owner?.procStart)) this.exited(`(pid ${this.owner?.pid}) is no longer running`);
       return Promise.resolve(false);
     }
     if (this.phase === "others") {
@@ -316,11 +316,16 @@ export class Supervisor {
   watch() {
     if (this.watchdog) return;
     this.watchdog = setInterval(() => {
-      if (this.phase === "up" && this.owner && !isAlive(this.owner.pid, this.owner.procStart)) {
+      if (this.phase === "up" && this.owner && !this.ownChild() && !isAlive(this.owner.pid, this.owner.procStart)) {
         this.exited(`(pid ${this.owner.pid}) is no longer running`);
       }
     }, this.policy.watchMs);
     this.watchdog.unref?.();
+  }
+
+  /** Whether the watched sidecar is this process's child: its exit event (with the reason) reports its end. */
+  ownChild() {
+    return this.child !== undefined && this.child.pid === this.owner?.pid;
   }
 
   stopWatch() {
