@@ -478,13 +478,15 @@ class Window:
     ids: list[int]  # the stored messages the window holds: in the model's context, so found if cited
 
 
-def host_window(conversation: Conversation, stored: dict[int, Stored], turns: int) -> Window | None:
-    """The last ``turns`` turns of the conversation's last session, described as the plugin describes a host
-    history (``describeMessages``): role, key, tokens and timestamp, with the text of the last
+def host_window(
+    conversation: Conversation, stored: dict[int, Stored], turns: int, session: Session | None = None
+) -> Window | None:
+    """The last ``turns`` turns of ``session`` (default: the conversation's last), described as the plugin
+    describes a host history (``describeMessages``): role, key, tokens and timestamp, with the text of the last
     ``RECENT_USER_TEXTS`` user messages (the context the product reads the question with)."""
     if turns <= 0 or not conversation.sessions:
         return None
-    session = conversation.sessions[-1]
+    session = session or conversation.sessions[-1]
     recent = [turn_message(turn) for turn in session.turns[-turns:]]
     with_text = [n for n, m in enumerate(recent) if m["role"] == "user"][-RECENT_USER_TEXTS:]
     descriptors = [
@@ -732,7 +734,8 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if meta.get("windowTurns"):
         out += [
-            f"`{WINDOW_METHOD}`: the same questions asked as a host asks mid-conversation, in the last session after"
+            f"`{WINDOW_METHOD}`: the same questions asked as a host asks mid-conversation, in"
+            f" {window_place(meta.get('windowAt', 'end'))} after"
             f" its last {meta['windowTurns']} turns (sent as descriptors, the text on the last {RECENT_USER_TEXTS}"
             " user messages: what the product reads the question with). Those turns are in the model's context,"
             " so its block any/all counts them too; its @k figures rank recall's candidates alone.",
@@ -875,12 +878,22 @@ def git_commit() -> str | None:
 # -- main ----------------------------------------------------------------------------------------------------
 
 
-def methods_run(window_turns: int) -> dict[str, tuple[str, str]]:
+def evidence_session(conversation: Conversation, question: Question) -> Session | None:
+    """The session of the question's latest evidence turn (``D<session>:<turn>``)."""
+    numbers = [int(match[1]) for d in question.evidence if (match := _DIA.fullmatch(d))]
+    return next((s for s in conversation.sessions if numbers and s.number == max(numbers)), None)
+
+
+def window_place(window_at: str) -> str:
+    return "the session of the question's latest evidence" if window_at == "evidence" else "the last session"
+
+
+def methods_run(window_turns: int, window_at: str = "end") -> dict[str, tuple[str, str]]:
     if window_turns <= 0:
         return METHODS
     window = (
-        f"assemble, no overrides, asked in the last session after its last {window_turns} turns (descriptors, the"
-        f" last {RECENT_USER_TEXTS} user texts); the block counts the window's turns too",
+        f"assemble, no overrides, asked in {window_place(window_at)} after its last {window_turns} turns"
+        f" (descriptors, the last {RECENT_USER_TEXTS} user texts); the block counts the window's turns too",
         "POST /v1/hooks/assemble descriptors=[...]",
     )
     return {"product": METHODS["product"], WINDOW_METHOD: window} | METHODS
@@ -902,6 +915,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0,
         metavar="N",
         help=f"also ask every question after the conversation's last N turns as the host's window ({WINDOW_METHOD})",
+    )
+    parser.add_argument(
+        "--window-at",
+        choices=("end", "evidence"),
+        default="end",
+        help="where the window is taken: the conversation's last session, or the last turns of the session that"
+        " holds the question's latest evidence (its context is then about the question)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the results")
     parser.add_argument("--name", help="file stem of the results (default: locomo, with --quick: locomo-quick)")
@@ -950,6 +970,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 messages = [s.__dict__ for s in sorted(stored.values(), key=lambda s: s.id)]
                 details.write(json.dumps({"conversation": conversation.sample_id, "messages": messages}) + "\n")
             for question in chosen:
+                if args.window_at == "evidence":
+                    window = host_window(
+                        conversation, stored, args.window_turns, evidence_session(conversation, question)
+                    )
                 outcomes, trace = ask(sidecar, conversation, question, stored, newest, block_size, text_chars, window)
                 records.append(Record(question, outcomes, dia))
                 if details:
@@ -984,7 +1008,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "audit": summarise(records, name, audited=True),
             "tokens": token_stats(records, name),
         }
-        for name, (description, via) in methods_run(args.window_turns).items()
+        for name, (description, via) in methods_run(args.window_turns, args.window_at).items()
     }
     skipped: Counter[str] = Counter()
     for conversation in conversations:
@@ -1017,6 +1041,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" +{TURN_SPACING_S} s per turn from session_<N>_date_time (UTC); image captions as '[image: ...]'",
             "query": "assemble: prompt = question, messages = [], fresh session id, now = last turn + 1 day",
             "windowTurns": args.window_turns,
+            "windowAt": args.window_at,
             "phases": phases,
             "storedMessages": stats["messages"],
             "sidecarLatency": stats["latency"],
