@@ -213,6 +213,30 @@ export class Supervisor {
     const first = this.first;
     this.first = false;
     this.waitable = first;
+    this.startPromise = this.beginStart(first);
+    return first ? this.startPromise : Promise.resolve(false);
+  }
+
+  async beginStart(first) {
+    // A restart: another gateway process (or the user) may have brought it back already; use that one
+    // rather than race it for the port. (A first start comes right after nothing answered.)
+    if (!first) {
+      const already = await this.probe();
+      if (already.state === "ours") {
+        this.logged.clear();
+        this.adopt(already.pid);
+        return true;
+      }
+      if (already.state === "foreign") {
+        // Spawning would only fail on the taken port; the hooks' log line names the holder.
+        this.exited(`could not be started: ${already.target?.socketPath ?? this.settings.sidecarUrl} is held by another program`);
+        return false;
+      }
+    }
+    return this.spawnAndWait(first);
+  }
+
+  spawnAndWait(first) {
     let spawned;
     try {
       spawned = spawnSidecar(this.settings, this.env(), this.log);
@@ -234,7 +258,7 @@ export class Supervisor {
       // A child that was up and then died: restart without waiting for the watchdog.
       if (this.phase === "up" && this.owner?.pid === child.pid) this.exited(`(pid ${child.pid}) ${exitReason(code, signal)}`);
     });
-    this.startPromise = this.waitUntilUp(() => exited).then((verdict) => {
+    return this.waitUntilUp(() => exited).then((verdict) => {
       if (verdict?.state === "ours") {
         if (verdict.pid === child.pid) {
           const record = {
@@ -256,7 +280,6 @@ export class Supervisor {
       this.exited(verdict?.state === "foreign" ? `could not be started: the port is held by another program (${why})` : `could not be started: ${why}`, { first });
       return false;
     });
-    return first ? this.startPromise : Promise.resolve(false);
   }
 
   adoptStarted(pid, childPid) {
