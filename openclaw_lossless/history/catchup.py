@@ -50,6 +50,7 @@ WINDOW_KEYS = 32  # the newest host messages an assemble's check compares: an ou
 STORED_SLACK = 64  # stored messages read past that many when comparing
 SUMMARY_ROLES = frozenset({"compactionSummary", "branchSummary"})  # made by the host from entries, not messages
 MAX_UNFIXABLE = 4096
+MAX_TARGETS = 1024
 
 
 class _Stopped(Exception):
@@ -193,7 +194,10 @@ class CatchUp:
             finally:
                 self.running = False
                 with self._lock:
-                    self._last_run[target] = time.monotonic()
+                    now = time.monotonic()
+                    self._last_run[target] = now
+                    if len(self._last_run) > MAX_TARGETS:  # only the last MIN_INTERVAL_S matter: forget the rest
+                        self._last_run = {t: at for t, at in self._last_run.items() if now - at < MIN_INTERVAL_S}
 
     def _next_due(self) -> tuple[Target, _Job] | None:
         with self._lock:
