@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
+import re
 import string
 import uuid
 from dataclasses import dataclass
@@ -56,6 +57,11 @@ class _Maker:
 
     def pem_body(self) -> str:
         return "\n".join(self.chars(64, B64) for _ in range(4))
+
+
+def present(secret: str, text: str) -> bool:
+    """The secret as a whole token: a 4-digit PIN must not match the digits of a score, a port or a time."""
+    return re.search(rf"(?<![0-9A-Za-z]){re.escape(secret)}(?![0-9A-Za-z])", text) is not None
 
 
 def credential_cases(seed: int = 13) -> list[Case]:
@@ -196,6 +202,20 @@ def credential_cases(seed: int = 13) -> list[Case]:
     add("dockerfile_env", f"ENV REGISTRY_AUTH_TOKEN={s}", s)
     s = c(22)
     add("k8s_literal", f"kubectl create secret generic db --from-literal=password={s}", s)
+    s = c(24)
+    add("php_define", f"define('DB_PASSWORD', '{s}');", s)
+    s = c(32)
+    add("android_strings_xml", f'<string name="maps_api_key">{s}</string>', s)
+    s = c(36)
+    add("npm_config_set", f"npm config set //npm.example.com/:_authToken {s}", s)
+    s = c(64, HEX)
+    add("rails_secret_key_base", f"production:\n  secret_key_base: {s}", s)
+    s = c(30)
+    add("python_environ_set", f'os.environ["PAYMENTS_API_TOKEN"] = "{s}"', s)
+    s = c(34)
+    add("az_login_p", f"az login --service-principal -u app-id -p {s} --tenant acme", s)
+    s = m.password()
+    add("prose_bare_pass", f"wifi: HomeNet / pass {s.replace('!', '9')}", s.replace("!", "9"))
     s = base64.b64encode(f"deploy:{m.password()}".encode()).decode()
     add("docker_config_auth", f'{{"auths": {{"registry.example.com": {{"auth": "{s}"}}}}}}', s)
     s = c(40)

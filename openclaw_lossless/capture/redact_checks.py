@@ -119,6 +119,8 @@ def name_class(name: str) -> NameClass:
         return "password"  # storepass, keypass, requirepass, dbpass
     if last in _STRONG_WORDS or (len(segments) == 1 and last.endswith(("token", "secret"))):
         return "strong"
+    if last == "base" and before == "key":
+        return "strong"  # Rails' secret_key_base
     if last in {"key", "keys"}:
         if before in _KEY_QUALIFIERS or (bare.isupper() and len(segments) > 1):
             return "strong"
@@ -245,7 +247,8 @@ def _code_around(match: re.Match[str], name: str, value: str, quoted: bool, sep:
     if _HEX_LITERAL.match(value):
         return True  # ``_DD_SIGNATURE = 0x08074b50``
     before = match.string[match.start("name") - 1 : match.start("name")]
-    if quoted and not _group(match, "nq") and before in ("'", '"', "`") and _group(match, "q").endswith(before):
+    closing = sep == ":" and not _group(match, "nq") and _group(match, "q").endswith(before)
+    if closing and before in ("'", '"', "`"):
         return True  # ``prompt='Password: '``: the quote after the colon closes the string it opened
     if quoted and value[:1].isspace() and value.lstrip()[:1] in ("+", "%", ".", ",", ")"):
         return True  # ``"Token: " + repr(t)``: the quote closed a string, the rest is code
@@ -292,7 +295,7 @@ def check_prose_password(match: re.Match[str]) -> Span | None:
     sep = match.group("sep").strip().lower()
     digits = value.isdigit() and len(value) >= 4 and not name.startswith("password")
     looks_set = token_like(value) or digits or (len(value) >= 6 and _has_digit_and_letter(value))
-    if (sep in ("", "to", "-") or name in ("pwd", "pw")) and not looks_set:
+    if (sep in ("", "to", "-") or name in ("pass", "pwd", "pw")) and not looks_set:
         return None  # "password manager", "the password to continue": no value was given
     if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value):
         return None  # ``password = getpass.getpass()`` is code
