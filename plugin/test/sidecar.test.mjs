@@ -10,7 +10,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { createServer } from "node:http";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,6 +22,7 @@ import { identityAnswer } from "./fixtures/identity.mjs";
 const STUB = fileURLToPath(new URL("../../tests/e2e/stub_sidecar.py", import.meta.url));
 const FAKE = fileURLToPath(new URL("./fixtures/fake-sidecar.mjs", import.meta.url));
 const GATEWAY_ONCE = fileURLToPath(new URL("./fixtures/gateway-once.mjs", import.meta.url));
+const GATEWAY_WATCH = fileURLToPath(new URL("./fixtures/gateway-watch.mjs", import.meta.url));
 const FAST = { firstDelayMs: 50, maxDelayMs: 200, maxCrashes: 5, windowMs: 60_000, coolDownMs: 60_000, watchMs: 100, pollMs: 50 };
 
 function recorder() {
@@ -127,6 +128,46 @@ test("a sidecar an earlier gateway process started is restarted by this one afte
   } finally {
     stopSupervising(); // or the plugin would restart the sidecar this test stops
     stop(await identityPid(port));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The pids of running stub sidecars serving `dir` (from /proc). */
+function stubsServing(dir) {
+  const found = [];
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      const state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0];
+      if (cmdline.some((arg) => arg.endsWith("stub_sidecar.py")) && cmdline.includes(dir) && state !== "Z") found.push(Number(pid));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+test("two gateway processes watching one sidecar bring back exactly one after SIGKILL", async () => {
+  const port = await freePort();
+  const dir = stateDir();
+  const config = { sidecarUrl: `http://127.0.0.1:${port}`, stateDir: dir, autoStart: true, command: STUB, timeouts: { startMs: 20000 } };
+  let other;
+  try {
+    assert.equal((await bootstrap(config, { log: recorder().log, supervision: FAST })).bootstrapped, true);
+    const first = await identityPid(port);
+    other = spawn(process.execPath, [GATEWAY_WATCH, JSON.stringify(config), JSON.stringify(FAST)], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise((resolve) => other.stdout.once("data", resolve)); // "ready": it watches the same sidecar
+    process.kill(first, "SIGKILL");
+    const ownerPid = () => JSON.parse(readFileSync(join(dir, "sidecar.owner"), "utf8")).pid;
+    let second;
+    await until(async () => (second = await identityPid(port)) && second !== first && ownerPid() === second, "one of them restarted it");
+    await new Promise((r) => setTimeout(r, 20 * FAST.firstDelayMs)); // ample time for a second, racing start to settle
+    assert.deepEqual(stubsServing(dir), [await identityPid(port)]);
+    assert.equal(ownerPid(), await identityPid(port));
+  } finally {
+    other?.kill("SIGKILL");
+    stopSupervising();
+    for (const pid of stubsServing(dir)) stop(pid);
     rmSync(dir, { recursive: true, force: true });
   }
 });
