@@ -10,6 +10,9 @@ Replies:
 - a user message holding SPAWN_TRIGGER, when the ``sessions_spawn`` tool is offered and was not called
   yet in this turn -> a ``sessions_spawn`` tool call whose task holds CHILD_TRIGGER;
 - a request whose last user message holds CHILD_TRIGGER (the child run) -> CHILD_OUTCOME;
+- a user message holding STATUS_TRIGGER, when the host's ``session_status`` tool is offered and was not called
+  yet in this turn -> a ``session_status`` tool call (a tool of the host's own, which works with no sidecar);
+  once its result is in the request -> a short acknowledgement (kind ``checked``);
 - a user message holding SEARCH_TRIGGER, when the plugin's ``lossless_search`` tool is offered and was not
   called yet in this turn -> a ``lossless_search`` tool call for SEARCH_QUERY; once its result is in the
   request -> a short acknowledgement (kind ``searched``);
@@ -34,6 +37,7 @@ from typing import Any
 SPAWN_TRIGGER = "DELEGATE-TO-CHILD"
 CHILD_TRIGGER = "CHILD-TASK"
 SEARCH_TRIGGER = "LOOK-IT-UP"
+STATUS_TRIGGER = "CHECK-THE-STATUS"
 SEARCH_QUERY = "staging database password rotation"
 CHILD_OUTCOME = "Child report: the lighthouse inventory lists exactly seven brass lanterns in the east shed."
 COMPACTION_MARKERS = (
@@ -120,6 +124,11 @@ def choose_reply(body: JsonObj) -> JsonObj:
             task = f"{CHILD_TRIGGER}: count the brass lanterns in the lighthouse east shed and report back."
             return {"kind": "spawn", "tool_call": {"name": "sessions_spawn", "arguments": {"task": task}}}
         return {"kind": "spawned", "text": "I delegated that to a child session; its report will follow."}
+    if last_real >= 0 and STATUS_TRIGGER in message_text(messages[last_real]):
+        called = any(m.get("role") == "assistant" and m.get("tool_calls") for m in messages[last_real:])
+        if not called and "session_status" in tool_names(body):
+            return {"kind": "status", "tool_call": {"name": "session_status", "arguments": {}}}
+        return {"kind": "checked", "text": "I checked the session status."}
     if last_real >= 0 and SEARCH_TRIGGER in message_text(messages[last_real]):
         called = any(m.get("role") == "assistant" and m.get("tool_calls") for m in messages[last_real:])
         if not called and "lossless_search" in tool_names(body):
@@ -237,6 +246,7 @@ def make_handler(state: FakeModel) -> type[BaseHTTPRequestHandler]:
                 return
             reply = choose_reply(body)
             state.record(body, reply)
+            REPLIES.wait(timeout=120)  # held by hold_replies(): the request is logged, its answer waits
             model = str(body.get("model") or "fake-model")
             if body.get("stream"):
                 self.stream(model, reply)
@@ -283,6 +293,20 @@ def make_handler(state: FakeModel) -> type[BaseHTTPRequestHandler]:
             }
 
     return Handler
+
+
+# Set: replies flow. Cleared by hold_replies(): each request is logged at once and answered only on release,
+# so a driver in the same process can act between the host's model call and its commit of the turn.
+REPLIES = threading.Event()
+REPLIES.set()
+
+
+def hold_replies() -> None:
+    REPLIES.clear()
+
+
+def release_replies() -> None:
+    REPLIES.set()
 
 
 def serve(port: int, log_path: str) -> ThreadingHTTPServer:

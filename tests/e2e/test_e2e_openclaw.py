@@ -1,112 +1,24 @@
-"""End to end against the real OpenClaw gateway (fake model, real plugin, real sidecar), loopback only.
-
-One driver run (``driver.py`` inside ``unshare -n``) plays every scenario and writes a report; each test
-below asserts one scenario on it. First run installs OpenClaw into a cache (``install.sh``, ~1 min,
-~850 MB); a whole run takes ~3 minutes.
+"""End to end against the real OpenClaw gateway (fake model, real plugin, real sidecar), loopback only: the
+scenarios of a healthy run. The run itself (one per session, ``driver.py`` inside ``unshare -n``) is the
+``report`` fixture of ``conftest.py``; the outage and operator scenarios are in ``test_e2e_outages.py``.
 
     pytest -m e2e tests/e2e                      # the real sidecar (openclaw-lossless in this venv)
     LOSSLESS_E2E_SIDECAR=stub pytest -m e2e ...  # the stdlib stand-in (tests/e2e/stub_sidecar.py)
 
-Evidence is kept in the test's temp dir (path printed on failure): report.json, gateway.log,
+Evidence is kept in the test's temp dir (path printed with -s): report.json, gateway.log,
 model-requests.jsonl (every request the fake model got), lossless-state/sidecar.log.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.e2e.driver import DOWN_PROBE, FACT_PROBE, MAIN_KEY, OUTCOME_PROBE, SIDE_KEY
-from tests.e2e.prerequisites import unavailable
+from tests.e2e.checks import Report, assert_completed, assert_recalled_not_in_history, only, scenario, with_store
+from tests.e2e.gateway import FACT_PROBE, MAIN_KEY, OUTCOME_PROBE, SIDE_KEY
 
 pytestmark = pytest.mark.e2e
-
-HERE = Path(__file__).resolve().parent
-Report = dict[str, Any]
-
-
-def unshare_prefix() -> list[str] | None:
-    """The command prefix that gives a private network namespace here, or None when none is permitted."""
-    for prefix in (["unshare", "-n"], ["unshare", "-rn"]):
-        try:
-            done = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0:
-            return prefix
-    return None
-
-
-def install_openclaw() -> Path:
-    # PYTHON: the pip that bootstraps an npm on a machine without one is this venv's.
-    env = {**os.environ, "PYTHON": sys.executable}
-    command = ["bash", str(HERE / "install.sh")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, env=env, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"install.sh failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    prefix = unshare_prefix()
-    if prefix is None:
-        unavailable(
-            "a private network namespace (`unshare -n` or `unshare -rn`) is not permitted here; the e2e needs one"
-        )
-    mode = os.environ.get("LOSSLESS_E2E_SIDECAR", "real")
-    venv_bin = Path(sys.prefix) / "bin"
-    if mode == "real" and not (venv_bin / "openclaw-lossless").exists():
-        pytest.fail(f"openclaw-lossless is not installed in {venv_bin} (pip install -e .)")
-    cache = install_openclaw()
-    workdir = tmp_path_factory.mktemp("openclaw-e2e")
-    report_path = workdir / "report.json"
-    env = {**os.environ, "LOSSLESS_E2E_OUTER_NETNS": os.readlink("/proc/self/ns/net")}
-    command = [*prefix, sys.executable, str(HERE / "driver.py"), "--cache", str(cache), "--workdir", str(workdir),
-               "--report", str(report_path), "--venv-bin", str(venv_bin), "--sidecar", mode]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env, check=False)
-    if not report_path.exists():
-        pytest.fail(f"the driver wrote no report (rc={done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    data: Report = json.loads(report_path.read_text())
-    print(f"e2e evidence in {workdir}; timings {data.get('timings')}")
-    if data.get("setupError"):
-        pytest.fail(f"setup failed: {data['setupError']}\n{data.get('setupTrace', '')}\nevidence: {workdir}")
-    return data
-
-
-def scenario(report: Report, name: str) -> Report:
-    result: Report = report["scenarios"][name]
-    assert result["ok"], f"{name} raised: {result.get('error')}\n{result.get('trace')}\nevidence: {report['workdir']}"
-    return result
-
-
-def assert_completed(turn: Report) -> None:
-    assert turn["rc"] == 0 and turn["status"] == "ok", turn
-    assert turn["foundRequest"], f"the fake model never saw {turn['message']!r}"
-
-
-def assert_recalled_not_in_history(turn: Report, probe: str) -> None:
-    assert_completed(turn)
-    assert turn["systemHasRecallHeading"], "no Recalled Context block in the model's system prompt"
-    assert probe in turn["recalledBlock"], turn["recalledBlock"]
-    assert not any(probe in text for text in turn["historyTexts"]), "the host's own history still holds the fact"
-
-
-def only(rows: list[Any], what: str) -> Any:
-    """The one row `rows` must hold, or a failure that shows them all."""
-    assert len(rows) == 1, f"expected exactly one {what}, got {len(rows)}: {rows}"
-    return rows[0]
-
-
-def with_store(report: Report) -> bool:
-    """Whether store-side evidence was read: always with the real sidecar (the stub keeps no SQLite store)."""
-    return bool(report["sidecarMode"] != "stub")
 
 
 def test_engine_selected_and_every_turn_committed(report: Report) -> None:
@@ -235,33 +147,6 @@ def test_subagent_linked_and_outcome_recallable(report: Report) -> None:
             assert outcome["citedSessionKey"] == child["key"], outcome
             assert outcome["text"] == f"[subagent result] {outcome['citedText']}", outcome
         assert any(o["citedRole"] == "assistant" and OUTCOME_PROBE in o["citedText"] for o in outcomes), outcomes
-
-
-def test_sidecar_down_then_back(report: Report) -> None:
-    result = scenario(report, "sidecarDown")
-    assert result["killedPid"] > 0 and result["sidecarGone"]
-    down = result["downTurn"]
-    assert_completed(down)
-    assert not down["systemHasRecallHeading"], "with the sidecar down the host should fall back to its pipeline"
-    assert result["stillDownAfterTurn"], "the shim restarted the sidecar (autoStart is once per process)"
-    assert result["queuedLines"], "the host did not keep the failed commit in its outbox"
-    assert result["restarted"]
-    assert_completed(result["afterTurn"])
-    assert result["afterTurn"]["systemHasRecallHeading"]
-    assert result["downFactStoredCount"] == 1, result["storedTexts"]
-    assert result["afterStoredCount"] == 1, result["storedTexts"]
-    assert DOWN_PROBE in " ".join(result["storedTexts"])
-    if with_store(report):
-        # The host queued exactly the down turn's key; the store holds that key once, with all of its messages.
-        key = only(result["queuedKeys"], "queued advancement key")
-        turn = only(result["storeQueuedTurns"][key], f"stored turn for {key}")
-        assert turn["sessionId"] == down["sessionId"], turn
-        assert turn["storedMessages"] == turn["messageCount"] >= 2, turn
-        users = [r for r in result["storeDownFactRows"] if r["role"] == "user"]
-        fact = only(users, "stored copy of the down turn's fact")
-        assert fact["turn_rowid"] == turn["id"], (fact, turn)
-        # Nothing anywhere in the store is stored twice (same session, role, time and text).
-        assert result["storeDuplicateMessages"] == [], result["storeDuplicateMessages"]
 
 
 def test_import_reads_the_real_gateways_transcript_store(report: Report) -> None:
