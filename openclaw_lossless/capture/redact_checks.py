@@ -80,6 +80,7 @@ _REFERENCE = re.compile(
 )
 _TEMPLATE = re.compile(r"\{\d*\}|%[sdr]|%\(\w+\)")
 _HEX_LITERAL = re.compile(r"^0[xX][0-9a-fA-F]{1,16}$")
+_SNAKE = re.compile(r"^[a-z]+(?:_[a-z0-9]+)+$")
 _DOTTED_WORDS = re.compile(r"^[a-z_]+(?:\.[a-z_]+)+$")
 _SECRET_WORD = re.compile(r"(?i)pass|pwd|secret|token|key|auth|cred|cookie|sig")
 _WORDS = re.compile(r"(?:[A-Z][a-z]{2,}|[a-z]{3,})+")
@@ -214,26 +215,28 @@ def check_assignment(match: re.Match[str]) -> Span | None:
     name = match.group("name")
     kind = name_class(name)
     value = match.group("secret")
-    if kind is None or not value.strip() or is_reference(value.strip()) or _TEMPLATE.search(value):
+    probe = value.strip().rstrip(_TRAILING)
+    if kind is None or not probe or is_reference(probe) or _TEMPLATE.search(value):
         return None
-    sep = _group(match, "sep")
+    sep = _group(match, "sep").lower()
+    colon = sep in (":", "->", "is", "was", "are")  # YAML or a sentence: the value may be a word
     quoted = bool(_group(match, "q")) or "sep" not in match.groupdict()
     if _code_around(match, name, value, quoted, sep):
         return None
     if kind != "password" and (len(value) < 6 or _DOTTED_NUMBER.match(value) or _DOTTED_WORDS.match(value)):
         return None  # ``token=EOF``, ``SERVER_AUTH = '1.3.6.1'``, ``'Cookie': 'http.cookies'``
-    if kind == "password" and sep == ":" and not quoted:
+    if kind == "password" and colon and not quoted:
         if value.lower() in _STOPWORDS:
             return None  # ``- password:     The password for the authentication.``
         if name.lower() in ("pass", "pwd", "pw") and not _has_digit_and_letter(value) and not token_like(value):
             return None  # "First pass: determine the length"
     if kind == "weak" and not token_like(value):
         return None
-    if kind == "strong" and sep == ":" and not quoted and not token_like(value):
+    if kind == "strong" and colon and not quoted and not token_like(value):
         return None
     # After ``=`` the value runs to the end of the word, punctuation included (``PASSWORD=Tr0ub4dor!``);
-    # after ``:`` it may be prose (``password: hunter2.``).
-    return _trimmed(match, quoted or sep != ":")
+    # after ``:`` or "is" it may be prose (``password: hunter2.``).
+    return _trimmed(match, quoted or not colon)
 
 
 def _code_around(match: re.Match[str], name: str, value: str, quoted: bool, sep: str) -> bool:
@@ -295,6 +298,8 @@ def check_prose_password(match: re.Match[str]) -> Span | None:
     sep = match.group("sep").strip().lower()
     digits = value.isdigit() and len(value) >= 4 and not name.startswith("password")
     looks_set = token_like(value) or digits or (len(value) >= 6 and _has_digit_and_letter(value))
+    if sep in ("", "to", "-") and _SNAKE.match(value):
+        return None  # "pass force_zip64 to use": an identifier, not a password
     if (sep in ("", "to", "-") or name in ("pass", "pwd", "pw")) and not looks_set:
         return None  # "password manager", "the password to continue": no value was given
     if _CALL_OR_ATTRIBUTE.match(value) and ("." in value or "(" in value):
