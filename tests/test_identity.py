@@ -203,3 +203,23 @@ def test_the_manifest_names_exactly_the_apps_public_paths() -> None:
     manifest = json.loads((Path(__file__).resolve().parents[1] / "plugin-manifest.json").read_text())
     assert set(manifest["auth"]["public"]) == set(PUBLIC_PATHS) == {"/healthz", "/v1/identity"}
     assert manifest["operator"]["identity"]["path"] == "/v1/identity"
+
+
+def test_a_second_serve_on_the_same_state_dir_leaves_the_live_socket_alone(short_state: Path) -> None:
+    env = {"LOSSLESS_EMBEDDING_PROVIDER": "none"}
+    first = SidecarProcess(short_state, env=env).spawn()
+    second = None
+    try:
+        first.wait_healthy()
+        inode = (short_state / "sidecar.sock").lstat().st_ino
+        second = SidecarProcess(short_state, env=env, args=["--log-level", "info"]).spawn()
+        second.wait_healthy()
+        assert (short_state / "sidecar.sock").lstat().st_ino == inode
+        assert _get_over_socket(short_state / "sidecar.sock", "/healthz").json()["pid"] == first.pid
+        second.stop()
+        assert "another sidecar is live there" in second.log.read_text()
+        assert (short_state / "sidecar.sock").lstat().st_ino == inode  # its shutdown removed nothing of the first's
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
