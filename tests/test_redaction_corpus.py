@@ -54,6 +54,26 @@ def test_ordinary_technical_text_stays_as_it_is() -> None:
     assert len(changed) <= ACCEPTED_FALSE_POSITIVES, changed
 
 
+def test_secret_named_fields_of_tool_arguments_go_whole_and_others_stay() -> None:
+    token = next(case.secret for case in CASES if case.shape == "env_token_no_prefix")
+    key = "AbC123xyz789QwErTy456"
+    arguments = {
+        "env": {"PAYMENTS_TOKEN": token, "LOG_LEVEL": "debug"},
+        "headers": {"Authorization": f"Basic {key}", "X-Api-Key": key, "Accept": "application/json"},
+        "apiKey": key,
+        "key": "Enter",
+        "max_tokens": 100,
+        "token_count": "5",
+        "password_hint": "my first pet",
+    }
+    out = REDACTOR.redact_value({"role": "assistant", "content": [{"type": "toolCall", "arguments": arguments}]})
+    kept = out["content"][0]["arguments"]
+    assert token not in str(out) and key not in str(out)
+    assert kept["env"]["LOG_LEVEL"] == "debug" and kept["headers"]["Accept"] == "application/json"
+    assert (kept["key"], kept["max_tokens"], kept["token_count"]) == ("Enter", 100, "5")
+    assert kept["password_hint"] == "my first pet"  # noqa: S105
+
+
 def _turn_messages() -> list[dict[str, Any]]:
     """Each case once as the user's words, once in a tool's output and once in the assistant's answer."""
     roles = ["user", "toolResult", "assistant"]
