@@ -158,6 +158,7 @@ export class Supervisor {
    * it is the child just started) is watched; anyone else's is left alone.
    */
   adopt(pid) {
+    if (this.phase === "closed") return;
     const owner = readOwner(this.settings.stateDir);
     const ours = owner && owner.pid === pid && isAlive(pid, owner.procStart);
     if (ours) {
@@ -222,6 +223,7 @@ export class Supervisor {
     // rather than race it for the port. (A first start comes right after nothing answered.)
     if (!first) {
       const already = await this.probe();
+      if (this.phase === "closed") return false; // supervision stopped meanwhile
       if (already.state === "ours") {
         this.logged.clear();
         this.adopt(already.pid);
@@ -283,6 +285,7 @@ export class Supervisor {
   }
 
   adoptStarted(pid, childPid) {
+    if (this.phase === "closed") return;
     // Another gateway process may have won the race to restart it: its sidecar is just as much the plugin's.
     if (pid === childPid) {
       this.logged.clear();
@@ -307,7 +310,7 @@ export class Supervisor {
 
   /** A sidecar of the plugin's stopped (or could not start): schedule a restart, unless it is crash-looping. */
   exited(reason, { first = false } = {}) {
-    if (this.phase === "waiting" || this.phase === "resting") return;
+    if (this.phase === "waiting" || this.phase === "resting" || this.phase === "closed") return;
     this.stopWatch();
     const now = this.now();
     this.crashes = this.crashes.filter((at) => now - at < this.policy.windowMs);
@@ -337,7 +340,7 @@ export class Supervisor {
   }
 
   watch() {
-    if (this.watchdog) return;
+    if (this.watchdog || this.phase === "closed") return;
     this.watchdog = setInterval(() => {
       if (this.phase === "up" && this.owner && !this.ownChild() && !isAlive(this.owner.pid, this.owner.procStart)) {
         this.exited(`(pid ${this.owner.pid}) is no longer running`);
