@@ -119,6 +119,8 @@ def credential_cases(seed: int = 13) -> list[Case]:
     add("discord_webhook", f"webhook: https://discord.com/api/webhooks/{s}", s)
     s = m.chars(10, string.digits) + ":AA" + c(33, URLSAFE)
     add("telegram_bot_token", f"the bot token from BotFather is {s}", s)
+    s = m.chars(10, string.digits) + ":AA" + c(33, URLSAFE)
+    add("telegram_bot_url", f"curl https://api.telegram.org/bot{s}/sendMessage?chat_id=42", s)
     s = "sk_live_" + c(99)
     add("stripe_secret_key", f"Stripe.api_key = '{s}'", s)
     s = "whsec_" + c(32)

@@ -11,7 +11,9 @@ URIs, paths or code with secret-sounding names fails here.
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,14 @@ def test_redaction_is_stable_when_applied_again() -> None:
 def test_ordinary_technical_text_stays_as_it_is() -> None:
     changed = [(text, out) for text in ordinary_texts() if (out := REDACTOR.redact(text)) != text]
     assert len(changed) <= ACCEPTED_FALSE_POSITIVES, changed
+
+
+def test_a_pasted_image_stays_as_it_is_and_the_text_around_it_is_still_redacted() -> None:
+    blob = base64.b64encode(random.Random(3).randbytes(12_000)).decode()
+    token = next(case.secret for case in CASES if case.shape == "env_token_no_prefix")
+    out = REDACTOR.redact(f"screenshot ![s](data:image/png;base64,{blob}) and INTERNAL_TOKEN={token}")
+    assert blob in out
+    assert token not in out
 
 
 def test_secret_named_fields_of_tool_arguments_go_whole_and_others_stay() -> None:

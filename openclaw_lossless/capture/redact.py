@@ -25,6 +25,12 @@ from typing import Any
 from openclaw_lossless.capture.redact_checks import CHECKS, Check, entropy, is_reference, name_class, token_like
 
 RULES_FILE = "secret_rules.toml"
+_TRIGRAM_LIMIT = 50_000
+# An unbroken run of base64 this long is an image or a file (a data URI, an attachment), not a credential:
+# it is left as it is and not scanned, which keeps a pasted screenshot from costing seconds. JWTs and key
+# blocks are far shorter per unbroken run (a PEM body breaks every 64 characters).
+_BLOB = 8192
+_BLOB_RUN = re.compile(rf"[A-Za-z0-9+/=_\-]{{{_BLOB},}}")
 _PLACEHOLDER = re.compile(r"\[REDACTED:[A-Za-z0-9_]+\]")
 _SECRET_FIELD = re.compile(r"(?i)^(?:authorization|proxy-authorization|cookie|set-cookie)$")
 
@@ -91,6 +97,7 @@ class Redactor:
         init=False, repr=False, compare=False
     )
     _short: tuple[tuple[str, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
+    _keywords: tuple[tuple[str, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
     _always: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -110,6 +117,7 @@ class Redactor:
                 short.append((keyword, tuple(indices)))
         object.__setattr__(self, "_by_trigram", {key: tuple(entries) for key, entries in by_trigram.items()})
         object.__setattr__(self, "_short", tuple(short))
+        object.__setattr__(self, "_keywords", tuple((k, tuple(v)) for k, v in by_keyword.items()))
         object.__setattr__(self, "_always", tuple(always))
 
     def redact(self, text: str) -> str:
@@ -150,21 +158,31 @@ class Redactor:
         return self.redact_value(item)
 
     def _matches(self, text: str) -> list[tuple[int, int, int]]:
+        if len(text) > _BLOB and _BLOB_RUN.search(text):
+            text = _BLOB_RUN.sub(lambda blob: " " * len(blob.group()), text)  # same length: spans still fit
         lower = text.lower()
         active = set(self._always)
-        trigrams = set(zip(lower, lower[1:], lower[2:], strict=False))
-        for trigram in trigrams.intersection(self._by_trigram):
-            for keyword, indices in self._by_trigram[trigram]:
-                if keyword in lower:
-                    active.update(indices)
-        for keyword, indices in self._short:
-            if keyword in lower:
-                active.update(indices)
+        for _keyword, indices in self._present_keywords(lower):
+            active.update(indices)
         found = [(start, end, index) for index in active for start, end in self.rules[index].spans(text)]
         if found and "[redacted:" in lower:
             kept = [m.span() for m in _PLACEHOLDER.finditer(text)]
             found = [f for f in found if not any(f[0] < end and start < f[1] for start, end in kept)]
         return found
+
+    def _present_keywords(self, lower: str) -> Iterable[tuple[str, tuple[int, ...]]]:
+        """The keywords the text holds. Up to ~50 kB a set of its three-letter sequences rules out most of
+        them at once; beyond that, building the set costs more than searching for each keyword."""
+        if len(lower) > _TRIGRAM_LIMIT:
+            return [(keyword, indices) for keyword, indices in self._keywords if keyword in lower]
+        trigrams = set(zip(lower, lower[1:], lower[2:], strict=False))
+        found = [
+            (keyword, indices)
+            for trigram in trigrams.intersection(self._by_trigram)
+            for keyword, indices in self._by_trigram[trigram]
+            if keyword in lower
+        ]
+        return found + [(keyword, indices) for keyword, indices in self._short if keyword in lower]
 
 
 def _merged(found: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
