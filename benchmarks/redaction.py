@@ -27,6 +27,7 @@ Timings are recorded, never asserted.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import platform
 import random
@@ -234,6 +235,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "stdlib code": stdlib_chunks(rng, n_chunks),
     }
     long_texts = [s for s in sessions if len(s) >= 8_000][: n_long // 2] + stdlib_files(rng, n_long // 2)
+    code = "\n".join(stdlib_files(rng, 40, low=1_000, high=1_000_000))
+    pixel = base64.b64encode(rng.randbytes(750_000)).decode()
+    huge = {
+        "64 kB of code": code[:64_000],
+        "200 kB of code": code[:200_000],
+        "1 MB data URI in a sentence": f"see ![shot](data:image/png;base64,{pixel}) please",
+    }
     cases = credential_cases()
     result: dict[str, Any] = {
         "rules": len(builtin_rules()),
@@ -254,6 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "cost_locomo": timings(turns, redact),
             "cost_long": timings(long_texts, redact),
             "long_chars_median": sorted(map(len, long_texts))[len(long_texts) // 2] if long_texts else 0,
+            "cost_huge_ms": {name: round(timings([text], redact)["p50_us"] / 1000, 1) for name, text in huge.items()},
         }
         details.update({f"{label} / {fp.name}": fp.changed for fp in fps if fp.changed})
     if args.details:
@@ -295,6 +304,9 @@ def markdown(result: dict[str, Any]) -> str:
         if key == "cost_long":
             name += f", median {result['after']['long_chars_median']} chars"
         lines.append(f"| {name} | {a['n']} | {b['p50_us']} / {b['p95_us']} | {a['p50_us']} / {a['p95_us']} |")
+    lines += ["", "| one large message | before ms | after ms |", "| --- | ---: | ---: |"]
+    for name, after_ms in result["after"]["cost_huge_ms"].items():
+        lines.append(f"| {name} | {result['before']['cost_huge_ms'][name]} | {after_ms} |")
     return "\n".join(lines) + "\n"
 
 
