@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.e2e import fake_model
 from tests.e2e.gateway import DEGRADED_LINE, FACT_PROBE, MAIN_KEY, JsonObj, Run
 from tests.e2e.loopback import free_port, wait_until
 from tests.e2e.transcripts import plain_text
@@ -165,6 +166,13 @@ def doctor_now(run: Run, label: str) -> JsonObj:
 # -- /lossless -----------------------------------------------------------------------------------------------
 
 
+def last_user_text(request: JsonObj) -> str:
+    """The text of the last user message a person wrote in a logged model request (not host-injected context)."""
+    users = [m["text"] for m in request["messages"] if m["role"] == "user"]
+    real = [text for text in users if not any(marker in text for marker in fake_model.INTERNAL_MARKERS)]
+    return str(real[-1]) if real else ""
+
+
 def chat_send(run: Run, message: str) -> JsonObj:
     """``message`` sent as the Control UI sends it (``chat.send``), and the session's last messages once the
     answer to it is there (or after a minute)."""
@@ -184,8 +192,13 @@ def chat_send(run: Run, message: str) -> JsonObj:
         wait_until(answered, timeout=60, interval=1)
     except RuntimeError as error:
         return {"message": message, "error": repr(error), "modelRequests": []}
-    kinds = [r["reply"]["kind"] for r in run.new_requests()]
-    return {"message": message, "sent": sent, "last": last, "modelRequests": kinds}
+    # A model request for the command has it as its last user message; others (the host's own heartbeat runs,
+    # which may fall in the same seconds and carry the command in their history) are kept apart.
+    requests = run.new_requests()
+    mine = [r for r in requests if message in last_user_text(r)]
+    others = [r["reply"]["kind"] for r in requests if r not in mine]
+    kinds = [r["reply"]["kind"] for r in mine]
+    return {"message": message, "sent": sent, "last": last, "modelRequests": kinds, "otherModelRequests": others}
 
 
 def scenario_chat_command(run: Run) -> JsonObj:
