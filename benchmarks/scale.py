@@ -93,6 +93,13 @@ class Vec0Lane:
         row = self.conn.execute("SELECT embedding FROM baseline WHERE message_id = ?", (message_id,)).fetchone()
         return None if row is None else np.frombuffer(row[0], dtype=np.float32)
 
+    def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]:
+        """``VectorIndex.search_many`` by exact scans: each query's ``k`` nearest, with the cosine to every query."""
+        rows = np.asarray(queries, dtype=np.float32).reshape(len(queries), -1)
+        found = dict.fromkeys(i for query in rows for i, _ in self.search(query, scope, k))
+        scored = [(i, rows @ vector) for i in found if (vector := self.vector(i)) is not None]
+        return sorted(scored, key=lambda item: -float(item[1][0]))
+
 
 def percentiles(samples_s: list[float]) -> dict[str, float]:
     ms = np.asarray(samples_s) * 1000
