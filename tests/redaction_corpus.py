@@ -405,4 +405,10 @@ def ordinary_texts(seed: int = 7) -> list[str]:
         "the key takeaway from the retro: ship smaller PRs",
         "press the Enter key twice and then Ctrl+C",
         "my PIN code reminder is on the fridge",
+        "My password was hacked last week, so I changed it.",
+        "the API key is invalid, please rotate it",
+        "Passwords must be at least 12 characters long.",
+        "What is your password policy?",
+        "passwords are hashed with bcrypt before they are stored",
+        "the token expired yesterday at 17:00",
     ]

@@ -70,7 +70,9 @@ _STOPWORD_TEXT = """
     were am le la les des de du un une el los las por para que con sin und der die das ist nicht ein eine
     login logins account accounts user users username usernames email emails specified supplied entered typed
     accepted rejected used found verified checked matched ignored removed deleted updated received requested
-    asked prompted read parsed encoded decoded truncated needs contains has matches expected got"""
+    asked prompted read parsed encoded decoded truncated needs contains has matches expected got hacked stolen
+    leaked compromised exposed breached forgotten lost guessed cracked locked blocked see shown displayed obvious
+    complicated somewhere expires expiring expire known unknown identical similar"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _REFERENCE = re.compile(
     r"""^(?:\$|%[\w(]|\{\{|<[^>]*>?$|\[REDACTED|process\.env|os\.(?:environ|getenv)|env\(|ENV\[|getenv|
