@@ -25,7 +25,7 @@ from typing import Any
 from openclaw_lossless.capture.redact_checks import CHECKS, Check, entropy, is_reference, name_class, token_like
 
 RULES_FILE = "secret_rules.toml"
-_TRIGRAM_LIMIT = 50_000
+_TRIGRAM_LIMIT = 4_000_000
 # An unbroken run of base64 this long is an image or a file (a data URI, an attachment), not a credential:
 # it is left as it is and not scanned, which keeps a pasted screenshot from costing seconds. JWTs and key
 # blocks are far shorter per unbroken run (a PEM body breaks every 64 characters).
@@ -171,8 +171,8 @@ class Redactor:
         return found
 
     def _present_keywords(self, lower: str) -> Iterable[tuple[str, tuple[int, ...]]]:
-        """The keywords the text holds. Up to ~50 kB a set of its three-letter sequences rules out most of
-        them at once; beyond that, building the set costs more than searching for each keyword."""
+        """The keywords the text holds: a set of its three-letter sequences rules out most of them at once
+        (for texts of many megabytes, building that set costs more than searching for each keyword)."""
         if len(lower) > _TRIGRAM_LIMIT:
             return [(keyword, indices) for keyword, indices in self._keywords if keyword in lower]
         trigrams = set(zip(lower, lower[1:], lower[2:], strict=False))
