@@ -619,3 +619,72 @@ def test_catch_up_can_be_turned_off(tmp_path: Path) -> None:
             assert server.client.get("/stats").json()["messages"] == 2
     finally:
         database.close()
+
+
+# -- what is not conversation, and identity across redaction rules -------------------------------------------
+
+
+def _host_reply(t: Transcript, text: str, model: str) -> dict[str, Any]:
+    """An assistant row the host writes itself (``provider: "openclaw"``), as it records a command's answer."""
+    message = _assistant([{"type": "text", "text": text}], t.ms) | {"provider": "openclaw", "model": model}
+    entry: dict[str, Any] = t.entry("message", message=message | {"api": "openai-responses", "idempotencyKey": "k"})
+    return entry
+
+
+def test_lossless_command_exchanges_are_neither_stored_nor_counted_missing(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    """The host writes ``/lossless`` commands and their answers to the transcript but never commits them; the
+    ``search`` answer quotes stored history, so storing it would make recall feed on its own output."""
+    main, _ = outage(sidecar, host)
+    t = main.transcript
+    rows = [
+        t.user("/lossless"),
+        _host_reply(t, "lossless: on, 4 messages stored for agent main", "gateway-injected"),
+        t.user("  /lossless search vault rack\n"),
+        _host_reply(t, "1 hit: [msg:3] the vault moved to rack 4", "gateway-injected"),
+        _host_reply(t, "Answer mirrored to the channel.", "delivery-mirror"),
+        t.user("/losslessness is not a command"),
+    ]
+    host.append(main.session_id, *rows)
+    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
+        before = find_gaps(conn, sidecar.settings.openclaw_state)
+    assert before.missing == 4 + 2 + 2 + 1  # the outage's three turns, and the one user row that is conversation
+    assert sidecar.sidecar.catch_up.catch_up_now("main") == 4 + 2 + 2 + 1
+    stored = json.dumps(stored_originals(sidecar, main.session_id))
+    assert "/losslessness" in stored
+    assert "/lossless search" not in stored and "rack 4" not in stored and "mirrored" not in stored
+    assert "lossless: on" not in stored and '"/lossless"' not in stored
+    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
+        assert find_gaps(conn, sidecar.settings.openclaw_state).missing == 0
+
+
+def test_a_message_stored_before_the_redaction_rules_changed_is_not_stored_again_by_catch_up(tmp_path: Path) -> None:
+    """Stored live by one version, read back from the transcript by a later one whose rules redact more (its
+    cursor behind, here: never imported): the same host message, so stored once."""
+    database = AgentDatabase((tmp_path / "state").parent / "openclaw-state")
+    try:
+        main = HostSession(database)
+        spawned = main.turn("Spawn a helper for rack 4.", tool=True)
+        child_key = {"childSessionKey": "agent:main:subagent:c41d", "status": "accepted"}
+        spawned["messages"][2]["details"] = child_key  # the tool result, as sessions_spawn answers
+        database.conn.execute(
+            "UPDATE transcript_events SET event_json = json_set(event_json, '$.message.details', json(?))"
+            " WHERE session_id = ? AND json_extract(event_json, '$.message.role') = 'toolResult'",
+            (json.dumps(child_key), main.session_id),
+        )
+        with live_sidecar(make_settings(tmp_path / "state", catch_up=False), HashEmbedder()) as server:
+            assert server.post("commit-turn", spawned).json()["stored"] == 4
+            assert server.post("commit-turn", main.turn("yes")).json()["stored"] == 2
+            main.turn("yes")  # a repeated "yes" in a later turn, never delivered: its own message
+        stricter = ["agent:main:subagent:[a-z0-9]+", "rack \\d+", "notes for turn \\d+"]
+        settings = make_settings(tmp_path / "state", catch_up=False, redact_patterns=stricter)
+        with live_sidecar(settings, HashEmbedder()) as server:
+            assert server.sidecar.catch_up.catch_up_now("main") == 2
+            stored = stored_originals(server, main.session_id)
+            assert len(stored) == len(host_messages(database, main.session_id)) == 4 + 2 + 2
+            assert "REDACTED:custom" not in json.dumps(stored)  # the first version's copies stay, not the second's
+            with closing(open_connection(settings.database_path, readonly=True)) as conn:
+                assert find_gaps(conn, settings.openclaw_state).missing == 0
+    finally:
+        database.close()

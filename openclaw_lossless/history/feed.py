@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from openclaw_lossless.capture.records import capture
 from openclaw_lossless.capture.text import window_key
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.history import skipped
+from openclaw_lossless.history import identity, skipped
 from openclaw_lossless.history.entries import (
     MALFORMED,
     agent_message,
@@ -21,6 +21,7 @@ from openclaw_lossless.history.entries import (
     shrink_record,
 )
 from openclaw_lossless.history.sources import SourceReport
+from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.store import messages, snapshots
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import ensure_session
@@ -57,6 +58,8 @@ class Feed:
             self.report.skipped_malformed += 1
         elif kind == "message" and self.left_out and window_key(entry["message"]) in self.left_out:
             self.report.skipped_types["heartbeat"] = self.report.skipped_types.get("heartbeat", 0) + 1
+        elif kind == "message" and transcript_only(entry["message"]):  # a /lossless exchange, a host artifact
+            self.report.skipped_types["transcriptOnly"] = self.report.skipped_types.get("transcriptOnly", 0) + 1
         elif kind == "message":
             self.touched = True
             self.report.messages_seen += 1
@@ -114,17 +117,27 @@ class Feed:
         return stored_count
 
     def _ingest(self, batch: list[dict[str, Any]]) -> int:
-        """Store the batch; when one message cannot be captured, store the others one by one and count it."""
+        """Store the batch's dated messages the session does not hold, under this or another redaction
+        (``identity.py``); when one cannot be stored, store the others one by one and count it."""
         try:
-            return self.sidecar.ingest(
-                self.session_id, self.session_key, batch, heartbeat=False, recall=self.sidecar.settings.recall
-            )
+            options, now = self.sidecar.capture_options, time.time()
+            records = [capture(message, options, now=now) for message in batch]
+
+            def work(conn: Connection) -> int:
+                session = ensure_session(conn, self.session_id, self.session_key)
+                held = identity.held_otherwise(conn, session.rowid, records, batch)
+                fresh = [record for record, known in zip(records, held, strict=True) if not known]
+                return len(messages.insert_records(conn, session, fresh))
+
+            stored = self.sidecar.db.write(work)
         except (BadRequest, UnicodeEncodeError):  # not an AgentMessage; a lone surrogate SQLite cannot bind
             if len(batch) > 1:
                 return sum(self._ingest([message]) for message in batch)
             self.report.messages_seen -= 1
             self.report.skipped_malformed += 1
             return 0
+        self.sidecar._after_write(stored)  # wakes the embedding worker, checks the size cap (as ingest does)
+        return stored
 
     def shrank(self, key: str, before: int, after: int) -> None:
         """A legacy transcript rewritten with fewer messages: how OpenClaw compacted before ``compaction`` entries.

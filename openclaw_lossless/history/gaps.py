@@ -6,8 +6,9 @@ loaded or saved, nothing is imported), so it can run beside a live sidecar or on
 A transcript message is held when its session holds a message with the same window key (``window_key``:
 role, timestamp and text, computed from the message as the host has it, so neither the redaction settings
 nor the path it came by matter: a committed turn, an ingest or an import), or when it belongs to a heartbeat
-turn committed without its messages (``skipped.py``). Keys are counted, so two equal
-messages need two stored copies. An undated message is also looked for under the key the import gives it
+turn committed without its messages (``skipped.py``). Rows that are not conversation (``/lossless`` commands,
+the host's own transcript-only rows: ``transcript_only.py``) are neither held nor missing. Keys are counted, so
+two equal messages need two stored copies. An undated message is also looked for under the key the import gives it
 (dated by its entry). Messages older than the session's oldest stored one are counted as archived when the
 store has archived messages (``maxDbSizeMb``), not as missing.
 
@@ -40,6 +41,7 @@ from openclaw_lossless.history.readers import (
     session_keys,
 )
 from openclaw_lossless.history.sources import Source, discover, is_identifier
+from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.store.connection import Connection, sqlite_module
 from openclaw_lossless.store.sessions import find_session
@@ -218,7 +220,7 @@ class _Checker:
             if unreadable:
                 self.report.unreadable += 1
                 continue
-            if entry is None or entry_kind(entry) != "message":
+            if entry is None or entry_kind(entry) != "message" or transcript_only(entry["message"]):
                 continue
             self.report.scanned += 1
             raw = entry["message"]
