@@ -31,6 +31,7 @@ OUTAGE_TURNS = (
 )
 LOSSLESS_LINE = "[lossless]"
 UNREACHABLE_LINE = "sidecar_unreachable"
+PLUGIN_START_LINE = "[lossless] starting sidecar"
 
 
 def play_turns(run: Run, label: str, killed: list[int]) -> list[JsonObj]:
@@ -119,6 +120,7 @@ def play_outage(
         "audit": after,
         "catchUp": catch_up_stats(run),
         "losslessLines": run.log_lines_since(mark, LOSSLESS_LINE),
+        "pluginStartLines": run.log_lines_since(mark, PLUGIN_START_LINE),
         "degradedLines": run.log_lines_since(mark, DEGRADED_LINE),
         "queuedLines": run.log_lines_since(mark, QUEUED_LINE),
         "unreachableLines": run.log_lines_since(mark, UNREACHABLE_LINE),

@@ -50,6 +50,7 @@ def assert_outage_caught_up(report: Report, result: Report) -> None:
 
 def test_outage_brought_back_by_the_plugin(report: Report) -> None:
     result = scenario(report, "outageByPlugin")
+    assert len(result["pluginStartLines"]) == 1, result["losslessLines"]  # the plugin started it again, once
     assert_outage_caught_up(report, result)
 
 
@@ -64,12 +65,14 @@ def test_foreign_server_on_the_port_gets_nothing(report: Report) -> None:
     port = str(result["foreignPort"])
     held = [line for line in result["heldLines"] if f"port {port}" in line and "sidecarUrl" in line]
     assert held, result["losslessLines"]
+    assert f"pid {result['foreignPid']}" in held[0], held[0]  # the program that holds it, named
 
 
 def test_outage_brought_back_by_hand(report: Report) -> None:
     result = scenario(report, "outageByHand")
     # The turns of the foreign-server phase ran with no sidecar at all: the user's first `serve` catches them up.
     assert result["firstUp"]
+    assert result["pluginStartLines"] == [], "autoStart is off: the plugin must leave the user's sidecar alone"
     if with_store(report):
         assert_every_host_message_stored_once(result["firstAudit"])
         assert result["firstConverged"]
@@ -111,6 +114,7 @@ def test_doctor_reports_each_misconfiguration_of_the_real_state(report: Report) 
 
 def test_outage_with_no_sidecar_for_a_while(report: Report) -> None:
     result = scenario(report, "outageLong")
+    assert result["pluginStartLines"] == [], result["losslessLines"]
     assert_outage_caught_up(report, result)
     if with_store(report):
         # While it was down, doctor saw the host's turns the store lacks, and said how to get them back.
