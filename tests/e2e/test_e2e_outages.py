@@ -26,6 +26,8 @@ def assert_every_host_message_stored_once(audit: Report) -> None:
     assert duplicated == [], f"stored more than once: {duplicated[:10]}"
     # Nothing stored under another identity either (a second copy whose time or text differs from the host's).
     assert audit["storeOnly"] == [], audit["storeOnly"][:10]
+    # Nor what the store leaves out: the /lossless exchanges (a search answer quotes stored history).
+    assert audit["transcriptOnlyStored"] == [], audit["transcriptOnlyStored"][:10]
 
 
 def assert_outage_caught_up(report: Report, result: Report) -> None:

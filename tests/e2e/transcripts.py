@@ -13,6 +13,12 @@ store keeps such a turn's row, flagged, and none of its messages while ``skipHea
 once or not at all, never twice. The host's transcript ties a turn's messages to its advancement key: the
 user message's ``idempotencyKey`` is ``<key>:user``, and the messages after it up to the next user message
 are that turn's.
+
+And the rows the host writes to a transcript that no model turn produced (the store leaves them out, by
+design): the user's ``/lossless`` chat commands and the answers the host records for them (assistant rows of
+``provider: "openclaw"``, ``model: "gateway-injected"``; ``"delivery-mirror"`` copies too). They must not be
+stored at all (``transcriptOnlyStored``): a ``/lossless search`` answer quotes stored history, and storing it
+would feed recall its own output.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from typing import Any
 
 JsonObj = dict[str, Any]
 Key = tuple[str, str, int, str]
+COMMAND = "/lossless"
+HOST_WRITTEN_MODELS = ("gateway-injected", "delivery-mirror")
 _REDACTED = re.compile(r"\[REDACTED:[\w.-]+\]")
 
 
@@ -55,6 +63,15 @@ def plain_text(message: JsonObj) -> str:
     if message.get("role") in ("compactionSummary", "branchSummary"):
         parts.append(str(message.get("summary") or ""))
     return "\n".join(parts).strip()
+
+
+def transcript_only(message: JsonObj) -> bool:
+    """A ``/lossless`` command, or an assistant row the host wrote itself (not a model's reply)."""
+    if message.get("role") == "user":
+        text = plain_text(message)
+        return text == COMMAND or text.startswith(f"{COMMAND} ")
+    host_written = message.get("provider") == "openclaw" and message.get("model") in HOST_WRITTEN_MODELS
+    return message.get("role") == "assistant" and (host_written or "openclawDeliveryMirror" in message)
 
 
 def message_key(session_id: str, message: JsonObj) -> Key:
@@ -100,7 +117,14 @@ def host_messages(openclaw_state: Path) -> tuple[list[JsonObj], int]:
                     turn_key = str(message.get("idempotencyKey") or "").rsplit(":", 1)[0] or None
                 key = message_key(session_id, message)
                 found.append(
-                    {"agent": agent, "sessionKey": keys.get(session_id), "seq": seq, "key": key, "turn": turn_key}
+                    {
+                        "agent": agent,
+                        "sessionKey": keys.get(session_id),
+                        "seq": seq,
+                        "key": key,
+                        "turn": turn_key,
+                        "transcriptOnly": transcript_only(message),
+                    }
                 )
     return found, unread
 
@@ -147,11 +171,15 @@ def audit(openclaw_state: Path, database: Path) -> JsonObj:
     for row in stored:
         slots[row["key"][:3]].append(row)
     alike = Counter(m["key"] for m in host)  # identical host messages (same session, role, time, text)
-    missing, duplicated, matched = [], [], set()
+    missing, duplicated, left_out_but_stored, matched = [], [], [], set()
     for message in host:
         key = message["key"]
         ids = [r["id"] for r in slots[key[:3]] if same_text(key[3], r["key"][3])]
         matched.update(ids)
+        if message["transcriptOnly"]:
+            if ids:
+                left_out_but_stored.append({**_view(key), "sessionKey": message["sessionKey"], "storeIds": ids})
+            continue
         if not ids and message["turn"] not in heartbeats:
             missing.append({**_view(key), "sessionKey": message["sessionKey"], "seq": message["seq"]})
         if len(ids) > alike[key]:
@@ -161,6 +189,8 @@ def audit(openclaw_state: Path, database: Path) -> JsonObj:
         "hostSessions": {m["key"][0]: m["sessionKey"] for m in host},
         "hostRowsUnread": unread,
         "hostHeartbeatMessages": sum(1 for m in host if m["turn"] in heartbeats),
+        "hostTranscriptOnly": sum(1 for m in host if m["transcriptOnly"]),
+        "transcriptOnlyStored": left_out_but_stored,
         "storeMessages": len(stored),
         "missing": missing,
         "duplicated": duplicated,
@@ -169,5 +199,6 @@ def audit(openclaw_state: Path, database: Path) -> JsonObj:
 
 
 def converged(result: JsonObj) -> bool:
-    """Every host message stored exactly once (and at least one host message read)."""
-    return bool(result["hostMessages"]) and not result["missing"] and not result["duplicated"]
+    """Every host message stored exactly once, none the store leaves out stored (and some host message read)."""
+    checks = ("missing", "duplicated", "transcriptOnlyStored")
+    return bool(result["hostMessages"]) and not any(result[name] for name in checks)
