@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,16 @@ def test_no_corpus_secret_reaches_the_database_index_vectors_search_or_recall(tm
         ).json()
         assert CANARY in assembled["systemPromptAddition"]
         _assert_no_secret("recalled block", json.dumps(assembled, ensure_ascii=False))
+
+
+def test_openclaw_identifiers_in_tool_results_are_kept() -> None:
+    """A sessions_spawn result names the child by its session key: an identifier, not a credential."""
+    child = f"agent:main:subagent:{uuid.UUID(int=random.Random(5).getrandbits(128))}"
+    texts = [
+        json.dumps({"status": "accepted", "childSessionKey": child, "runId": str(uuid.UUID(int=7))}),
+        f"session_key={child}",
+        f"sessionKey: {child}",
+        "advancementKey=run-42:turn-3",
+    ]
+    assert [REDACTOR.redact(text) for text in texts] == texts
+    assert "REDACTED" in REDACTOR.redact("SESSION_KEY=Zx8f9Qm2LkP0aB7cD4eF1gH")

@@ -41,7 +41,8 @@ _NOT_SECRET_QUALIFIERS = frozenset(
     {"page", "next", "prev", "previous", "continuation", "pagination", "sync", "cancellation", "cancel", "max",
      "min", "num", "total", "count", "csrf_field", "primary_key", "foreign", "sort", "cache", "partition", "row",
      "hash", "lookup", "map", "dict", "idempotency", "public", "pub", "end", "start", "stop", "bos", "eos", "pad",
-     "unk", "sep", "cls", "mask", "special", "input", "output", "prompt", "completion", "reasoning", "cached"}
+     "unk", "sep", "cls", "mask", "special", "input", "output", "prompt", "completion", "reasoning", "cached",
+     "advancement", "run"}
 )  # fmt: skip
 _NOT_PASSWORDS = frozenset(
     {"bypass", "compass", "encompass", "overpass", "underpass", "surpass", "trespass", "firstpass", "multipass"}
@@ -81,6 +82,9 @@ _REFERENCE = re.compile(
     re.VERBOSE,
 )
 _TEMPLATE = re.compile(r"\{\d*\}|%[sdr]|%\(\w+\)")
+# OpenClaw's own session keys (``agent:<agentId>:<name>``, e.g. a sessions_spawn result's ``childSessionKey``)
+# name a conversation, they grant nothing; redacting them would also hide which child a parent spawned.
+_OPENCLAW_SESSION_KEY = re.compile(r"^agent:[A-Za-z0-9][A-Za-z0-9_.-]{0,127}:[^\s\"']+$")
 _HEX_LITERAL = re.compile(r"^0[xX][0-9a-fA-F]{1,16}$")
 _SNAKE = re.compile(r"^[a-z]+(?:_[a-z0-9]+)+$")
 _DOTTED_WORDS = re.compile(r"^[a-z_]+(?:\.[a-z_]+)+$")
@@ -219,6 +223,8 @@ def check_assignment(match: re.Match[str]) -> Span | None:
     value = match.group("secret")
     probe = value.strip().rstrip(_TRAILING)
     if kind is None or not probe or is_reference(probe) or _TEMPLATE.search(value):
+        return None
+    if _OPENCLAW_SESSION_KEY.match(probe.strip("\"'`")):
         return None
     sep = _group(match, "sep").lower()
     colon = sep in (":", "->", "is", "was", "are")  # YAML or a sentence: the value may be a word
