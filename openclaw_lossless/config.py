@@ -134,6 +134,7 @@ class Settings(BaseSettings):
     redact_patterns: list[str] = Field(default_factory=list)
     include_thinking: bool = False
     catch_up: bool = True
+    catch_up_interval_s: float = Field(15.0, ge=0, le=3600)  # 0: no periodic check (history/catchup.py)
     include_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
     exclude_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

@@ -346,6 +346,7 @@ class Sidecar:
         reason = self.capture_options.redactor.redact(reason)  # free text from the host, stored: redacted
         linked, copied = self.db.write(lambda conn: subagents.end(conn, child_key, reason))
         self._after_write(copied)
+        self.catch_up.after_subagent_ended(child_key)  # the parent's announce turn is never committed
         return {"ended": linked, "outcomesCopied": copied}
 
     # -- operators -----------------------------------------------------------------------------------------

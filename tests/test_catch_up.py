@@ -688,3 +688,83 @@ def test_a_message_stored_before_the_redaction_rules_changed_is_not_stored_again
                 assert find_gaps(conn, settings.openclaw_state).missing == 0
     finally:
         database.close()
+
+
+# -- what the host records and never commits -------------------------------------------------------------------
+
+
+def announce(main: HostSession) -> str:
+    """The parent's announce turn after a child finished: the host records its reply, never commits it."""
+    text = f"I delegated that to a child session; its report will follow ({uuid.uuid4()})."
+    t = main.transcript
+    main.db.append(main.session_id, t.entry("message", message=_assistant([{"type": "text", "text": text}], t.ms)))
+    return text
+
+
+def copies(server: LiveSidecar, session_id: str, text: str) -> int:
+    return sum(text in json.dumps(m) for m in stored_originals(server, session_id))
+
+
+def wait_for_copy(server: LiveSidecar, session_id: str, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while copies(server, session_id, text) == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not caught up: {server.client.get('/stats').json()['catchUp']}")
+        time.sleep(0.1)
+
+
+def test_the_periodic_check_stores_what_the_host_never_commits_once_the_agent_is_idle(
+    sidecar: LiveSidecar, host: AgentDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    main = HostSession(host)
+    assert sidecar.post("commit-turn", main.turn("Delegate the lantern count.")).json()["stored"] == 2
+    text = announce(main)
+    check = sidecar.sidecar.catch_up
+    monkeypatch.setattr(catchup, "IDLE_S", 3600.0)
+    assert check.poll() == 0  # a turn just ended: a heartbeat's messages could be read before its commit
+    assert copies(sidecar, main.session_id, text) == 0
+    monkeypatch.setattr(catchup, "IDLE_S", 0.0)
+    assert check.poll() == 1
+    runs = check.runs
+    assert check.poll() == 0 and check.runs == runs  # nothing changed on the host's side: no import at all
+    assert_exactly_once(sidecar, host, main.session_id)
+
+
+def test_the_running_sidecar_checks_by_itself_while_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catchup, "IDLE_S", 0.0)
+    settings = make_settings(tmp_path / "state", catch_up_interval_s=0.2)
+    database = AgentDatabase(settings.openclaw_state)
+    try:
+        main = HostSession(database, start_ms=int(time.time() * 1000) - 20_000)  # not late: only the check tells
+        with live_sidecar(settings, HashEmbedder()) as server:
+            assert server.post("commit-turn", main.turn("Delegate the lantern count.")).json()["stored"] == 2
+            wait_until_caught_up(server, 2)  # the start-up catch-up has run: what follows only the check sees
+            text = announce(main)
+            wait_for_copy(server, main.session_id, text)
+            assert_exactly_once(server, database, main.session_id)
+    finally:
+        database.close()
+
+
+def test_a_subagent_ending_brings_in_the_parents_announce_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No periodic check, no next turn: the end of the child alone makes the catch-up look shortly after."""
+    monkeypatch.setattr(catchup, "SUBAGENT_DELAY_S", 0.2)
+    settings = make_settings(tmp_path / "state", catch_up_interval_s=0)
+    database = AgentDatabase(settings.openclaw_state)
+    try:
+        main = HostSession(database, start_ms=int(time.time() * 1000) - 20_000)  # not late: only the check tells
+        child_key = "agent:main:subagent:c41d"
+        with live_sidecar(settings, HashEmbedder()) as server:
+            assert server.post("commit-turn", main.turn("Delegate the lantern count.")).json()["stored"] == 2
+            wait_until_caught_up(server, 2)
+            spawn = {"parentSessionKey": MAIN_KEY, "childSessionKey": child_key}
+            assert server.post("subagent-spawn", spawn).status_code == 200
+            child = HostSession(database, "c41d-child", child_key, start_ms=int(time.time() * 1000) - 10_000)
+            assert server.post("commit-turn", child.turn("CHILD-TASK: count the lanterns.")).json()["stored"] == 2
+            text = announce(main)
+            ended = server.post("subagent-ended", {"childSessionKey": child_key, "reason": "completed"})
+            assert ended.json()["ended"] is True
+            wait_for_copy(server, main.session_id, text)
+            assert copies(server, main.session_id, text) == 1
+    finally:
+        database.close()

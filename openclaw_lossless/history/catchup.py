@@ -9,7 +9,13 @@ something says it may have missed some:
 - an ``assemble`` carries host messages (by window key) the store does not hold: that agent;
 - a ``commit-turn`` arrives late (its newest message is older than ``LATE_S``) or out of order (older than
   what the session already holds): that agent;
-- a ``bootstrap`` names a known session whose newest stored message is older than ``QUIET_S``: that session.
+- a ``bootstrap`` names a known session whose newest stored message is older than ``QUIET_S``: that session;
+- a subagent ended (``SUBAGENT_DELAY_S`` later): its agent and its parent's. The host then runs the parent's
+  announce turn, which it records but never commits;
+- every ``LOSSLESS_CATCH_UP_INTERVAL_S`` while an agent is idle (no turn began or ended for ``IDLE_S``): each
+  agent whose transcript files changed since the last look (size and mtime, a few ``stat`` calls). What the host
+  records and never commits (that announce turn) is stored without waiting for the next turn. Idle only: a
+  heartbeat turn's messages read before its commit arrives would stay stored (``skipHeartbeats``).
 
 The hooks only enqueue (no I/O, under a lock, microseconds); the checks and the import run here. Triggers for
 one target within ``DELAY_S`` are one run, and a target runs at most once per ``MIN_INTERVAL_S``.
@@ -21,18 +27,22 @@ and sessions begun after it first heard of the agent (a subagent spawned during 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.activity import iso
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
 from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.importer import import_history
+from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import agent_of, find_session
@@ -46,6 +56,8 @@ DELAY_S = 0.5
 MIN_INTERVAL_S = 5.0
 LATE_S = 60.0
 QUIET_S = 300.0
+IDLE_S = 20.0  # the periodic check leaves an agent alone while a turn of its began or ended this recently
+SUBAGENT_DELAY_S = 5.0  # after a subagent ends: time for the parent's announce turn to be written
 WINDOW_KEYS = 32  # the newest host messages an assemble's check compares: an outage's turns are the newest
 STORED_SLACK = 64  # stored messages read past that many when comparing
 SUMMARY_ROLES = frozenset({"compactionSummary", "branchSummary"})  # made by the host from entries, not messages
@@ -67,11 +79,12 @@ class Target:
 class Check:
     """Why a target may need catching up; evaluated in the thread (``None`` kind: no check, just run)."""
 
-    kind: str  # "start", "window", "commit", "bootstrap"
+    kind: str  # "start", "window", "commit", "bootstrap", "subagent"
     session_id: str | None = None
     keys: tuple[str, ...] = ()
     newest: float | None = None  # commit: the turn's newest message time (epoch s)
     at: float = 0.0  # when the hook saw it (epoch s)
+    child_key: str | None = None  # subagent: the child's session key (its parent may be another agent's)
 
 
 @dataclass
@@ -90,6 +103,9 @@ class CatchUp:
         self._unfixable: dict[str, None] = {}  # window keys a catch-up could not bring in (insertion-ordered)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.interval_s = float(sidecar.settings.catch_up_interval_s)
+        self._next_poll: float | None = None  # monotonic; None: no periodic check
+        self._seen: dict[str, tuple[int, ...]] = {}  # agent id → its transcript files' sizes and mtimes
         self.running = False
         self.last_run_at: float | None = None
         self.last_imported = 0
@@ -103,6 +119,8 @@ class CatchUp:
         """Start the thread (the serving process only) and catch up every agent the store knows."""
         if not self.enabled or self._thread is not None:
             return
+        if self.interval_s > 0:
+            self._next_poll = time.monotonic() + self.interval_s
         self._thread = threading.Thread(target=self._loop, name="lossless-catch-up", daemon=True)
         self._thread.start()
         self._enqueue(Target("*"), Check("start"))
@@ -125,18 +143,27 @@ class CatchUp:
         if self.enabled and agent is not None:
             self._enqueue(Target(agent, session_id), Check("bootstrap", session_id, at=time.time()))
 
+    def after_subagent_ended(self, child_key: str) -> None:
+        """The parent's announce turn follows: recorded by the host, never committed (a few seconds later)."""
+        agent = _agent(child_key)
+        if self.enabled and agent is not None:
+            check = Check("subagent", child_key=child_key, at=time.time())
+            self._enqueue(Target(agent), check, delay=SUBAGENT_DELAY_S)
+
     def catch_up_now(self, agent_id: str, session_id: str | None = None) -> int:
         """Catch up one agent (or one session) in the caller's thread; returns the messages stored."""
         coverage = StoreCoverage.load(self.sidecar.db.reader())
         return self._import(Target(agent_id, session_id), coverage, {session_id} if session_id else set())
 
-    def _enqueue(self, target: Target, check: Check) -> None:
+    def _enqueue(self, target: Target, check: Check, *, delay: float = DELAY_S) -> None:
         now = time.monotonic()
         with self._lock:
             job = self._jobs.get(target)
             if job is None:
                 earliest = self._last_run.get(target, -MIN_INTERVAL_S) + MIN_INTERVAL_S
-                job = self._jobs[target] = _Job(max(now + DELAY_S, earliest))
+                job = self._jobs[target] = _Job(max(now + delay, earliest))
+            elif delay > DELAY_S:
+                job.due = max(job.due, now + delay)
             # The newest check of a kind for a session replaces the older one: it says all they said.
             job.checks = [c for c in job.checks if (c.kind, c.session_id) != (check.kind, check.session_id)]
             job.checks.append(check)
@@ -177,6 +204,9 @@ class CatchUp:
             if due is None:
                 continue
             target, job = due
+            if target.agent_id == "" and not self._stop.is_set():
+                self._poll_safely()
+                continue
             try:
                 self._run(target, job)
             except _Stopped:
@@ -200,6 +230,7 @@ class CatchUp:
                         self._last_run = {t: at for t, at in self._last_run.items() if now - at < MIN_INTERVAL_S}
 
     def _next_due(self) -> tuple[Target, _Job] | None:
+        """The next job due; the periodic check (``Target("")``) when nothing else is and its time has come."""
         with self._lock:
             while not self._stop.is_set():
                 now = time.monotonic()
@@ -208,9 +239,59 @@ class CatchUp:
                     target = min(ready, key=lambda pair: pair[0])[1]
                     self.running = True
                     return target, self._jobs.pop(target)
+                if self._next_poll is not None and self._next_poll <= now:
+                    self._next_poll = now + self.interval_s
+                    return Target(""), _Job(now)
                 waits = [job.due - now for job in self._jobs.values()]
+                if self._next_poll is not None:
+                    waits.append(self._next_poll - now)
                 self._lock.wait(min(waits) if waits else None)
         return None
+
+    # -- the periodic check --------------------------------------------------------------------------------
+
+    def _poll_safely(self) -> None:
+        try:
+            self.poll()
+        except _Stopped:
+            return
+        except Exception as exc:  # the thread's edge: the next check tries again, the state says why
+            self.last_error = _reason(exc)
+            log.warning("catch-up check failed: %s", self.last_error, exc_info=not isinstance(exc, LosslessError))
+        finally:
+            self.running = False
+
+    def poll(self) -> int:
+        """Catch up every idle agent whose transcript files changed since the last look; returns what it stored.
+
+        Costs a query for the store's agents and a few ``stat`` calls per agent; reads no transcript unless one
+        changed, and then only what is past the cursors (the import's own plan).
+        """
+        state = self.sidecar.settings.openclaw_state
+        if not state.is_dir():
+            return 0
+        conn = self.sidecar.db.reader()
+        agents = [str(row[0]) for row in conn.execute("SELECT DISTINCT agent_id FROM sessions")]
+        stored, now, coverage = 0, time.time(), None
+        for agent in agents:
+            if self._stop.is_set():
+                break
+            if not self._idle(agent, now):
+                continue  # looked at again next time: its fingerprint is not taken
+            seen = fingerprint(state, agent)
+            if seen is None or self._seen.get(agent) == seen:
+                continue
+            coverage = coverage or StoreCoverage.load(conn)
+            self.running = True
+            stored += self._import(Target(agent), coverage, set())
+            if self.last_error is None:  # a failed read proves nothing: looked at again next time
+                self._seen[agent] = seen
+        return stored
+
+    def _idle(self, agent: str, now: float) -> bool:
+        committed, assembled, _ = self.sidecar.activity.agent(agent)
+        latest = max((at for at in (committed, assembled) if at is not None), default=None)
+        return latest is None or now - latest >= IDLE_S
 
     def _run(self, target: Target, job: _Job) -> None:
         conn = self.sidecar.db.reader()
@@ -225,6 +306,8 @@ class CatchUp:
         coverage = StoreCoverage.load(conn)
         touched = {c.session_id for c in needed if c.session_id is not None}
         self._import(target, coverage, touched)
+        for parent in sorted(_parent_agents(conn, needed) - {target.agent_id}):  # a subagent of another agent
+            self._import(Target(parent), coverage, set())
         if self.last_error is not None:  # a failed read proves nothing: the next trigger tries again
             return
         for check in needed:
@@ -319,6 +402,42 @@ class CatchUp:
             self._unfixable[key] = None
         while len(self._unfixable) > MAX_UNFIXABLE:
             del self._unfixable[next(iter(self._unfixable))]
+
+
+def fingerprint(state: Path, agent: str) -> tuple[int, ...] | None:
+    """Sizes and mtimes of an agent's transcript files (its SQLite database and WAL, its JSONL transcripts):
+    what changes whenever the host records anything. None when the agent has none."""
+    agent_dir = state / "agents" / agent
+    if not AGENT_ID.match(agent):
+        return None
+    database = agent_dir / "agent" / SQLITE_NAME
+    found: list[int] = []
+    for path in (database, database.with_name(SQLITE_NAME + "-wal")):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            found += [stat.st_size, stat.st_mtime_ns]
+    with contextlib.suppress(OSError), os.scandir(agent_dir / "sessions") as entries:
+        for entry in entries:
+            if transcript_session_id(entry.name) is not None:
+                with contextlib.suppress(OSError):
+                    stat = entry.stat()
+                    found += [stat.st_size, stat.st_mtime_ns]
+    return tuple(found) if found else None
+
+
+def _parent_agents(conn: Connection, checks: Sequence[Check]) -> set[str]:
+    """The agents of the parents of the subagents these checks say ended."""
+    parents: set[str] = set()
+    for check in checks:
+        if check.kind != "subagent" or check.child_key is None:
+            continue
+        row = conn.execute(
+            "SELECT parent_session_key FROM subagent_links WHERE child_session_key = ?", (check.child_key,)
+        ).fetchone()
+        agent = _agent(str(row[0])) if row is not None else None
+        if agent is not None:
+            parents.add(agent)
+    return parents
 
 
 def _agent(session_key: str | None) -> str | None:
