@@ -28,6 +28,7 @@ from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.history import skipped
 from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.history.feed import claim_imported
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
 from openclaw_lossless.recall.window import Descriptor
@@ -332,7 +333,8 @@ class Sidecar:
         record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
         def work(conn: Connection) -> dict[str, Any]:
-            return snapshots.record_compaction(conn, ensure_session(conn, session_id, session_key), record)
+            session = ensure_session(conn, session_id, session_key)  # a catch-up may have imported it already
+            return claim_imported(conn, session, record) or snapshots.record_compaction(conn, session, record)
 
         return {"recorded": True, **self.db.write(work)}
 

@@ -768,3 +768,25 @@ def test_a_subagent_ending_brings_in_the_parents_announce_turn(tmp_path: Path, m
             assert copies(server, main.session_id, text) == 1
     finally:
         database.close()
+
+
+def test_a_compaction_catch_up_imported_before_the_hook_arrived_is_recorded_once(
+    sidecar: LiveSidecar, host: AgentDatabase
+) -> None:
+    """OpenClaw writes the compaction entry, a catch-up runs, then the ``compact`` hook arrives: one compaction,
+    one pre-compaction snapshot, and the hook's answer names it."""
+    main, _ = outage(sidecar, host)
+    summary = "## Decisions\nThe vault moved to rack 4; deploy on Fridays."
+    host.append(main.session_id, main.transcript.compaction(summary, {"id": "entry-kept"}))
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    assert sidecar.client.get("/stats").json()["compactions"] == 1
+    compact = {"sessionId": main.session_id, "sessionKey": MAIN_KEY, "tokensBefore": 9000, "summary": summary}
+    answer = sidecar.post("compact", compact | {"tokensAfter": 1200, "ok": True, "reason": "overflow"}).json()
+    assert (answer["compactionId"], answer["status"], answer["snapshot"]) == (1, "compacted", "pre-compaction-1")
+    assert sidecar.client.get("/stats").json()["compactions"] == 1
+    automatic = [s for s in sidecar.client.get("/v1/snapshots").json()["snapshots"] if s["automatic"]]
+    assert [s["name"] for s in automatic] == ["pre-compaction-1"]
+    again = sidecar.post("compact", compact).json()  # a second compaction with the same summary is its own
+    assert again["compactionId"] == 2
+    sidecar.sidecar.catch_up.catch_up_now("main")
+    assert sidecar.client.get("/stats").json()["compactions"] == 2

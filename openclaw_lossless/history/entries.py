@@ -13,6 +13,7 @@ from openclaw_lossless.store import snapshots
 from openclaw_lossless.store.sessions import agent_of
 
 MALFORMED = "malformed"
+IMPORTED_REASON = "imported from the OpenClaw transcript"  # a compaction's, until the ``compact`` hook claims it
 
 
 def parse_entry(raw: str | bytes) -> dict[str, Any] | None:
@@ -67,7 +68,7 @@ def compaction_record(entry: dict[str, Any]) -> snapshots.CompactionRecord:
         tokens_after=_count(entry.get("tokensAfter")),
         compacted=True,
         summary=entry["summary"],
-        reason="imported from the OpenClaw transcript",
+        reason=IMPORTED_REASON,
     )
 
 

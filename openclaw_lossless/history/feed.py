@@ -12,6 +12,7 @@ from openclaw_lossless.capture.text import window_key
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.history import identity, skipped
 from openclaw_lossless.history.entries import (
+    IMPORTED_REASON,
     MALFORMED,
     agent_message,
     compaction_record,
@@ -24,7 +25,7 @@ from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.store import messages, snapshots
 from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import ensure_session
+from openclaw_lossless.store.sessions import SessionRef, ensure_session
 
 if TYPE_CHECKING:
     from openclaw_lossless.sidecar import Sidecar
@@ -187,6 +188,35 @@ def _live_compaction(conn: Connection, session_rowid: int, record: snapshots.Com
         same = snapshots.last_message_id(conn, session_rowid)
     row = conn.execute(sql, (session_rowid, same)).fetchone()
     return None if row is None else int(row[0])
+
+
+def claim_imported(conn: Connection, session: SessionRef, record: snapshots.CompactionRecord) -> dict[str, Any] | None:
+    """The ``compact`` hook's side of ``_live_compaction``: a compaction a catch-up already imported.
+
+    A catch-up may run between OpenClaw writing the compaction entry and the hook arriving (milliseconds). The
+    hook then takes the imported record (same session, same redacted summary, compacted, recorded by the import
+    and not yet claimed, ``tokensBefore`` equal when both say) instead of recording the compaction a second
+    time: its reason and token counts replace the import's, which also marks it claimed. Returns what
+    ``record_compaction`` would, or None when there is none.
+    """
+    if record.status != snapshots.COMPACTED or record.summary is None:
+        return None
+    row = conn.execute(
+        "SELECT id, tokens_before, last_message_id FROM compactions WHERE session_rowid = ? AND summary = ?"
+        " AND status = 'compacted' AND reason = ? ORDER BY id DESC LIMIT 1",
+        (session.rowid, record.summary, IMPORTED_REASON),
+    ).fetchone()
+    if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
+        return None
+    conn.execute(
+        "UPDATE compactions SET reason = ?, tokens_before = coalesce(?, tokens_before),"
+        " tokens_after = coalesce(?, tokens_after) WHERE id = ?",
+        (record.reason, record.tokens_before, record.tokens_after, row[0]),
+    )
+    named = conn.execute("SELECT name FROM snapshots WHERE compaction_id = ?", (row[0],)).fetchone()
+    last_id = None if row[2] is None else int(row[2])
+    snapshot = None if named is None else str(named[0])
+    return {"compactionId": int(row[0]), "status": snapshots.COMPACTED, "snapshot": snapshot, "lastMessageId": last_id}
 
 
 def load_cursor(sidecar: Sidecar, name: str) -> dict[str, Any]:
