@@ -581,6 +581,7 @@ class Sidecar:
             "vectors": len(self.index) if self.index is not None else 0,
             "vectorIndex": self._index_view(),
             "backlog": backlog_size(conn),
+            "forgotten": count("SELECT count(*) FROM forgotten"),  # tombstones: messages forgotten on request
             "embedder": self._embedder_view(),
             "database": {
                 "path": str(self.db.path),
