@@ -452,6 +452,77 @@ def _import_openclaw(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if report.errors else EXIT_OK
 
 
+# -- forget -------------------------------------------------------------------------------------------------
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Show what the selection names (always), then forget it after a confirmation (``--yes`` for scripts)."""
+    settings = _settings(args)
+    body: dict[str, Any] = {
+        "ids": args.citations,
+        "sessionId": args.session,
+        "agentId": args.agent,
+        "since": args.since,
+        "until": args.until,
+        "match": args.match,
+        "all": args.all,
+    }
+    found = _forget(settings, body | {"dryRun": True})
+    if args.dry_run or not args.yes:
+        _emit(found, args.json, _human_forget)
+    if args.dry_run:
+        return EXIT_OK
+    if not args.yes and not _confirmed(found["forgotten"]):
+        print("openclaw-lossless: nothing was forgotten", file=sys.stderr)
+        return EXIT_USAGE
+    done = _forget(settings, body | {"dryRun": False})
+    _emit(done, args.json, _human_forget)
+    return EXIT_OK
+
+
+def _forget(settings: Settings, body: dict[str, Any]) -> Any:
+    """Through the running sidecar when it serves this store (its vector index forgets too), else the file."""
+    client = remote(settings)
+    if client is None:
+        from openclaw_lossless.api.forget import ForgetRequest
+        from openclaw_lossless.store import forget
+
+        request = ForgetRequest.model_validate(body)
+        with open_sidecar(settings) as sidecar:
+            return forget.run(
+                sidecar.db, sidecar.index, settings.archive_dir, request.selector(), dry_run=request.dry_run
+            )
+    with client:
+        response = client.post("/v1/forget", json=body)
+    if response.status_code >= 400:
+        error = response.json().get("error", {})
+        cls = NotFound if response.status_code == 404 else BadRequest if response.status_code < 500 else LosslessError
+        raise cls(error.get("message", response.text))
+    return response.json()
+
+
+def _confirmed(count: int) -> bool:
+    if not sys.stdin.isatty():
+        raise BadRequest("not a terminal: add --yes to forget without a confirmation, or --dry-run to only look")
+    answer = input(f"Forget these {count} messages for good? This cannot be undone. [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _human_forget(data: dict[str, Any]) -> str:
+    rows = []
+    for item in data["messages"]:
+        where = " (archived)" if item["archived"] else ""
+        rows.append(
+            f"{item['citation']}  {_when(item['createdAt'])}  {item['role']}  {item['sessionId']}{where}"
+            f"  {item['excerpt']}"
+        )
+        if item.get("text") is not None:
+            rows.append("    " + item["text"].replace("\n", "\n    "))
+    verb = "would forget" if data["dryRun"] else "forgot"
+    rows.append(f"{verb} {data['forgotten']} messages ({data['archived']} of them archived)")
+    return "\n".join(rows)
+
+
 # -- maintenance --------------------------------------------------------------------------------------------
 
 
@@ -570,6 +641,13 @@ def _query_text(value: str) -> str:
     if not value.strip() or len(value) > 20_000:
         raise argparse.ArgumentTypeError("a query is 1 to 20000 characters, not blank")
     return value
+
+
+def _citation(value: str) -> str:
+    """``msg:N`` (or N), checked while parsing."""
+    if not re.fullmatch(r"(?:msg:)?[1-9][0-9]{0,17}", value.strip()):
+        raise argparse.ArgumentTypeError(f"a citation is msg:N with N a whole number of 1 or more, not {value!r}")
+    return value.strip()
 
 
 def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -710,6 +788,15 @@ def build_parser() -> argparse.ArgumentParser:
     _scope_flags(imp)
 
     _add(commands, "stats", cmd_stats, "counts, sizes, backlog and latencies")
+    forget = _add(commands, "forget", cmd_forget, "remove messages for good, and keep them from coming back")
+    forget.add_argument("citations", nargs="*", metavar="msg:N", type=_citation, help="the messages to forget")
+    _scope_flags(forget)
+    forget.add_argument("--since", type=_timestamp, help="only messages from this time on (ISO; no offset: UTC)")
+    forget.add_argument("--until", type=_until, help="only messages up to this time (a date alone: that whole day)")
+    forget.add_argument("--match", type=_query_text, help="only messages holding every word of this query")
+    forget.add_argument("--all", action="store_true", help="let a time range alone select every stored message")
+    forget.add_argument("--dry-run", action="store_true", help="show exactly what would go, change nothing")
+    forget.add_argument("--yes", action="store_true", help="no confirmation question (for scripts)")
     doctor = _add(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")
     doctor.add_argument("--profile", type=_profile, help="the gateway's OpenClaw profile (openclaw --profile)")
     doctor.add_argument("--openclaw-state", help="OpenClaw's state dir (default: $OPENCLAW_STATE_DIR or ~/.openclaw)")

@@ -35,6 +35,7 @@ TABLES = {
     "snapshots",
     "subagent_links",
     "archives",
+    "forgotten",
 }
 
 # (name, type, not null, default, primary-key position) as PRAGMA table_info reports them
@@ -120,11 +121,20 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
         ("last_message_id", "INTEGER", 1, None, 0),
         ("message_count", "INTEGER", 1, None, 0),
     ],
+    "forgotten": [
+        ("id", "INTEGER", 0, None, 1),
+        ("session_id", "TEXT", 1, None, 0),
+        ("content_hash", "BLOB", 1, None, 0),
+        ("window_key", "TEXT", 0, None, 0),
+        ("message_id", "INTEGER", 0, None, 0),
+        ("forgotten_at", "REAL", 1, None, 0),
+    ],
     "meta": [("key", "TEXT", 0, None, 1), ("value", "TEXT", 1, None, 0)],
     "migrations": [("name", "TEXT", 0, None, 1), ("applied_at", "REAL", 1, None, 0)],
 }
 INDEXES_AND_TRIGGERS = {
     "compactions_by_session",
+    "forgotten_by_window",
     "messages_by_agent",
     "messages_by_session",
     "messages_scope",
@@ -255,7 +265,7 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
 
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
-    assert after["counts"] == before["counts"] | {"migrations": len(MIGRATIONS)}
+    assert after["counts"] == before["counts"] | {"migrations": len(MIGRATIONS), "forgotten": 0}
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...
     assert _fts(path, '"november" AND "2022"') == [1]  # ...and now its date too

@@ -102,7 +102,17 @@ class LinkLine:
     ended_reason: str | None
 
 
-Line = MessageLine | SessionLine | TurnLine | CompactionLine | SnapshotLine | LinkLine
+@dataclass(frozen=True)
+class ForgottenLine:
+    """A tombstone (``store/forget.py``): a forgotten message's identity in its session, never its text."""
+
+    session_id: str
+    content_hash: bytes
+    window_key: str | None
+    forgotten_at: float
+
+
+Line = MessageLine | SessionLine | TurnLine | CompactionLine | SnapshotLine | LinkLine | ForgottenLine
 
 
 def parse_line(raw: bytes, options: CaptureOptions) -> Line | None:
@@ -208,7 +218,15 @@ def _link_line(record: dict[str, Any]) -> LinkLine:
     )
 
 
+def _forgotten_line(record: dict[str, Any]) -> ForgottenLine:
+    digest, window_key = _string(record["contentHash"]), record.get("windowKey")
+    if not _HEX64.match(digest) or (window_key is not None and not _HEX64.match(_string(window_key))):
+        raise Malformed("contentHash and windowKey are SHA-256 digests in hex")
+    return ForgottenLine(_session_id(record), bytes.fromhex(digest), window_key, _number(record["forgottenAt"]))
+
+
 _PARSERS: dict[str, Callable[[dict[str, Any]], Line]] = {
+    "forgotten": _forgotten_line,
     "session": _session_line,
     "turn": _turn_line,
     "compaction": _compaction_line,

@@ -21,6 +21,7 @@ from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.store.connection import Connection, open_connection, sqlite_module, translate_error
+from openclaw_lossless.store.forget import resurrected
 from openclaw_lossless.store.migrations import MIGRATIONS
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
@@ -40,7 +41,7 @@ def store_findings(settings: Settings) -> list[Finding]:
     except LosslessError as exc:
         return [*findings, Finding("database", False, exc.message, "openclaw-lossless salvage")]
     try:
-        checks: list[Callable[[Connection], Finding]] = [_schema, _integrity, _fts, _vectors]
+        checks: list[Callable[[Connection], Finding]] = [_schema, _integrity, _fts, _vectors, _forgotten]
         for check in checks:
             findings.append(_guarded(check, conn))
         findings.append(_guarded(lambda c: _backlog(c, settings), conn))
@@ -177,6 +178,23 @@ def _fts(conn: Connection) -> Finding:
             checker.execute("ROLLBACK")
         checker.close()
     return Finding("fts", True, f"full-text index covers {messages} messages")
+
+
+def _forgotten(conn: Connection) -> Finding:
+    """No message a tombstone names is stored again (``store/forget.py``): forgetting held."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'forgotten'").fetchone():
+        return Finding("forgotten", True, "nothing forgotten yet")
+    back = resurrected(conn)
+    count = conn.execute("SELECT count(*) FROM forgotten").fetchone()[0]
+    if back:
+        return Finding(
+            "forgotten",
+            False,
+            f"{back} stored messages carry the identity of a forgotten one",
+            "openclaw-lossless forget --dry-run <msg:N ...> to see them, then forget them again",
+            code="forgotten_present",
+        )
+    return Finding("forgotten", True, f"{count} messages forgotten; none of them is stored")
 
 
 def _vectors(conn: Connection) -> Finding:

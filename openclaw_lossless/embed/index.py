@@ -108,10 +108,11 @@ def store_vectors(
 ) -> None:
     """Persist vectors as int8 codes and take their messages off the backlog (inside the caller's transaction)."""
     codes, scales = quantize.quantize(vectors)
-    conn.executemany(
-        f"INSERT OR REPLACE INTO {table} (message_id, session_rowid, scale, codes) VALUES (?, ?, ?, ?)",
+    conn.executemany(  # not for a message forgotten while it was being embedded
+        f"INSERT OR REPLACE INTO {table} (message_id, session_rowid, scale, codes)"
+        " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?)",
         [
-            (int(i), int(s), float(scale), code.tobytes())
+            (int(i), int(s), float(scale), code.tobytes(), int(i))
             for i, s, scale, code in zip(ids, sessions, scales, codes, strict=True)
         ],
     )
@@ -223,6 +224,18 @@ class VectorIndex:
             self._agents[: self._size][gone] = -1
             self._sessions[: self._size][gone] = -1
             self._slots[self._ids[: self._size][gone]] = -1
+
+    def forget_ids(self, ids: Sequence[int]) -> None:
+        """Forget these messages (``store/forget.py``): their codes are zeroed and their slots match no scope."""
+        with self._lock:
+            known = [int(i) for i in ids if 0 <= int(i) < len(self._slots) and self._slots[int(i)] >= 0]
+            slots = self._slots[known]
+            self._codes[slots] = 0
+            self._scales[slots] = 0.0
+            self._bits[:, slots] = 0
+            self._agents[slots] = -1
+            self._sessions[slots] = -1
+            self._slots[known] = -1
 
     def vector(self, message_id: int) -> Vectors | None:
         if not self.loaded.is_set() or not 0 <= message_id < len(self._slots):

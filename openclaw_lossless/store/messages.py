@@ -84,7 +84,10 @@ def insert_row(
     """Insert one message unless its session already holds one of that identity; its id, or None then.
 
     ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded.
+    A forgotten message (``store/forget.py``) is never stored again, whichever way it comes back.
     """
+    if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
+        return None
     cursor = conn.execute(
         "INSERT OR IGNORE INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at,"
         " text, original, content_hash, window_key, tokens, importance, importance_label, cites)"
@@ -109,6 +112,16 @@ def insert_row(
         ),
     )
     return int(cursor.lastrowid) if cursor.rowcount else None
+
+
+def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_key: str) -> bool:
+    """Whether a tombstone (migration m007) names this message: by its identity, or by its dated window key."""
+    row = conn.execute(
+        "SELECT 1 FROM forgotten WHERE session_id = ? AND content_hash = ?"
+        " UNION ALL SELECT 1 FROM forgotten WHERE session_id = ? AND window_key = ? LIMIT 1",
+        (session_id, content_hash, session_id, window_key),
+    ).fetchone()
+    return row is not None
 
 
 def queue_for_embedding(conn: Connection, message_ids: Sequence[int]) -> None:

@@ -258,6 +258,29 @@ def m006_compaction_status(conn: Connection) -> None:
     conn.execute("UPDATE compactions SET status = 'not-compacted' WHERE compacted = 0")
 
 
+def m007_forgotten(conn: Connection) -> None:
+    """Tombstones of forgotten messages: their identity in their session, never their text.
+
+    Why: ``forget`` removes a message for good, but copies of it live outside the store (OpenClaw's own
+    transcripts, older exports, a re-delivered turn) and every way back in goes through ``insert_row``, which
+    refuses an identity recorded here. ``content_hash`` is the store's own identity of the message;
+    ``window_key`` (role, host timestamp and text hashed before redaction) is kept only for a dated message,
+    so a copy captured under other redaction rules is refused too, while a later undated "yes" is not.
+    """
+    conn.execute(
+        """CREATE TABLE forgotten (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            content_hash BLOB NOT NULL,
+            window_key TEXT,
+            message_id INTEGER,
+            forgotten_at REAL NOT NULL,
+            UNIQUE (session_id, content_hash)
+        )"""
+    )
+    conn.execute("CREATE INDEX forgotten_by_window ON forgotten(session_id, window_key) WHERE window_key IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
@@ -265,6 +288,7 @@ MIGRATIONS: list[Migration] = [
     m004_session_references_indexed,
     m005_messages_scope_index,
     m006_compaction_status,
+    m007_forgotten,
 ]
 
 

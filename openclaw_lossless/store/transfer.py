@@ -35,6 +35,7 @@ from typing import IO, Any, Literal
 
 from openclaw_lossless.capture.lines import (
     CompactionLine,
+    ForgottenLine,
     Line,
     LinkLine,
     MessageLine,
@@ -46,7 +47,8 @@ from openclaw_lossless.capture.lines import (
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.messages import insert_row, queue_for_embedding
+from openclaw_lossless.store.forget import honour
+from openclaw_lossless.store.messages import insert_row, is_forgotten, queue_for_embedding
 from openclaw_lossless.store.sessions import SessionRef, ensure_session, find_session
 from openclaw_lossless.store.subagents import outcome_identity
 
@@ -185,6 +187,20 @@ def _typed_records(conn: Connection, scope: ExportScope) -> Iterator[dict[str, A
         links, link_params = f"child_session_key IN ({keys}) OR parent_session_key IN ({keys})", params * 2
     sql = f"SELECT {', '.join(_LINK_FIELDS.values())} FROM subagent_links WHERE {links} ORDER BY id"
     yield from _rows(conn.execute(sql, link_params), "subagentLink", tuple(_LINK_FIELDS))
+    yield from _tombstones(conn, scope)
+
+
+def _tombstones(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]]:
+    """The scope's forgotten messages (identity only), so an import of this file keeps them forgotten."""
+    where, params = scope.sessions()
+    rows = conn.execute(
+        "SELECT f.session_id, f.content_hash, f.window_key, f.forgotten_at FROM forgotten f"
+        f" LEFT JOIN sessions s ON s.session_id = f.session_id WHERE {where} ORDER BY f.id",
+        params,
+    )
+    for session_id, digest, window_key, at in rows:
+        yield {"format": FORMAT, "type": "forgotten", "sessionId": session_id, "contentHash": bytes(digest).hex(),
+               "windowKey": window_key, "forgottenAt": at}  # fmt: skip
 
 
 def _rows(cursor: Iterable[tuple[Any, ...]], kind: str, names: tuple[str, ...]) -> Iterator[dict[str, Any]]:
@@ -204,7 +220,7 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: IO[str]) -> Counter[str]
 
 # -- importing ----------------------------------------------------------------------------------------------
 
-Outcome = Literal["new", "present", "conflict"]
+Outcome = Literal["new", "present", "conflict", "forgotten"]
 _COUNTER = {
     MessageLine: "imported",
     SessionLine: "sessions",
@@ -212,6 +228,7 @@ _COUNTER = {
     CompactionLine: "compactions",
     SnapshotLine: "snapshots",
     LinkLine: "subagent_links",
+    ForgottenLine: "tombstones",
 }
 
 
@@ -226,6 +243,8 @@ class ImportReport:
     compactions: int = 0
     snapshots: int = 0
     subagent_links: int = 0
+    tombstones: int = 0  # forgotten messages' identities the file carried and the store did not hold yet
+    forgotten: int = 0  # message lines not imported: they were forgotten (``store/forget.py``)
     already_present: int = 0
     conflicts: int = 0  # a snapshot name or a child's link the store holds with other content: the store's kept
     malformed: int = 0
@@ -325,6 +344,8 @@ class Importer:
             self.report.already_present += 1
         elif outcome == "conflict":
             self.report.conflicts += 1
+        elif outcome == "forgotten":
+            self.report.forgotten += 1
         else:
             name = _COUNTER[type(line)]
             setattr(self.report, name, getattr(self.report, name) + 1)
@@ -340,6 +361,9 @@ class Importer:
             return self._compaction(conn, line)
         if isinstance(line, SnapshotLine):
             return self._snapshot(conn, line)
+        if isinstance(line, ForgottenLine):
+            new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
+            return "new" if new else "present"
         return self._link(conn, line)
 
     def _session(self, conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
@@ -356,6 +380,8 @@ class Importer:
             original, digest = outcome_identity(line.child_key, cites)
             record = dataclasses.replace(record, original=original, content_hash=digest)
         session = self._session(conn, line.session_id, line.session_key)
+        if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
+            return "forgotten"
         found = conn.execute(
             "SELECT id FROM messages WHERE session_rowid = ? AND content_hash = ?", (session.rowid, record.content_hash)
         ).fetchone()

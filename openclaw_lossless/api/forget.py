@@ -1,0 +1,113 @@
+"""Forgetting over HTTP, under the token: one message, one session, or any selection (``store/forget.py``).
+
+Every endpoint takes ``dryRun``: the answer then lists exactly what would go and nothing changes. Bad input
+(an unknown citation, session or agent, a match without words, a selection of nothing, a time range alone
+selecting everything without ``all``) is refused in the error shape and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import forget
+
+router = APIRouter(prefix="/v1", tags=["forget"])
+CITATION = re.compile(r"^(?:msg:)?([1-9][0-9]{0,17})$")
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class ForgetRequest(Wire):
+    ids: list[str] = Field(default_factory=list, max_length=10_000, description="Citations: 'msg:N' (or 'N').")
+    session_id: str | None = Field(None, alias="sessionId", min_length=1, max_length=512)
+    agent_id: str | None = Field(None, alias="agentId", min_length=1, max_length=128)
+    since: float | None = Field(None, description="Only messages from this time on (epoch seconds).")
+    until: float | None = Field(None, description="Only messages up to this time (epoch seconds).")
+    match: str | None = Field(None, max_length=20_000, description="Messages holding every word of this query.")
+    all: bool = Field(False, description="Allow a time range alone to select every stored message.")
+    dry_run: bool = Field(False, alias="dryRun", description="List what would go; change nothing.")
+
+    @field_validator("ids")
+    @classmethod
+    def _citations(cls, ids: list[str]) -> list[str]:
+        bad = [i for i in ids if not CITATION.match(i)]
+        if bad:
+            raise ValueError(f"a citation is msg:N, not {bad[0][:40]!r}")
+        return ids
+
+    def selector(self) -> forget.Selector:
+        return forget.Selector(
+            ids=tuple(int(CITATION.match(i).group(1)) for i in self.ids),  # type: ignore[union-attr]
+            session=self.session_id,
+            agent=self.agent_id,
+            since=self.since,
+            until=self.until,
+            match=self.match,
+            everything=self.all,
+        )
+
+
+class ForgottenMessage(Wire):
+    id: int
+    citation: str
+    created_at: float = Field(alias="createdAt")
+    role: str
+    session_id: str = Field(alias="sessionId")
+    agent_id: str = Field(alias="agentId")
+    excerpt: str = Field(description="The first words of its text, for recognising it.")
+    archived: bool = Field(description="Whether it was in a gzip archive rather than the hot store.")
+    text: str | None = Field(None, description="Its whole text, for a selection by match.")
+
+
+class ForgetResponse(Wire):
+    dry_run: bool = Field(alias="dryRun")
+    forgotten: int = Field(description="Messages forgotten (or that would be, on a dry run).")
+    stored: int
+    archived: int
+    sessions: list[str] = Field(description="Sessions forgotten whole: their compaction summaries go too.")
+    messages: list[ForgottenMessage]
+    removed: int | None = None
+    archive_files_rewritten: int | None = Field(None, alias="archiveFilesRewritten")
+    wal_truncated: bool | None = Field(None, alias="walTruncated")
+
+
+def _run(sidecar: Sidecar, selector: forget.Selector, dry_run: bool) -> ForgetResponse:
+    result = forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
+    if not dry_run:
+        sidecar.metrics.counters["messages_forgotten"] += int(result["forgotten"])
+    return ForgetResponse.model_validate(result)
+
+
+DryRun = Annotated[bool, Query(alias="dryRun", description="List what would go; change nothing.")]
+
+
+@router.post("/forget", response_model_by_alias=True)
+def forget_selection(sidecar: SidecarDep, body: ForgetRequest) -> ForgetResponse:
+    """Forget every message the selectors name together (citations AND session AND agent AND time AND match)."""
+    return _run(sidecar, body.selector(), body.dry_run)
+
+
+@router.delete("/messages/{message_id}", response_model_by_alias=True)
+def forget_message(
+    sidecar: SidecarDep,
+    message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
+    dry_run: DryRun = False,
+) -> ForgetResponse:
+    return _run(sidecar, forget.Selector(ids=(message_id,)), dry_run)
+
+
+@router.delete("/sessions/{session_id}", response_model_by_alias=True)
+def forget_session(
+    sidecar: SidecarDep,
+    session_id: Annotated[str, Path(min_length=1, max_length=512)],
+    dry_run: DryRun = False,
+) -> ForgetResponse:
+    return _run(sidecar, forget.Selector(session=session_id), dry_run)
