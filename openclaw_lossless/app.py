@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openclaw_lossless import __version__
 from openclaw_lossless.api import agents, forget, hooks, identity, ops, query
+from openclaw_lossless.api.redaction import router as redaction_router
 from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
@@ -164,6 +165,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     app.state.identity_token = token  # /v1/identity proves it holds the token without sending it
     for router in (hooks.router, query.router, ops.router, identity.router, agents.router, forget.router):
         app.include_router(router)
+    app.include_router(redaction_router)
     install_error_handlers(app)
     app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)
     return app

@@ -609,6 +609,53 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_redact(args: argparse.Namespace) -> int:
+    """``redact --rescan``: through the running sidecar when it serves this store, else on the file."""
+    if not args.rescan:
+        raise BadRequest("redact needs --rescan (apply the current rules to what is stored; add --dry-run to look)")
+    settings = _settings(args)
+    client = remote(settings)
+    if client is not None:
+        with client:
+            response = client.post("/v1/redact/rescan", json={"dryRun": args.dry_run}, timeout=None)
+        if response.status_code >= 400:
+            message = response.json().get("error", {}).get("message", response.text)
+            raise BadRequest(message) if response.status_code < 500 else LosslessError(message)
+        data = response.json()
+    else:
+        from openclaw_lossless.rescan import rescan_store
+
+        bars: dict[str, tqdm[Any]] = {}
+
+        def progress(place: str, done: int) -> None:
+            if place not in bars:
+                bars[place] = tqdm(desc=f"rescan {place}", unit="row", disable=None, file=sys.stderr)
+            bars[place].update(done)
+
+        try:
+            with open_sidecar(settings) as sidecar:
+                data = rescan_store(sidecar, dry_run=args.dry_run, progress=progress)
+        finally:
+            for bar in bars.values():
+                bar.close()
+    _emit(data, args.json, _human_rescan)
+    return EXIT_OK
+
+
+def _human_rescan(data: dict[str, Any]) -> str:
+    verb = "would change" if data["dryRun"] else "changed"
+    if not data["changed"]:
+        return "nothing to change: everything stored already passes the current redaction rules"
+    places = ", ".join(f"{place} {count}" for place, count in sorted(data["places"].items()))
+    kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(data["kinds"].items(), key=lambda kv: -kv[1]))
+    lines = [f"{verb}: {places}", f"placeholders by kind: {kinds or 'none'}"]
+    if not data["dryRun"] and data["requeued"]:
+        lines.append(f"{data['requeued']} messages queued to be embedded again from their redacted text")
+    if data.get("resumed"):
+        lines.append("(continued an interrupted rescan; the counts include its earlier part)")
+    return "\n".join(lines)
+
+
 # -- wiring -------------------------------------------------------------------------------------------------
 
 
@@ -819,6 +866,14 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--fts", action="store_true", help="rebuild the full-text index")
     reindex.add_argument("--vectors", action="store_true", help="re-embed messages")
     reindex.add_argument("--missing", action="store_true", help="with --vectors: only messages without a vector")
+
+    redact = _add(commands, "redact", cmd_redact, "apply the current redaction rules to what is already stored")
+    redact.add_argument(
+        "--rescan", action="store_true", help="re-redact messages, originals, summaries and archives (resumable)"
+    )
+    redact.add_argument(
+        "--dry-run", action="store_true", help="with --rescan: report what would change, change nothing"
+    )
     return parser
 
 

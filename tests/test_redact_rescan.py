@@ -1,0 +1,259 @@
+"""``redact --rescan``: secrets stored under older, weaker rules are redacted everywhere the store keeps text.
+
+The old store is made the way an older version made it: the sidecar's capture runs with no rules at all, so the
+secrets land in message text, originals, the FTS index, the vectors, a compaction summary, a subagent's end
+reason and an archive. Then the CLI rescans with the current rules, on the file and through a live sidecar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import stat
+from pathlib import Path
+
+import httpx
+import pytest
+
+from openclaw_lossless.capture.redact import Redactor
+from openclaw_lossless.cli import main
+from openclaw_lossless.config import Settings
+from openclaw_lossless.rescan import CURSOR_KEY, Rescan
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import archive
+from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.snapshots import CompactionRecord
+from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings, run_cli, run_cli_json
+
+GITHUB = "ghp_R7x2Kq9Lm4Np8Vt3Wz6Yb1Cd5Ef0Gh2Ij4Kl"
+STRIPE = "sk_live_51Hq8ZpQ2rT7vX9yB3nM4kL6jH8gF"
+DEPLOY = "Qm9vYmFyLWJhei1xdXV4LTQyLTk4Nzc2NTQz"
+SECRETS = (GITHUB, STRIPE, DEPLOY)
+TEXTS = (
+    f"here is my github token {GITHUB} for the pelican deploy",
+    f"STRIPE_SECRET={STRIPE} goes in the pelican env file",
+    f"export DEPLOY_TOKEN={DEPLOY} then run the pelican script",
+)
+
+
+def _message(text: str, at: int) -> dict[str, object]:
+    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": at}
+
+
+def _old_store(settings: Settings) -> None:
+    """Messages, a compaction, a subagent's end and an archive, all stored with no redaction rules."""
+    embedder = HashEmbedder()
+    sidecar = Sidecar(settings, provider=embedder, start_worker=False)
+    try:
+        sidecar.capture_options = dataclasses.replace(sidecar.capture_options, redactor=Redactor(()))
+        recall = sidecar.recall_settings(None)
+        for n, text in enumerate(TEXTS):
+            sidecar.commit_turn(f"turn-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
+                                heartbeat=False, recall=recall)  # fmt: skip
+        plain = [_message("an ordinary pelican note", 1_700_000_100_000)]
+        sidecar.commit_turn("turn-plain", "s1", "agent:main:main", plain, heartbeat=False, recall=recall)
+        sidecar.compact("s1", "agent:main:main", CompactionRecord(10, 5, True, f"user gave token {GITHUB}", None))
+        sidecar.subagent_spawn("agent:main:main", "agent:main:subagent:x", None)
+        sidecar.subagent_ended("agent:main:subagent:x", f"failed with STRIPE_SECRET={STRIPE}")
+        assert sidecar.worker is not None
+        while sidecar.worker.drain_once():
+            pass
+        archive._write_archive(sidecar.db.reader(), settings.archive_dir, 2)
+    finally:
+        sidecar.close()
+
+
+def _raw(settings: Settings) -> bytes:
+    path = settings.database_path
+    return b"".join(Path(f"{path}{suffix}").read_bytes() for suffix in ("", "-wal") if Path(f"{path}{suffix}").exists())
+
+
+def _pages(settings: Settings) -> str:
+    """A digest of the database file and WAL, less the header's two change counters: SQLite bumps those when
+    a connection that opened the file closes it, written or not (offsets 24 and 92, four bytes each)."""
+    raw = _raw(settings)
+    return hashlib.sha256(raw[:24] + raw[28:92] + raw[96:]).hexdigest()
+
+
+def _archives(settings: Settings) -> bytes:
+    return b"".join(gzip.decompress(p.read_bytes()) for p in sorted(settings.archive_dir.glob("*.jsonl.gz")))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    settings = make_settings(tmp_path / "state", embedding_provider="none")
+    _old_store(settings)
+    return settings
+
+
+def _cli(capsys: pytest.CaptureFixture[str], settings: Settings, *args: str) -> dict[str, object]:
+    return dict(run_cli_json(capsys, settings.state_dir, "redact", "--rescan", *args))
+
+
+def test_the_old_store_holds_the_secrets(settings: Settings) -> None:
+    """The premise: without the rescan every secret is in the file, the FTS index and the archive."""
+    raw, archived = _raw(settings), _archives(settings)
+    assert all(s.encode() in raw for s in SECRETS)
+    assert GITHUB.encode() in archived
+
+
+def test_dry_run_reports_and_changes_nothing(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    before = _pages(settings), _archives(settings)
+    data = _cli(capsys, settings, "--dry-run")
+    assert data["dryRun"] is True
+    assert data["places"] == {"messages": 3, "originals": 3, "summaries": 1, "reasons": 1, "archives": 1,
+                              "archivedMessages": 2}  # fmt: skip
+    kinds = data["kinds"]
+    assert isinstance(kinds, dict) and kinds["github_token"] >= 1 and kinds["stripe_key"] >= 1
+    assert (_pages(settings), _archives(settings)) == before
+
+
+def test_rescan_removes_every_copy(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    data = _cli(capsys, settings)
+    assert data["dryRun"] is False and data["requeued"] == 3 and data["identities"] == 3
+    raw, archived = _raw(settings), _archives(settings)
+    for secret in SECRETS:
+        assert secret.encode() not in raw, secret
+    assert GITHUB.encode() not in archived and STRIPE.encode() not in archived
+    assert b"[REDACTED:github_token]" in archived
+    for path in settings.archive_dir.glob("*"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and not path.name.endswith(".partial")
+    conn = open_connection(settings.database_path)
+    try:
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'ghp_R7x2Kq9Lm4Np8Vt3Wz6Yb1Cd5Ef0Gh2Ij4Kl'"
+            ).fetchone()[0]
+            == 0
+        )
+        assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'pelican'").fetchone()[0] == 4
+        assert (
+            conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'github_token'").fetchone()[0] == 1
+        )
+        backlog = {r[0] for r in conn.execute("SELECT message_id FROM embedding_backlog")}
+        vectors = {r[0] for r in conn.execute("SELECT message_id FROM message_vectors")}
+        assert conn.execute("SELECT 1 FROM meta WHERE key = ?", (CURSOR_KEY,)).fetchone() is None
+    finally:
+        conn.close()
+    assert backlog == {1, 2, 3} and vectors == {4}
+    # The backlog is embedded again from the redacted text.
+    embedder = HashEmbedder()
+    sidecar = Sidecar(
+        settings.model_copy(update={"embedding_provider": "local"}), provider=embedder, start_worker=False
+    )
+    try:
+        assert sidecar.worker is not None
+        while sidecar.worker.drain_once():
+            pass
+        assert len(embedder.texts) == 3 and not any(s in t for t in embedder.texts for s in SECRETS)
+        assert {h["citation"] for h in sidecar.search("pelican deploy", "all", 10, "vector")} >= {"msg:1"}
+    finally:
+        sidecar.close()
+    assert _cli(capsys, settings)["changed"] == 0  # a second run finds nothing more
+
+
+def test_a_rescanned_message_delivered_again_is_not_stored_twice(
+    capsys: pytest.CaptureFixture[str], settings: Settings
+) -> None:
+    _cli(capsys, settings)
+    sidecar = Sidecar(settings, start_worker=False)
+    try:
+        recall = sidecar.recall_settings(None)
+        for n, text in enumerate(TEXTS):  # the host sends the same messages again in a new turn, current rules
+            sidecar.commit_turn(f"again-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
+                                heartbeat=False, recall=recall)  # fmt: skip
+        assert sidecar.stats()["messages"] == 4
+    finally:
+        sidecar.close()
+
+
+def test_an_export_from_before_the_rescan_imports_nothing_twice(
+    capsys: pytest.CaptureFixture[str], settings: Settings, tmp_path: Path
+) -> None:
+    exported = tmp_path / "before.jsonl"
+    run_cli(capsys, settings.state_dir, "export", "-o", str(exported))
+    _cli(capsys, settings)
+    run_cli_json(capsys, settings.state_dir, "import", "--jsonl", str(exported))
+    assert run_cli_json(capsys, settings.state_dir, "stats")["messages"] == 4
+    assert not any(s.encode() in _raw(settings) for s in SECRETS)
+
+
+def test_an_interrupted_rescan_continues_where_it_stopped(
+    capsys: pytest.CaptureFixture[str], settings: Settings
+) -> None:
+    class Stop(Exception):
+        pass
+
+    def stop(place: str, done: int) -> None:
+        raise Stop
+
+    sidecar = Sidecar(settings, start_worker=False)
+    try:
+        with pytest.raises(Stop):
+            Rescan(sidecar.db, sidecar.capture_options, settings.archive_dir, page=1, progress=stop).run()
+        row = sidecar.db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_KEY,)).fetchone()
+        assert row is not None and '"after": 1' in row[0]
+        texts = [r[0] for r in sidecar.db.reader().execute("SELECT text FROM messages WHERE id <= 2 ORDER BY id")]
+        assert GITHUB not in texts[0] and STRIPE in texts[1]  # the first page is done, the second not yet
+    finally:
+        sidecar.close()
+    data = _cli(capsys, settings)
+    assert data["resumed"] is True and data["places"]["messages"] == 3  # type: ignore[index]
+    assert not any(s.encode() in _raw(settings) for s in SECRETS)
+
+
+def test_originals_kept_verbatim_when_the_setting_says_so(
+    capsys: pytest.CaptureFixture[str], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOSSLESS_REDACT_ORIGINALS", "false")
+    data = _cli(capsys, settings)
+    assert "originals" not in data["places"]  # type: ignore[operator]
+    conn = open_connection(settings.database_path)
+    try:
+        texts = [r[0] for r in conn.execute("SELECT text FROM messages WHERE id <= 3")]
+        originals = [r[0] for r in conn.execute("SELECT original FROM messages WHERE id <= 3")]
+    finally:
+        conn.close()
+    assert not any(s in t for t in texts for s in SECRETS)
+    assert all(s in o for o, s in zip(originals, SECRETS, strict=True))
+
+
+def test_through_the_running_sidecar(capsys: pytest.CaptureFixture[str], settings: Settings) -> None:
+    live_settings = settings.model_copy(update={"embedding_provider": "local"})
+    with live_sidecar(live_settings, HashEmbedder()) as server:
+        assert_error(server.client.post("/v1/redact/rescan", json={"dryRun": "yes"}), 422, "invalid_request")
+        assert httpx.post(f"{server.url}/v1/redact/rescan", json={}).status_code == 401
+        code = main(["redact", "--rescan", "--dry-run", "--json", "--state-dir", str(settings.state_dir),
+                     "--port", str(settings.port)])  # fmt: skip
+        out = capsys.readouterr().out
+        assert code == 0 and '"dryRun": true' in out
+        code = main(["redact", "--rescan", "--state-dir", str(settings.state_dir), "--port", str(settings.port)])
+        out = capsys.readouterr().out
+        assert code == 0 and "messages 3" in out and "github_token" in out
+        server.wait_for_backlog()
+        hits = server.client.get("/v1/search", params={"q": "pelican deploy", "mode": "vector"}).json()["hits"]
+        assert hits and not any(s in h["text"] for h in hits for s in SECRETS)
+        assert not server.client.get("/v1/search", params={"q": GITHUB, "mode": "keyword"}).json()["hits"]
+    assert not any(s.encode() in _raw(settings) for s in SECRETS)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["redact"], "redact needs --rescan"),
+        (["redact", "--dry-run"], "redact needs --rescan"),
+        (["redact", "--rescan", "--all"], "unrecognized arguments: --all"),
+    ],
+)
+def test_bad_input_is_a_clear_message_and_exit_2(
+    capsys: pytest.CaptureFixture[str], settings: Settings, args: list[str], says: str
+) -> None:
+    before = _pages(settings)
+    try:
+        code, _, err = run_cli(capsys, settings.state_dir, *args)
+    except SystemExit as exited:
+        code, err = int(str(exited.code)), capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err
+    assert _pages(settings) == before
