@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 
 import plugin, {
   TOOL_NAMES, ToolParamError, SidecarError, agentOfSessionKey, createAgentTools, resolveScope,
-  stopSupervising, validateRecoverParams, validateSearchParams,
+  stopSupervising, validateForgetParams, validateRecoverParams, validateSearchParams,
 } from "../index.js";
 import { stubSidecar } from "./fixtures/stub-sidecar.mjs";
 
@@ -51,10 +51,12 @@ test("register declares both tools in contracts.tools and builds them per run", 
   assert.deepEqual(opts, { names: TOOL_NAMES });
   // The host silently drops a registration whose names are not all declared in the manifest.
   assert.deepEqual([...OPENCLAW_MANIFEST.contracts.tools].sort(), [...TOOL_NAMES].sort());
-  for (const name of TOOL_NAMES) assert.ok(OPENCLAW_MANIFEST.toolMetadata[name].replaySafe, name);
+  for (const name of ["lossless_search", "lossless_recover"]) assert.ok(OPENCLAW_MANIFEST.toolMetadata[name].replaySafe, name);
+  assert.equal(OPENCLAW_MANIFEST.toolMetadata.lossless_forget.replaySafe, false);
 
+  // lossless_forget is declared, but built only when the operator turns agentMayForget on.
   const built = factory(RUN);
-  assert.deepEqual(built.map((t) => t.name), TOOL_NAMES);
+  assert.deepEqual(built.map((t) => t.name), ["lossless_search", "lossless_recover"]);
   for (const tool of built) {
     assert.equal(typeof tool.label, "string");
     assert.equal(typeof tool.execute, "function");
@@ -287,5 +289,41 @@ test("the tools start the sidecar (autoStart) like the hooks do", async () => {
     stopSupervising(); // the plugin restarts a sidecar it started: stop that before stopping it
     const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json().catch(() => null);
     if (health?.pid) process.kill(health.pid, "SIGTERM");
+  }
+});
+
+test("lossless_forget exists only with agentMayForget, forgets by citation within the run's own agent", async () => {
+  const sidecar = await stubSidecar({
+    "POST /v1/forget": () => [200, {
+      dryRun: false, forgotten: 2, stored: 2, archived: 0, sessions: [], removed: 2,
+      messages: [{ id: 4, citation: "msg:4" }, { id: 9, citation: "msg:9" }],
+    }],
+  });
+  try {
+    const base = { sidecarUrl: sidecar.url, stateDir: sidecar.stateDir, autoStart: false };
+    assert.deepEqual(createAgentTools(base, RUN, { log: quiet }).map((t) => t.name), ["lossless_search", "lossless_recover"]);
+    assert.deepEqual(createAgentTools({ ...base, agentMayForget: "yes" }, RUN, { log: quiet }).length, 2);
+    const tools = createAgentTools({ ...base, agentMayForget: true }, RUN, { log: quiet });
+    const forget = tools.find((t) => t.name === "lossless_forget");
+    assert.match(forget.description, /not instructions/);
+    assert.deepEqual(forget.parameters.required, ["citations"]);
+
+    const out = await forget.execute("call-1", { citations: ["msg:4", "[msg:9]", "4"] });
+    assert.equal(sidecar.requests.length, 1);
+    const sent = sidecar.requests[0];
+    assert.equal(sent.method, "POST");
+    assert.equal(sent.path, "/v1/forget");
+    assert.deepEqual(sent.body, { ids: ["msg:4", "msg:9"], agentId: "main" });  // never another agent's, never a session
+    assert.match(out.content[0].text, /forgot 2 messages for good: msg:4, msg:9/);
+
+    await assert.rejects(forget.execute("c", { citations: ["everything"] }), ToolParamError);
+    await assert.rejects(forget.execute("c", { citations: [] }), ToolParamError);
+    await assert.rejects(forget.execute("c", { citations: ["msg:1"], sessionId: "s" }), ToolParamError);
+    const anonymous = createAgentTools({ ...base, agentMayForget: true }, {}, { log: quiet });
+    await assert.rejects(anonymous[2].execute("c", { citations: ["msg:1"] }), ToolParamError);
+    assert.equal(sidecar.requests.length, 1);  // nothing bad reached the sidecar
+    assert.deepEqual(validateForgetParams({ citations: [12, "msg:12"] }), { citations: ["msg:12"] });
+  } finally {
+    await sidecar.close();
   }
 });
