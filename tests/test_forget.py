@@ -211,3 +211,31 @@ def test_an_export_carries_the_tombstones_and_its_import_forgets_there_too(tmp_p
         assert _ids_holding(two, MARKER) == [] and two.client.get("/stats").json()["forgotten"] == 1
         assert import_jsonl(two.sidecar.db, older, options).forgotten == 1  # and the older file cannot undo it
         assert _ids_holding(two, MARKER) == []
+
+
+def test_a_session_forgotten_whole_is_not_brought_back_by_bootstrap_or_catch_up(sidecar: LiveSidecar) -> None:
+    transcript = Transcript(SESSION, T0)
+    body, entries = _turn(transcript, "a", f"Session secret {MARKER}.", "Kept quiet.")
+    sidecar.post("commit-turn", body)
+    sessions = sidecar.settings.openclaw_state / "agents" / "main" / "sessions"
+    write_transcript(sessions / f"{SESSION}.jsonl", [transcript.header(), *entries])
+    (sessions / "sessions.json").write_text(json.dumps({"main": {"sessionId": SESSION, "updatedAt": T0}}))
+    gone = sidecar.client.delete(f"/v1/sessions/{SESSION}").json()
+    assert gone["forgotten"] == 2 and gone["sessions"] == [SESSION]
+    assert sidecar.post("bootstrap", {"sessionId": SESSION, "sessionKey": KEY}).status_code == 200
+    import_history(sidecar.sidecar, sidecar.settings.openclaw_state)  # what the catch-up runs
+    assert sidecar.client.get(f"/v1/sessions/{SESSION}/messages").json()["messages"] == []
+    assert MARKER.encode() not in _raw_bytes(sidecar.settings.state_dir)
+
+
+def test_an_agents_forget_reaches_only_its_own_history(sidecar: LiveSidecar) -> None:
+    mine = _turn(Transcript(SESSION, T0), "a", "Main agent note.", "Ok.")[0]
+    other = {**_turn(Transcript("s-ops", T0), "b", "Ops agent note.", "Ok.")[0], "sessionId": "s-ops",
+             "sessionKey": "agent:ops:main"}  # fmt: skip
+    sidecar.post("commit-turn", mine)
+    sidecar.post("commit-turn", other)
+    before = db_fingerprint(sidecar.settings.database_path)
+    assert_error(sidecar.client.post("/v1/forget", json={"ids": ["msg:3"], "agentId": "main"}), 404, "not_found")
+    assert db_fingerprint(sidecar.settings.database_path) == before
+    done = sidecar.client.post("/v1/forget", json={"ids": ["msg:1"], "agentId": "main"}).json()
+    assert [m["citation"] for m in done["messages"]] == ["msg:1"]

@@ -19,7 +19,7 @@ from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.capture.text import descriptor_text
 from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.messages import queue_for_embedding
+from openclaw_lossless.store.messages import is_forgotten, queue_for_embedding
 from openclaw_lossless.store.sessions import (
     SessionRef,
     agent_of,
@@ -152,6 +152,8 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
     copied: list[int] = []
     for msg_id, role, created_at, text, key, tokens, importance, label in rows:
         original, digest = outcome_identity(child_key, msg_id)
+        if is_forgotten(conn, parent.session_id, digest, key):  # an outcome forgotten stays forgotten
+            continue
         cursor = conn.execute(
             "INSERT OR IGNORE INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text,"
             " original, content_hash, window_key, tokens, importance, importance_label, cites)"
