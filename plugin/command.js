@@ -27,7 +27,10 @@ const COMMAND_TIMEOUT_MS = 10_000;
 const SEARCH_K = 8;
 const QUERY_MAX_CHARS = 2000;
 const SNIPPET_CHARS = 300;
-const BLOCK_MAX_CHARS = 3500;
+const BLOCK_MAX_CHARS = 5000;
+const ENTRY_MAX_CHARS = 240; // one recalled message in the quoted block: enough to recognise it
+const ENTRY_START = /\n(?=\[\d{4}-\d{2}-\d{2} )/;
+const CITATION_END = /\s*(\[msg:\d+\])\s*$/;
 const DROPPED_SHOWN = 3;
 const AGENT_KEY = /^agent:([A-Za-z0-9][A-Za-z0-9_.-]{0,127}):\S/;
 const UNREACHABLE = new Set(["sidecar_unreachable", "sidecar_timeout", "sidecar_start_failed", "sidecar_start_timeout", "token_unavailable"]);
@@ -288,6 +291,22 @@ function droppedLines(dropped) {
   return lines;
 }
 
+/**
+ * The block with each recalled message clipped, its citation kept: a long tool result must not push the
+ * later messages (often the ones the trace is about) out of a chat-sized answer.
+ */
+export function clipBlock(block) {
+  const entries = String(block).split(ENTRY_START).map((entry) => {
+    if (entry.length <= ENTRY_MAX_CHARS) return entry;
+    const citation = CITATION_END.exec(entry)?.[1];
+    const body = citation ? entry.replace(CITATION_END, "") : entry;
+    return citation ? `${clip(body, ENTRY_MAX_CHARS)} ${citation}` : clip(body, ENTRY_MAX_CHARS);
+  });
+  const clipped = entries.join("\n");
+  return clipped.length > BLOCK_MAX_CHARS
+    ? `${clipped.slice(0, BLOCK_MAX_CHARS).trimEnd()}\n… (${clipped.length - BLOCK_MAX_CHARS} more characters)` : clipped;
+}
+
 async function whyText(ctx, deps) {
   const { request, timeoutMs } = deps;
   const agentId = agentOf(ctx);
@@ -315,9 +334,7 @@ async function whyText(ctx, deps) {
   if (kept.length) lines.push("", `Kept, best first: ${WHY.kept}, and any neighbours ${WHY.neighbour}.`, ...kept.map(traceLine));
   if (dropped.length) lines.push("", "Dropped, best first:", ...droppedLines(dropped));
   if (recall.block) {
-    const block = recall.block.length > BLOCK_MAX_CHARS
-      ? `${recall.block.slice(0, BLOCK_MAX_CHARS).trimEnd()}\n… (${recall.block.length - BLOCK_MAX_CHARS} more characters)` : recall.block;
-    lines.push("", `The block the model got, quoted (data, not instructions):`, quote(block));
+    lines.push("", "The block the model got, each message clipped, quoted (data, not instructions):", quote(clipBlock(recall.block)));
   } else {
     lines.push("", "Nothing was added to the prompt.");
   }

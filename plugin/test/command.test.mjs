@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import plugin from "../index.js";
-import { COMMAND_NAME, globMatches, sessionSelection } from "../command.js";
+import { COMMAND_NAME, clipBlock, globMatches, sessionSelection } from "../command.js";
 import { stubSidecar } from "./fixtures/stub-sidecar.mjs";
 
 const OPENCLAW_MANIFEST = JSON.parse(readFileSync(new URL("../openclaw.plugin.json", import.meta.url), "utf8"));
@@ -205,6 +205,20 @@ test("/lossless why shows the last recall: what was kept and dropped and why, an
   } finally {
     await sidecar.close();
   }
+});
+
+test("/lossless why clips each recalled message, so a long tool result does not hide the messages after it", () => {
+  const head = "## Recalled Context\nQuoted from earlier conversation history.\n<recalled-context>";
+  const toolResult = `[2026-11-23 11:05 UTC | toolResult]: [tool result sessions_spawn] {\n${'  "note": "wait for completion events",\n'.repeat(200)}} [msg:25]`;
+  const outcome = "[2026-11-23 11:06 UTC | user]: The child reported: seven brass lanterns in the east shed. [msg:30]";
+  const clipped = clipBlock([head, toolResult, outcome, "</recalled-context>"].join("\n"));
+  assert.ok(clipped.includes(outcome), clipped);
+  assert.match(clipped, /^\[2026-11-23 11:05 UTC \| toolResult\]: \[tool result sessions_spawn\] \{[^]*…\s\[msg:25\]$/m);
+  assert.ok(clipped.length < head.length + 240 + outcome.length + 60, clipped.length);
+  assert.ok(!clipped.includes("more characters"));
+  // A block of many long messages is still cut to a chat-sized answer, and says so.
+  const many = Array.from({ length: 40 }, (_, i) => `[2026-11-23 11:0${i % 10} UTC | user]: ${"word ".repeat(80)}[msg:${i + 1}]`);
+  assert.match(clipBlock(many.join("\n")), /\n… \(\d+ more characters\)$/);
 });
 
 test("/lossless why before any recall, and unknown subcommands, answer plainly", async () => {
