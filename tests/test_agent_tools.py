@@ -49,7 +49,8 @@ def run_tools(
     )
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
-    assert out["registrations"] == [{"names": ["lossless_search", "lossless_recover"]}]
+    # lossless_forget is declared with the others and built only when the operator sets agentMayForget.
+    assert out["registrations"] == [{"names": ["lossless_search", "lossless_recover", "lossless_forget"]}]
     results: list[dict[str, Any]] = out["results"]
     return results
 

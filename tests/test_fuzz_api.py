@@ -42,6 +42,9 @@ CASES = [
     if mode is GenerationMode.POSITIVE or has_inputs(op)
 ]
 TALLIES: dict[str, dict[str, Tally]] = {}
+# Writes whose schema-valid requests may still be refused, by what the store holds rather than by their shape:
+# forgetting a citation, session or agent that is not stored is 404, a selection that selects nothing is 422.
+REFUSED_BY_STORE = {"POST /v1/forget": {404, 422}}
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +117,8 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
     assert tally.cases >= (min(examples, 20) if has_inputs(operation) else 1)
     assert not [status for status in tally.statuses if status >= 500]
     if mode is GenerationMode.POSITIVE and writes:
-        refused = {status: n for status, n in tally.statuses.items() if status >= 400}
+        allowed = REFUSED_BY_STORE.get(label, set())
+        refused = {status: n for status, n in tally.statuses.items() if status >= 400 and status not in allowed}
         assert not refused, f"schema-valid requests refused: {refused}; state the rule in api/schemas.py"
 
 
