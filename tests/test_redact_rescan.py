@@ -8,7 +8,9 @@ reason and an archive. Then the CLI rescans with the current rules, on the file 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import gzip
+import sqlite3
 import hashlib
 import stat
 from pathlib import Path
@@ -84,7 +86,22 @@ def _archives(settings: Settings) -> bytes:
 def settings(tmp_path: Path) -> Settings:
     settings = make_settings(tmp_path / "state", embedding_provider="none")
     _old_store(settings)
+    _settle(settings)
     return settings
+
+
+def _settle(settings: Settings) -> None:
+    """Close any connection the closed sidecar's threads left to the garbage collector, and checkpoint.
+
+    Otherwise the first connection to close after them (the dry run's) would be the last one and checkpoint
+    the WAL into the file: bytes moved, nothing changed, and the byte comparison would fail by chance.
+    """
+    gc.collect()
+    conn = sqlite3.connect(settings.database_path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
 
 
 def _cli(capsys: pytest.CaptureFixture[str], settings: Settings, *args: str) -> dict[str, object]:
