@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import gc
 import gzip
-import sqlite3
 import hashlib
 import stat
 from pathlib import Path
+from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from openclaw_lossless.capture.redact import Redactor
@@ -97,7 +98,7 @@ def _settle(settings: Settings) -> None:
     the WAL into the file: bytes moved, nothing changed, and the byte comparison would fail by chance.
     """
     gc.collect()
-    conn = sqlite3.connect(settings.database_path)
+    conn = open_connection(settings.database_path)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
@@ -274,3 +275,44 @@ def test_bad_input_is_a_clear_message_and_exit_2(
         code, err = int(str(exited.code)), capsys.readouterr().err
     assert code == 2 and says in err and "Traceback" not in err
     assert _pages(settings) == before
+
+
+class _RedactedMidBatch(HashEmbedder):
+    """Embeds a batch while the message's text is redacted in the store (what a rescan does to a queued message)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sidecar: Sidecar | None = None
+
+    def embed(self, texts: list[str]) -> Any:
+        if self.sidecar is not None and any(GITHUB in text for text in texts):
+            self.sidecar.db.write(
+                lambda c: c.execute("UPDATE messages SET text = replace(text, ?, '[REDACTED:github_token]')", (GITHUB,))
+            )
+        return super().embed(texts)
+
+
+def test_a_message_redacted_while_its_batch_is_embedded_keeps_no_vector_of_its_old_text(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "state")
+    embedder = _RedactedMidBatch()
+    sidecar = Sidecar(settings, provider=embedder, start_worker=False)
+    embedder.sidecar = sidecar
+    try:
+        sidecar.capture_options = dataclasses.replace(sidecar.capture_options, redactor=Redactor(()))
+        text = f"deploy with token {GITHUB} tonight"
+        recall = sidecar.recall_settings(None)
+        sidecar.commit_turn("t", "s1", "agent:main:main", [_message(text, 1_700_000_000_000)], heartbeat=False,
+                            recall=recall)  # fmt: skip
+        assert sidecar.worker is not None
+        while sidecar.worker.drain_once():
+            pass
+        conn = sidecar.db.reader()
+        ((stored,),) = conn.execute("SELECT text FROM messages").fetchall()
+        assert GITHUB not in stored and conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0] == 0
+        ((scale, codes),) = conn.execute("SELECT scale, codes FROM message_vectors").fetchall()
+        vector = np.frombuffer(codes, dtype=np.int8).astype(np.float32) * scale
+        new, old = HashEmbedder().embed([stored, text])
+        assert float(vector @ new) > float(vector @ old)  # the vector is of the redacted text
+        assert embedder.texts[-1] == stored  # embedded again, from the redacted text
+    finally:
+        sidecar.close()

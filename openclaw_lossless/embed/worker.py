@@ -119,8 +119,11 @@ class EmbeddingWorker:
         texts = [str(r[1]) for r in rows]
         vectors = self._embed(texts)
         sessions = [int(r[3]) for r in rows]
-        self.db.write(lambda conn: self._persist(conn, ids, texts, vectors, sessions))
-        self.index.add(ids, vectors, [str(r[2]) for r in rows], sessions)
+        kept = self.db.write(lambda conn: self._persist(conn, ids, texts, vectors, sessions))
+        if kept:
+            self.index.add(
+                [ids[k] for k in kept], vectors[kept], [str(rows[k][2]) for k in kept], [sessions[k] for k in kept]
+            )
         self.stats.embedded += len(ids)
         self.stats.batches += 1
         self.stats.rates.append((time.monotonic(), len(ids)))
@@ -159,7 +162,18 @@ class EmbeddingWorker:
 
     def _persist(
         self, conn: Connection, ids: list[int], texts: list[str], vectors: Vectors, sessions: list[int]
-    ) -> None:
+    ) -> list[int]:
+        """Store the batch's vectors; returns the positions kept.
+
+        A message whose text changed while it was being embedded (``redact --rescan`` redacted it, ``forget``
+        removed it) keeps no vector of its old text: it is skipped here, and stays queued if it is still stored.
+        """
+        kept = _unchanged(conn, ids, texts)
+        if not kept:
+            return kept
+        if len(kept) < len(ids):
+            ids, vectors, sessions = [ids[k] for k in kept], vectors[kept], [sessions[k] for k in kept]
+            texts = [texts[k] for k in kept]
         store_vectors(conn, ids, vectors, sessions)
         if self._use_cache:
             identity = self.provider.identity
@@ -178,6 +192,14 @@ class EmbeddingWorker:
                     for t, v in zip(texts, vectors, strict=True)
                 ],
             )
+        return kept
+
+
+def _unchanged(conn: Connection, ids: list[int], texts: list[str]) -> list[int]:
+    """The positions of the messages still stored with the text that was embedded."""
+    marks = ",".join("?" * len(ids))
+    current = {int(r[0]): str(r[1]) for r in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({marks})", ids)}
+    return [k for k, (ident, text) in enumerate(zip(ids, texts, strict=True)) if current.get(ident) == text]
 
 
 def _next_delay(delay: float, exc: EmbeddingUnavailable) -> float:
