@@ -132,6 +132,7 @@ class Settings(BaseSettings):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     redact_originals: bool = True
     redact_patterns: list[str] = Field(default_factory=list)
+    injected_blocks: list[str] = Field(default_factory=list)  # capture/injected.py: extra shapes, built-ins off
     include_thinking: bool = False
     catch_up: bool = True
     catch_up_interval_s: float = Field(15.0, ge=0, le=3600)  # 0: no periodic check (history/catchup.py)
@@ -145,6 +146,15 @@ class Settings(BaseSettings):
         from openclaw_lossless.selection import parse_patterns
 
         return parse_patterns(value) if isinstance(value, str | list | tuple) else value
+
+    @field_validator("injected_blocks")
+    @classmethod
+    def _injected_shapes(cls, entries: list[str]) -> list[str]:
+        """Refused at start with what to fix: an unknown built-in, a bad tag name or regular expression."""
+        from openclaw_lossless.capture.injected import InjectedText
+
+        InjectedText.from_entries(entries)
+        return entries
 
     @field_validator("token")
     @classmethod

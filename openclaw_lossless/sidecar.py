@@ -17,6 +17,7 @@ from typing import Any
 
 from openclaw_lossless import __version__
 from openclaw_lossless.activity import Activity
+from openclaw_lossless.capture.injected import InjectedText
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import RecallOverrides, RecallSettings, Settings
@@ -85,6 +86,7 @@ class Sidecar:
             redactor=build_redactor(settings.redact_patterns),
             redact_originals=settings.redact_originals,
             include_thinking=settings.include_thinking,
+            injected=InjectedText.from_entries(settings.injected_blocks),
         )
         self.embedding = EmbeddingService(settings, provider)
         self.index: VectorIndex | None = None
@@ -117,7 +119,8 @@ class Sidecar:
                 loader.start()
             else:
                 loader.run()
-        self.assembler = Assembler(self.index, self.embedding, TermStats(settings.keyword_term_limit))
+        terms = TermStats(settings.keyword_term_limit)
+        self.assembler = Assembler(self.index, self.embedding, terms, clean=self.capture_options.injected.strip)
         self._last_prune_check = 0.0
         self._prune_lock = threading.Lock()
         self._closing = threading.Event()
@@ -577,11 +580,11 @@ class Sidecar:
             "compactionFailures": compactions[snapshots.FAILED],
             "compactionOutcomes": compactions,  # every status, failed and skipped (nothing to compact) too
             "snapshots": count("SELECT count(*) FROM snapshots"),
+            "forgotten": count("SELECT count(*) FROM forgotten"),  # tombstones: messages forgotten on request
             "subagents": count("SELECT count(*) FROM subagent_links"),
             "vectors": len(self.index) if self.index is not None else 0,
             "vectorIndex": self._index_view(),
             "backlog": backlog_size(conn),
-            "forgotten": count("SELECT count(*) FROM forgotten"),  # tombstones: messages forgotten on request
             "embedder": self._embedder_view(),
             "database": {
                 "path": str(self.db.path),

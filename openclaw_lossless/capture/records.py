@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from openclaw_lossless.capture import importance
+from openclaw_lossless.capture.injected import DEFAULT as DEFAULT_INJECTED
+from openclaw_lossless.capture.injected import InjectedText
 from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.capture.text import descriptor_tokens, searchable_text, window_key
 from openclaw_lossless.errors import BadRequest
@@ -50,6 +52,7 @@ class CaptureOptions:
     redactor: Redactor
     redact_originals: bool = True
     include_thinking: bool = False
+    injected: InjectedText = DEFAULT_INJECTED  # left out of the derived text, kept in the original
 
 
 def capture(message: Any, options: CaptureOptions, *, now: float | None = None) -> MessageRecord:
@@ -62,7 +65,7 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
         raise BadRequest("each message needs a 'role' of 1-64 letters, digits, '_' or '-' (user, assistant, ...)")
     key = window_key(message)
     tokens = descriptor_tokens(message)
-    text = storable(options.redactor.redact(searchable_text(message, include_thinking=options.include_thinking)))
+    text = storable(options.redactor.redact(derived_text(message, options)))
     kept = options.redactor.redact_value(message) if options.redact_originals else message
     original = canonical_json(kept)
     grade = importance.grade(role, text)
@@ -77,6 +80,13 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
         importance=grade.score,
         importance_label=grade.label,
     )
+
+
+def derived_text(message: dict[str, Any], options: CaptureOptions) -> str:
+    """The searchable text without injected text (empty for a message that is all injected), unredacted."""
+    if options.injected.whole_message(message):
+        return ""
+    return searchable_text(message, include_thinking=options.include_thinking, clean=options.injected.strip)
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:

@@ -3,7 +3,8 @@
 The original object is stored verbatim; this text is what gets indexed, embedded and recalled. Rules:
 text blocks as they are; tool calls as ``[tool call name] {arguments}``; tool results prefixed with the tool
 name and truncated for the index (never in storage); images as a placeholder; thinking blocks left out
-unless asked for (they are the model's scratch work, rarely worth recalling, often large).
+unless asked for (they are the model's scratch work, rarely worth recalling, often large). Text the host or
+a plugin injected (``injected.py``) is left out of each text block before any truncation.
 
 ``descriptor_text`` is the simpler text the JS shim computes for window keys; it must stay in step with
 ``plugin/index.js`` and the ``descriptor`` section of ``plugin-manifest.json``.
@@ -14,19 +15,25 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from openclaw_lossless.capture.token_estimate import token_units, tokens_of_units
 
 INDEX_TOOL_RESULT_CHARS = 2000
 INDEX_TEXT_CHARS = 20000
+Clean = Callable[[str], str]
 
 
-def searchable_text(message: dict[str, Any], *, include_thinking: bool = False) -> str:
-    """The text a person would search this message by."""
+def _as_is(text: str) -> str:
+    return text
+
+
+def searchable_text(message: dict[str, Any], *, include_thinking: bool = False, clean: Clean = _as_is) -> str:
+    """The text a person would search this message by; ``clean`` takes injected text out of each text."""
     role = message.get("role")
     if role == "toolResult":
-        body = _truncate(_content_text(message.get("content"), include_thinking), INDEX_TOOL_RESULT_CHARS)
+        body = _truncate(_content_text(message.get("content"), include_thinking, clean), INDEX_TOOL_RESULT_CHARS)
         name = message.get("toolName") or "tool"
         return f"[tool result {name}] {body}".strip()
     if role == "bashExecution":
@@ -34,30 +41,30 @@ def searchable_text(message: dict[str, Any], *, include_thinking: bool = False) 
         return f"$ {message.get('command') or ''}\n{output}".strip()
     if role in ("compactionSummary", "branchSummary"):
         return _truncate(str(message.get("summary") or ""), INDEX_TEXT_CHARS)
-    return _truncate(_content_text(message.get("content"), include_thinking), INDEX_TEXT_CHARS)
+    return _truncate(_content_text(message.get("content"), include_thinking, clean), INDEX_TEXT_CHARS)
 
 
-def _content_text(content: Any, include_thinking: bool) -> str:
+def _content_text(content: Any, include_thinking: bool, clean: Clean) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
-        return content
+        return clean(content)
     if isinstance(content, dict):
         content = [content]
     if not isinstance(content, list):
         return str(content)
-    parts = [_block_text(block, include_thinking) for block in content]
+    parts = [_block_text(block, include_thinking, clean) for block in content]
     return "\n".join(part for part in parts if part)
 
 
-def _block_text(block: Any, include_thinking: bool) -> str:
+def _block_text(block: Any, include_thinking: bool, clean: Clean) -> str:
     if isinstance(block, str):
-        return block
+        return clean(block)
     if not isinstance(block, dict):
         return ""
     kind = block.get("type")
     if kind == "text":
-        return str(block.get("text") or "")
+        return clean(str(block.get("text") or ""))
     if kind == "thinking":
         return str(block.get("thinking") or "") if include_thinking else ""
     if kind == "image":
@@ -65,7 +72,7 @@ def _block_text(block: Any, include_thinking: bool) -> str:
     if kind == "toolCall":
         arguments = json.dumps(block.get("arguments"), ensure_ascii=False, sort_keys=True)
         return f"[tool call {block.get('name') or 'tool'}] {_truncate(arguments, INDEX_TOOL_RESULT_CHARS)}"
-    return str(block.get("text") or "")
+    return clean(str(block.get("text") or ""))
 
 
 def _truncate(text: str, limit: int) -> str:

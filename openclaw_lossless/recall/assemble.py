@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from openclaw_lossless.capture import injected
 from openclaw_lossless.config import RecallSettings
 from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.embed.provider import Vectors
@@ -82,10 +83,17 @@ class AssembleResult:
 
 
 class Assembler:
-    def __init__(self, index: VectorIndex | None, embedding: EmbeddingService, terms: TermStats | None = None) -> None:
+    def __init__(
+        self,
+        index: VectorIndex | None,
+        embedding: EmbeddingService,
+        terms: TermStats | None = None,
+        clean: Callable[[str], str] = injected.DEFAULT.strip,
+    ) -> None:
         self.index = index
         self.embedding = embedding
         self.terms = terms
+        self.clean = clean  # what the host or a plugin injected into the prompt is not searched for
         # The vector lane (embed the query, scan the index) runs beside the keyword lane: onnxruntime, numpy and
         # SQLite all release the GIL, so on two cores a turn waits for the slower lane rather than for both.
         self._lanes = concurrent.futures.ThreadPoolExecutor(LANE_THREADS, thread_name_prefix="lossless-lane")
@@ -100,7 +108,7 @@ class Assembler:
         window = descriptors[start:]
         window_tokens = sum(d.tokens for d in window)
         result = AssembleResult(start, window_tokens, window_tokens, "")
-        result.query_parts = query_parts(request.prompt, window)
+        result.query_parts = query_parts(request.prompt, window, clean=self.clean)
         query = Query(tuple(result.query_parts), bool(request.prompt and request.prompt.strip()))
         result.query, result.keyword_query = query.text, query.keyword_text
         room = request.token_budget - window_tokens
@@ -147,7 +155,7 @@ class Assembler:
         hits = []
         for candidate in found.values():
             message = stored.get(candidate.message_id)
-            if message is None:
+            if message is None or not message.text.strip():
                 continue
             score(
                 candidate,
@@ -243,6 +251,9 @@ class Assembler:
             if message is None:
                 candidate.decision = "missing"
                 continue
+            if not message.text.strip():  # all injected (capture/injected.py): stored, never recalled
+                candidate.decision = "no_text"
+                continue
             age = (request.now - message.created_at) / 3600
             score(
                 candidate,
@@ -304,7 +315,7 @@ class Assembler:
         for anchor in hits:
             for row in _nearest_first(anchor, around.get(anchor, [])):
                 ident = row.message.id
-                if ident in taken:
+                if ident in taken or not row.message.text.strip():
                     continue
                 candidate = by_id.get(ident)
                 if candidate is None:

@@ -7,7 +7,7 @@ split the result from the assistant message that called the tool).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -36,16 +36,23 @@ def window_start(descriptors: Sequence[Descriptor], budget: int) -> int:
     return start
 
 
-def query_parts(prompt: str | None, window: Sequence[Descriptor], user_turns: int = 3) -> list[str]:
+def query_parts(
+    prompt: str | None,
+    window: Sequence[Descriptor],
+    user_turns: int = 3,
+    clean: Callable[[str], str] | None = None,
+) -> list[str]:
     """The prompt plus the last few user messages of the window, newest first, each once: what recall seeks.
 
     Kept apart so that each part is embedded on its own (``EmbeddingService.embed_query``): the window's user
     messages were the prompts of the turns before, so their vectors are already cached and a turn embeds only
-    what is new to it.
+    what is new to it. ``clean`` takes out what the host or a plugin injected (``capture/injected.py``): a
+    prompt wrapped in channel metadata or another plugin's recall is searched by what the user said.
     """
     users = [d.text for d in window if d.role == "user" and d.text]
     parts: list[str] = []
-    for part in [prompt or "", *users[-user_turns:][::-1]]:
+    for raw in [prompt or "", *users[-user_turns:][::-1]]:
+        part = clean(raw) if clean is not None else raw
         if part.strip() and part not in parts:
             parts.append(part)
     return parts
