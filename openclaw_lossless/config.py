@@ -56,6 +56,7 @@ class RecallSettings(BaseModel):
     recency_floor: float = Field(0.9, ge=0, le=1)
     neighbour_radius: int = Field(2, ge=0, le=10)
     recall_token_budget: int = Field(2000, ge=0)
+    recall_duplicate_cosine: float = Field(1.0, ge=0, le=1)  # 1: off (recall/assemble.py, near-duplicates)
 
 
 class RecallOverrides(BaseModel):
@@ -102,6 +103,7 @@ class Settings(BaseSettings):
     recency_floor: float = Field(0.9, ge=0, le=1)
     neighbour_radius: int = Field(2, ge=0, le=10)
     recall_token_budget: int = Field(2000, ge=0)
+    recall_duplicate_cosine: float = Field(1.0, ge=0, le=1)
     default_token_budget: int = Field(100_000, ge=1)
     assemble_deadline_ms: int = Field(400, ge=10)
     query_embed_deadline_ms: int = Field(250, ge=1)
@@ -190,4 +192,5 @@ class Settings(BaseSettings):
             recency_floor=self.recency_floor,
             neighbour_radius=self.neighbour_radius,
             recall_token_budget=self.recall_token_budget,
+            recall_duplicate_cosine=self.recall_duplicate_cosine,
         )

@@ -49,6 +49,7 @@ const WHY = {
   neighbour: "next to a kept match in its session",
   over_budget: "relevant, but the recall budget (recallTokenBudget, or what the window left) was spent",
   over_count: "relevant, but past retrievalCount",
+  near_duplicate: "says again what a kept match already says (recall_duplicate_cosine)",
   below_min_similarity: "too weak a match (similarity under minSimilarity)",
   in_window: "already in the recent messages the model sees",
   missing: "no longer in the store (archived)",

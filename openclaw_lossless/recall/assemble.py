@@ -9,7 +9,8 @@
 5. The best ``retrievalCount`` that fit the room (the rest of the host's budget, capped at
    ``recallTokenBudget`` for the whole block), taken from the two rankings in turn, the prompt's first:
    the prompt's own best matches get at least ``PROMPT_SHARE`` of the hits, so a direct question finds
-   what it asks for whatever the recent turns are about.
+   what it asks for whatever the recent turns are about. With ``recall_duplicate_cosine`` below 1, a hit
+   that near-repeats one already kept is left out (``_Distinct``).
 6. Neighbours: up to ``neighbourRadius`` messages either side of each kept hit in its session, hits in rank
    order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
    two away from the turn that shares its words (the reply to a matching question, the question a matching
@@ -270,11 +271,15 @@ class Assembler:
                 candidate.decision = "below_min_similarity"
         ranked, sources = _in_turn(found.values(), request.settings.min_similarity)
         chosen: list[tuple[Candidate, str]] = []
+        distinct = _Distinct(self.index, request.settings.recall_duplicate_cosine)
         for candidate in ranked:
             if candidate.decision != "considered":
                 continue
             if len(chosen) >= request.settings.retrieval_count:
                 candidate.decision = "over_count"
+                continue
+            if distinct.repeats(candidate.message_id):
+                candidate.decision = "near_duplicate"
                 continue
             text = render.line(stored[candidate.message_id], request.recalled_text_chars)
             cost = render.estimate_tokens(text) + 1
@@ -285,6 +290,7 @@ class Assembler:
             candidate.decision = "kept"
             candidate.chosen_by = sources.get(candidate.message_id)
             chosen.append((candidate, text))
+            distinct.keep(candidate.message_id)
         result.candidates = ranked
         return chosen, stored, room
 
@@ -361,6 +367,39 @@ class Assembler:
                     "neighbourOf": candidate.neighbour_of if candidate.decision == "neighbour" else None,
                 }
             )
+
+
+class _Distinct:
+    """The near-duplicate step: a candidate whose vector is at least ``threshold`` cosine-similar to a hit
+    already kept is left out (``near_duplicate``), so the block does not spend its room on the same fact said
+    five times while the second fact a question needs waits below. Greedy in rank order, like MMR with its
+    penalty taken to the limit above the threshold and zero below it: the best statement of each fact stays,
+    and nothing is reordered. Off at ``threshold`` 1 (the default, ``recall_duplicate_cosine``); messages
+    without a vector (still in the backlog, no index) are never judged duplicates.
+    """
+
+    def __init__(self, index: VectorIndex | None, threshold: float) -> None:
+        self.index = index if threshold < 1.0 else None
+        self.threshold = threshold
+        self.kept: list[Vectors] = []
+
+    def _unit(self, message_id: int) -> Vectors | None:
+        vector = self.index.vector(message_id) if self.index is not None else None
+        if vector is None:
+            return None
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm > 0 else None
+
+    def repeats(self, message_id: int) -> bool:
+        if self.index is None or not self.kept:
+            return False
+        vector = self._unit(message_id)
+        return vector is not None and float(np.max(np.stack(self.kept) @ vector)) >= self.threshold
+
+    def keep(self, message_id: int) -> None:
+        vector = self._unit(message_id) if self.index is not None else None
+        if vector is not None:
+            self.kept.append(vector)
 
 
 def _stacked(vectors: QueryVectors) -> Vectors:
