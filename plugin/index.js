@@ -15,72 +15,28 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
 
-import { isLoopbackHost, validateConfig } from "./config-check.js";
+import { isLoopbackHost } from "./config-check.js";
 import { Supervisor, isAlive, processStart } from "./sidecar-process.js";
-import { patternList, sessionName, sessionSelector } from "./sessions.js";
+import { sessionName } from "./sessions.js";
+import { DEFAULT_URL, ENGINE_ID, MANIFEST, resolveSettings } from "./settings.js";
 import { describeTarget, portHolder, request, targets, verifyPeer } from "./transport.js";
 
 import { createLosslessCommand } from "./command.js";
 
-const MANIFEST = JSON.parse(readFileSync(new URL("./plugin-manifest.json", import.meta.url), "utf8"));
+export { ENGINE_ID, openclawStateDir, resolveSettings } from "./settings.js";
+
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
 
-export const ENGINE_ID = MANIFEST.engineId;
 const RECENT_USER_TEXTS = 3;
 const HEALTH_TIMEOUT_MS = 1000;
-const DEFAULT_URL = String(MANIFEST.config.properties.sidecarUrl.default).replace(/\/+$/, "");
 
 // Process-wide state, shared by every engine instance and every evaluation of this module.
 const SHARED = (globalThis[Symbol.for("openclaw-lossless.shim")] ??= {});
 SHARED.supervisors ??= new Map(); // `${url}|${stateDir}` -> Supervisor (sidecar-process.js)
 SHARED.peers ??= new Map(); // `${url}|${stateDir}` -> {target, token, pid}: the verified sidecar
 SHARED.notices ??= new Map(); // `${url}|${stateDir}` -> Set of problems already logged (each is logged once)
-
-// ---------------------------------------------------------------------------------------------------
-// Settings
-
-function schemaDefaults(schema) {
-  const out = {};
-  for (const [key, prop] of Object.entries(schema.properties ?? {})) {
-    if (prop.type === "object" && prop.properties) out[key] = schemaDefaults(prop);
-    else if (prop.default !== undefined) out[key] = prop.default;
-  }
-  return out;
-}
-
-/** The OpenClaw state dir: $OPENCLAW_STATE_DIR, else $OPENCLAW_HOME/.openclaw, else ~/.openclaw. */
-export function openclawStateDir(env = process.env) {
-  if (env.OPENCLAW_STATE_DIR) return env.OPENCLAW_STATE_DIR;
-  return join(env.OPENCLAW_HOME || homedir(), ".openclaw");
-}
-
-/** The effective plugin settings: manifest defaults overlaid with the user's plugins.entries.lossless.config. */
-export function resolveSettings(pluginConfig = {}, env = process.env) {
-  const defaults = schemaDefaults(MANIFEST.config);
-  const user = pluginConfig && typeof pluginConfig === "object" ? pluginConfig : {};
-  const settings = {
-    ...defaults,
-    ...user,
-    timeouts: { ...defaults.timeouts, ...(user.timeouts ?? {}) },
-  };
-  settings.sidecarUrl = String(settings.sidecarUrl).replace(/\/+$/, "");
-  settings.stateDir = user.stateDir || join(openclawStateDir(env), "plugins", ENGINE_ID);
-  settings.now = Date.now; // the supervisor's clock (tests pass their own to createEngine)
-  // Checked against the manifest's schema: a bad value is one log line and hooks that fail at once.
-  settings.configErrors = validateConfig(pluginConfig ?? {}, MANIFEST.config);
-  settings.excludeSessions = patternList(settings.excludeSessions);
-  settings.includeSessions = patternList(settings.includeSessions);
-  // captures(name): whether the session named so (sessions.js sessionName) is stored and given recall.
-  settings.captures = sessionSelector(settings.includeSessions, settings.excludeSessions);
-  // Only the recall knobs the user set travel with each request; the sidecar owns the defaults.
-  settings.overrides = Object.fromEntries(
-    MANIFEST.requestOverrides.filter((key) => user[key] !== undefined).map((key) => [key, user[key]]),
-  );
-  return settings;
-}
 
 // ---------------------------------------------------------------------------------------------------
 // What crosses the wire
