@@ -1,6 +1,6 @@
 """Reference token counts for the token estimate: chat-like texts per script, counted by real BPE tokenizers.
 
-The estimate (``openclaw_lossless/capture/token_estimate.py`` and ``descriptorTokens`` in ``plugin/index.js``)
+The estimate (``openclaw_lossless/capture/token_estimate.py`` and ``descriptorTokens`` in ``plugin/descriptors.js``)
 is a weighted character count, calibrated against these counts; ``tests/test_token_estimate.py`` checks it
 against them per script. The counts come from OpenAI's ``o200k_base`` (GPT-4o and later) and ``cl100k_base``
 (GPT-4, GPT-3.5) encodings, run by ``tiktoken`` on the BPE rank files the ``bpe-openai`` package ships (checked

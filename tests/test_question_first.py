@@ -28,7 +28,7 @@ from tests.helpers import LiveSidecar, live_sidecar, make_settings
 START_MS = 1_700_000_000_000
 TURN_MS = 90_000
 STRETCH_TURNS = 20
-RECENT_USER_TEXTS = 3  # the plugin sends the text of this many last user messages (plugin/index.js)
+RECENT_USER_TEXTS = 3  # the plugin sends the text of this many last user messages (plugin/descriptors.js)
 TOKEN_BUDGET = 4000  # the window (60 %) holds the last few turns; the rest of the stretch competes with the fact
 
 
