@@ -30,7 +30,8 @@ test("every module and file the entry loads is listed in package.json files", ()
   const entry = PACKAGE.openclaw.extensions[0].replace(/^\.\//, "");
   const loaded = loadedFiles(entry);
   // The split entry really is followed: the engine, the tools and the sidecar client are among them.
-  for (const module of ["index.js", "settings.js", "command.js", "plugin-manifest.json"]) assert.ok(loaded.includes(module), module);
+  const parts = ["index.js", "settings.js", "descriptors.js", "sidecar-client.js", "engine.js", "agent-tools.js", "command.js"];
+  for (const module of [...parts, "plugin-manifest.json"]) assert.ok(loaded.includes(module), module);
   assert.deepEqual(loaded.filter((name) => !shipped(name)), []);
   assert.ok(shipped("openclaw.plugin.json"), "the host reads openclaw.plugin.json from the installed package");
 });

@@ -1,0 +1,250 @@
+// The context engine: what OpenClaw calls each turn, translated into one sidecar hook each.
+//
+// The host builds a new engine instance per logical turn (and per compaction and subagent hook) and disposes
+// it at the end, so an instance is a cheap, stateless shim: it picks the JSON-safe fields of the host's
+// params (host params hold functions, Sets and AbortSignals), POSTs them (sidecar-client.js) and maps the
+// answer back. A session outside includeSessions / excludeSessions sends nothing. Failures follow the host's
+// contract: bootstrap, assemble and commitTurn throw (the host falls back, or keeps the turn and re-delivers
+// it); compaction and the subagent hooks never fail because of the sidecar.
+
+import { readFileSync } from "node:fs";
+
+import { describeMessages, descriptorTokens } from "./descriptors.js";
+import { sessionName } from "./sessions.js";
+import { ENGINE_ID, resolveSettings } from "./settings.js";
+import { SidecarError, callHook } from "./sidecar-client.js";
+
+const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
+
+/**
+ * A JSON-safe copy of a value: functions, symbols, Sets, Maps, AbortSignals, promises and cycles are
+ * dropped; typed arrays become base64; non-finite numbers become null. Host params hold all of these.
+ */
+export function jsonSafe(value, ancestors = new Set()) {
+  if (value === null) return null;
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      return Number.isFinite(value) ? value : null;
+    case "bigint":
+      return value.toString();
+    case "object":
+      break;
+    default:
+      return undefined; // undefined, function, symbol
+  }
+  if (ancestors.has(value)) return undefined;
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
+  if (ArrayBuffer.isView(value)) return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64");
+  if (
+    value instanceof Set || value instanceof Map || value instanceof WeakMap || value instanceof WeakSet ||
+    value instanceof Promise || value instanceof ArrayBuffer ||
+    (typeof EventTarget !== "undefined" && value instanceof EventTarget) // AbortSignal
+  ) return undefined;
+  ancestors.add(value);
+  try {
+    if (Array.isArray(value)) return value.map((item) => jsonSafe(item, ancestors) ?? null);
+    const out = {};
+    for (const [key, item] of Object.entries(value)) {
+      const safe = jsonSafe(item, ancestors);
+      if (safe !== undefined) out[key] = safe;
+    }
+    return out;
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+/** Copy only the named fields that are present, JSON-safe. */
+function pick(source, keys) {
+  const out = {};
+  for (const key of keys) {
+    const safe = source?.[key] === undefined ? undefined : jsonSafe(source[key]);
+    if (safe !== undefined) out[key] = safe;
+  }
+  return out;
+}
+
+// The session target is identity only (agent, session, store path); keep nothing else from it.
+const TARGET_FIELDS = ["agentId", "sessionId", "sessionKey", "storePath", "threadId"];
+
+let delegateCompaction;
+/** openclaw/plugin-sdk/core, loaded lazily so the shim can be imported (and tested) without the host. */
+async function runtimeCompaction(params) {
+  delegateCompaction ??= (await import("openclaw/plugin-sdk/core")).delegateCompactionToRuntime;
+  return delegateCompaction(params);
+}
+
+/**
+ * Build one engine instance. `deps` lets tests replace the host's compaction and the clock.
+ * Every method is a translation: pick the JSON-safe fields, POST, map the answer back.
+ */
+export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction, now, supervision } = {}) {
+  const settings = resolveSettings(pluginConfig);
+  if (now) settings.now = now;
+  if (supervision) settings.supervision = supervision; // restart backoff and crash-loop limits (tests shorten them)
+  // A session outside includeSessions / excludeSessions: nothing of it is sent to the sidecar.
+  const skipped = (params) => !settings.captures(sessionName(params));
+  const call = (hook, body) => callHook(settings, hook, body, log);
+  const config = settings.overrides;
+  const identity = (params) => pick(params, ["sessionId", "sessionKey"]);
+
+  return {
+    info: {
+      id: ENGINE_ID,
+      name: "Lossless",
+      version: PACKAGE.version,
+      // Compaction stays the host's (delegated); the engine records it and recalls what it removed.
+      ownsCompaction: false,
+      // The durable-turn contract: without both declarations and commitTurn the host uses legacy.
+      transcriptSemantics: {
+        currentTurnFence: "before-current-turn-entry-v1",
+        turnAdvancementIdempotency: "atomic-idempotent-v1",
+      },
+    },
+
+    async bootstrap(params) {
+      if (skipped(params)) return { bootstrapped: false, reason: "session not captured (includeSessions/excludeSessions)" };
+      const body = { ...identity(params), ...pick(params, ["sessionFile"]) };
+      if (params?.sessionTarget) body.sessionTarget = pick(params.sessionTarget, TARGET_FIELDS);
+      const answer = await call("bootstrap", body);
+      return pick(answer, ["bootstrapped", "importedMessages", "reason"]);
+    },
+
+    async assemble(params) {
+      const messages = Array.isArray(params?.messages) ? params.messages : [];
+      if (skipped(params)) return { messages, estimatedTokens: messages.reduce((sum, m) => sum + descriptorTokens(m), 0) };
+      const body = {
+        ...identity(params),
+        descriptors: describeMessages(messages),
+        ...pick(params, ["prompt", "tokenBudget"]),
+        ...(typeof params?.model === "string" ? { model: params.model } : {}),
+        config,
+      };
+      const answer = await call("assemble", body);
+      const start = answer.windowStart;
+      if (!Number.isInteger(start) || start < 0 || start > messages.length) {
+        throw new SidecarError("assemble", "invalid_response", `windowStart ${JSON.stringify(start)} is outside 0..${messages.length}`);
+      }
+      const result = {
+        messages: messages.slice(start),
+        estimatedTokens: Number.isFinite(answer.estimatedTokens) ? answer.estimatedTokens : 0,
+      };
+      if (typeof answer.systemPromptAddition === "string" && answer.systemPromptAddition) {
+        result.systemPromptAddition = answer.systemPromptAddition;
+      }
+      return result;
+    },
+
+    async commitTurn(params) {
+      if (skipped(params)) return { status: "committed" }; // nothing to store: the turn is done
+      const body = {
+        ...pick(params, ["advancementKey"]),
+        ...identity(params),
+        messages: jsonSafe(params?.messages ?? []),
+        isHeartbeat: params?.isHeartbeat === true,
+        config,
+      };
+      const answer = await call("commitTurn", body);
+      if (answer.status !== "committed" && answer.status !== "duplicate") {
+        throw new SidecarError("commitTurn", "invalid_response", `status ${JSON.stringify(answer.status)}`);
+      }
+      return { status: answer.status };
+    },
+
+    async ingest(params) {
+      if (skipped(params)) return { ingested: false };
+      const body = { ...identity(params), message: jsonSafe(params?.message ?? null), isHeartbeat: params?.isHeartbeat === true, config };
+      const answer = await call("ingest", body);
+      return { ingested: answer.ingested === true };
+    },
+
+    async ingestBatch(params) {
+      if (skipped(params)) return { ingestedCount: 0 };
+      const body = { ...identity(params), messages: jsonSafe(params?.messages ?? []), isHeartbeat: params?.isHeartbeat === true, config };
+      const answer = await call("ingestBatch", body);
+      return { ingestedCount: Number.isInteger(answer.ingestedCount) ? answer.ingestedCount : 0 };
+    },
+
+    async afterTurn(params) {
+      if (skipped(params)) return;
+      // Only this turn's messages travel; the earlier ones were sent by earlier turns.
+      const all = Array.isArray(params?.messages) ? params.messages : [];
+      const before = Number.isInteger(params?.prePromptMessageCount) ? params.prePromptMessageCount : 0;
+      const body = {
+        ...identity(params),
+        ...pick(params, ["sessionFile", "prePromptMessageCount", "autoCompactionSummary", "tokenBudget"]),
+        messages: jsonSafe(all.slice(Math.max(0, Math.min(before, all.length)))),
+        isHeartbeat: params?.isHeartbeat === true,
+        config,
+      };
+      await call("afterTurn", body);
+    },
+
+    async compact(params) {
+      // Recording is bookkeeping: its failure must never fail, or change, the host's compaction. The host's own
+      // verdict travels with it: a failed compaction ({ok: false}) or one with nothing to compact ({ok: true,
+      // compacted: false}) is recorded as such, without a pre-compaction snapshot, and not counted as one.
+      const record = async (outcome) => {
+        if (skipped(params)) return; // the host's compaction, not recorded for a session not captured
+        try {
+          await call("compact", {
+            ...identity(params),
+            compacted: outcome?.compacted === true,
+            ...(typeof outcome?.ok === "boolean" ? { ok: outcome.ok } : {}),
+            ...pick(outcome?.result, ["tokensBefore", "tokensAfter", "summary"]),
+            ...(typeof outcome?.reason === "string" ? { reason: outcome.reason.slice(0, 2000) } : {}),
+          });
+        } catch (error) {
+          log.warn(`[lossless] compaction ran but was not recorded: ${error.message}`);
+        }
+      };
+      let result;
+      try {
+        result = await delegateCompactionToRuntime(params);
+      } catch (error) {
+        await record({ ok: false, compacted: false, reason: `the host's compaction threw: ${error?.message ?? error}` });
+        throw error;
+      }
+      await record(result);
+      return result;
+    },
+
+    async prepareSubagentSpawn(params) {
+      // Linking is best effort: a throw here would fail the spawn and quarantine the engine.
+      if (skipped({ sessionKey: params?.childSessionKey })) return undefined;
+      let answer;
+      try {
+        answer = await call("prepareSubagentSpawn", pick(params, ["parentSessionKey", "childSessionKey", "contextMode", "ttlMs"]));
+      } catch (error) {
+        log.warn(`[lossless] subagent ${params?.childSessionKey} not linked to its parent: ${error.message}`);
+        return undefined;
+      }
+      const rollbackBody = { ...pick(answer, ["spawnId"]), ...pick(params, ["childSessionKey"]) };
+      return {
+        rollback: async () => {
+          try {
+            await call("rollbackSubagentSpawn", rollbackBody);
+          } catch (error) {
+            log.warn(`[lossless] subagent link rollback failed: ${error.message}`);
+          }
+        },
+      };
+    },
+
+    async onSubagentEnded(params) {
+      if (skipped({ sessionKey: params?.childSessionKey })) return;
+      try {
+        await call("onSubagentEnded", pick(params, ["childSessionKey", "reason"]));
+      } catch (error) {
+        log.warn(`[lossless] subagent end of ${params?.childSessionKey} not recorded: ${error.message}`);
+      }
+    },
+
+    async dispose() {
+      // Nothing to release: the sidecar is shared and outlives every engine instance.
+    },
+  };
+}
