@@ -82,6 +82,8 @@ from openclaw_lossless.recall import render
 from openclaw_lossless.store.messages import StoredMessage
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is on the path, the repository is not
+    sys.path.insert(0, str(REPO))
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -815,6 +817,10 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|",
     ]
     out += [f"| {name} | {r['description']} | `{r['via']}` |" for name, r in report["methods"].items()]
+    if "folds" in report:
+        from benchmarks import locomo_folds
+
+        out += ["", *locomo_folds.markdown(report["folds"])]
     return "\n".join(out) + "\n"
 
 
@@ -899,6 +905,33 @@ def methods_run(window_turns: int, window_at: str = "end") -> dict[str, tuple[st
     return {"product": METHODS["product"], WINDOW_METHOD: window} | METHODS
 
 
+def as_asked(conversation: Conversation, question: Question, dia: dict[int, str]) -> Any:
+    """One question as ``--folds`` asks it again in-process: the product row's request, scored on raw citations."""
+    from benchmarks.locomo_folds import Asked
+
+    return Asked(
+        conversation=conversation.sample_id,
+        session_key=session_key(conversation),
+        session_id=f"locomo-{conversation.agent}-q{question.index}",
+        prompt=question.text,
+        now_ms=conversation.now_ms,
+        category=CATEGORIES.get(question.category, str(question.category)),
+        evidence=question.evidence,
+        dia=dia,
+    )
+
+
+def run_folds(args: argparse.Namespace, sidecar: SidecarProcess, asked: list[Any]) -> dict[str, Any]:
+    """Stop the sidecar (its store stays) and choose the recall defaults leave-one-conversation-out."""
+    from benchmarks import locomo_folds
+
+    sidecar.stop()
+    result: dict[str, Any] = locomo_folds.run(
+        sidecar.state_dir, args.model_dir, asked, TARGETS["blockTokensP95"], lambda line: print(line, file=sys.stderr)
+    )
+    return result
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format JSON file")
@@ -923,6 +956,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="where the window is taken: the conversation's last session, or the last turns of the session that"
         " holds the question's latest evidence (its context is then about the question)",
     )
+    parser.add_argument(
+        "--folds",
+        action="store_true",
+        help="also choose each tuned recall default leave-one-conversation-out on a small grid and report"
+        " in-sample and out-of-fold figures (benchmarks/locomo_folds.py; needs 2+ conversations)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the results")
     parser.add_argument("--name", help="file stem of the results (default: locomo, with --quick: locomo-quick)")
     parser.add_argument("--details", type=Path, help="also write per-question JSON lines here")
@@ -933,6 +972,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.conversations = args.conversations or 1
         args.questions = args.questions or 40
     args.name = args.name or ("locomo-quick" if args.quick else "locomo")
+    if args.folds and args.conversations == 1:
+        parser.error("--folds leaves one conversation out at a time: it needs at least 2 (--conversations)")
     if args.audit is None and not args.no_audit:
         candidate = args.data.with_name(f"{args.data.stem}_audit_errors.json")
         args.audit = candidate if candidate.exists() else None
@@ -950,6 +991,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text_chars = int(Settings.model_fields["recalled_text_chars"].default)
     phases: dict[str, float] = {}
     records: list[Record] = []
+    asked: list[Any] = []  # locomo_folds.Asked, for --folds
     details = args.details.open("w") if args.details else None
     with running_sidecar(args.state_dir, args.model_dir) as sidecar:
         started = time.monotonic()
@@ -976,6 +1018,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                 outcomes, trace = ask(sidecar, conversation, question, stored, newest, block_size, text_chars, window)
                 records.append(Record(question, outcomes, dia))
+                asked.append(as_asked(conversation, question, dia))
                 if details:
                     row = {
                         "conversation": question.conversation,
@@ -997,6 +1040,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         phases["questionsS"] = round(time.monotonic() - started, 1)
         stats = sidecar.get("/stats")
+        folds = run_folds(args, sidecar, asked) if args.folds else None
     if details:
         details.close()
     phases["totalS"] = round(time.monotonic() - began, 1)
@@ -1058,6 +1102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reference": REFERENCE,
         "methods": methods,
     }
+    if folds is not None:
+        # the in-process defaults must reproduce the HTTP product row, or the grid measured something else
+        folds["httpProduct"] = {k: methods["product"]["raw"][k] for k in ("n", "any", "all")}
+        report["folds"] = folds
+        report["meta"]["phases"]["foldsS"] = folds["totalS"]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
     table = markdown(report)
