@@ -57,6 +57,7 @@ class RecallSettings(BaseModel):
     neighbour_radius: int = Field(2, ge=0, le=10)
     recall_token_budget: int = Field(2000, ge=0)
     recall_duplicate_cosine: float = Field(1.0, ge=0, le=1)  # 1: off (recall/assemble.py, near-duplicates)
+    recall_time_boost: float = Field(0.2, ge=0, le=1)  # a match of the question's time: score × (1 + this)
 
 
 class RecallOverrides(BaseModel):
@@ -104,6 +105,7 @@ class Settings(BaseSettings):
     neighbour_radius: int = Field(2, ge=0, le=10)
     recall_token_budget: int = Field(2000, ge=0)
     recall_duplicate_cosine: float = Field(1.0, ge=0, le=1)
+    recall_time_boost: float = Field(0.2, ge=0, le=1)
     default_token_budget: int = Field(100_000, ge=1)
     assemble_deadline_ms: int = Field(400, ge=10)
     query_embed_deadline_ms: int = Field(250, ge=1)
@@ -193,4 +195,5 @@ class Settings(BaseSettings):
             neighbour_radius=self.neighbour_radius,
             recall_token_budget=self.recall_token_budget,
             recall_duplicate_cosine=self.recall_duplicate_cosine,
+            recall_time_boost=self.recall_time_boost,
         )

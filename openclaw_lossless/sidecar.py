@@ -34,7 +34,7 @@ from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store import archive, messages, snapshots, subagents
+from openclaw_lossless.store import archive, message_days, messages, snapshots, subagents
 from openclaw_lossless.store.connection import Connection, Database, open_connection, sqlite_module, translate_error
 from openclaw_lossless.store.migrations import migrate
 from openclaw_lossless.store.sessions import (
@@ -51,6 +51,7 @@ from openclaw_lossless.store.term_stats import TermStats
 log = logging.getLogger(__name__)
 
 PRUNE_CHECK_EVERY_S = 30.0
+DAYS_BACKFILL_PAUSE_S = 0.02  # between backfill batches, so turns' writes come first
 
 
 class Sidecar:
@@ -125,6 +126,18 @@ class Sidecar:
         self._prune_lock = threading.Lock()
         self._closing = threading.Event()
         self.last_prune: dict[str, Any] | None = None
+        if background_load and message_days.backfill_pending(self.db.reader()):
+            threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True).start()
+
+    def _backfill_days(self) -> None:
+        """Read the days that messages stored before migration m008 refer to, a batch per write, in the
+        background (``store/message_days.py``): start-up never waits on it, and turns queue behind one batch."""
+        try:
+            while not self._closing.is_set() and self.db.write(message_days.backfill_step):
+                self._closing.wait(DAYS_BACKFILL_PAUSE_S)
+        except Exception:  # the thread's edge: recall goes on without those days, and the log says why
+            if not self._closing.is_set():
+                log.exception("the days older messages refer to could not be read")
 
     def _load_index(self, start_worker: bool) -> None:
         assert self.index is not None and self.worker is not None

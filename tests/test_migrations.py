@@ -36,10 +36,16 @@ TABLES = {
     "subagent_links",
     "archives",
     "forgotten",
+    "message_days",
 }
 
 # (name, type, not null, default, primary-key position) as PRAGMA table_info reports them
 COLUMNS: dict[str, list[tuple[Any, ...]]] = {
+    "message_days": [
+        ("message_id", "INTEGER", 1, None, 1),
+        ("first_day", "INTEGER", 1, None, 2),
+        ("last_day", "INTEGER", 1, None, 3),
+    ],
     "messages": [
         ("id", "INTEGER", 0, None, 1),
         ("session_rowid", "INTEGER", 1, None, 0),
@@ -140,6 +146,7 @@ INDEXES_AND_TRIGGERS = {
     "messages_scope",
     "messages_fts_delete",
     "messages_fts_insert",
+    "message_days_delete",
     "sessions_by_agent",
     "sessions_by_key",
     "snapshots_by_session",
@@ -265,7 +272,9 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
 
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
-    assert after["counts"] == before["counts"] | {"migrations": len(MIGRATIONS), "forgotten": 0}
+    # m008 leaves the old messages' days to the server's backfill, and records where it starts (meta)
+    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "message_days": 0, "meta": before["counts"]["meta"] + 1}
+    assert after["counts"] == before["counts"] | counts
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...
     assert _fts(path, '"november" AND "2022"') == [1]  # ...and now its date too

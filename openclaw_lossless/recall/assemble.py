@@ -35,7 +35,7 @@ from openclaw_lossless.config import RecallSettings
 from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.embed.service import EmbeddingService
-from openclaw_lossless.recall import render
+from openclaw_lossless.recall import render, when
 from openclaw_lossless.recall.query import Query, QueryVectors, combine
 from openclaw_lossless.recall.scoring import Candidate, score
 from openclaw_lossless.recall.search import fts_query, keyword_search
@@ -168,7 +168,10 @@ class Assembler:
                 lanes=probe.lanes_ran,
             )
             hits.append((candidate, message))
-        hits.sort(key=lambda pair: (-pair[0].relevance * pair[0].weight, pair[0].message_id))
+        boost = settings.recall_time_boost
+        when.weigh(conn, when.TimeQuestion.of(text, now), [c for c, _ in hits], stored, boost)
+        timed = {True: 1.0 + boost, False: 1.0}
+        hits.sort(key=lambda p: (-p[0].relevance * p[0].weight * timed[p[0].time_match is not None], p[0].message_id))
         return hits[:k]
 
     def _candidates(
@@ -269,6 +272,8 @@ class Assembler:
                 candidate.decision = "in_window"
             elif max(candidate.similarity, candidate.prompt_similarity or 0.0) < request.settings.min_similarity:
                 candidate.decision = "below_min_similarity"
+        question = when.TimeQuestion.of(self.clean(request.prompt or ""), request.now)
+        when.weigh(conn, question, found.values(), stored, request.settings.recall_time_boost)
         ranked, sources = _in_turn(found.values(), request.settings.min_similarity)
         chosen: list[tuple[Candidate, str]] = []
         distinct = _Distinct(self.index, request.settings.recall_duplicate_cosine)

@@ -53,6 +53,7 @@ class Candidate:
     decision: str = "considered"
     chosen_by: str | None = None  # "prompt" or "context": which ranking took it into the block
     neighbour_of: str | None = None
+    time_match: str | None = None  # how it matches the question's time (recall/when.py), if it does
 
 
 def recency(age_hours: float, half_life_hours: float, floor: float) -> float:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from openclaw_lossless.capture.records import MessageRecord, canonical_json, message_time
+from openclaw_lossless.store import message_days
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import Scope, SessionRef
 
@@ -111,7 +112,11 @@ def insert_row(
             cites,
         ),
     )
-    return int(cursor.lastrowid) if cursor.rowcount else None
+    if not cursor.rowcount:
+        return None
+    message_id = int(cursor.lastrowid)
+    message_days.index(conn, message_id, record.role, record.text, record.created_at)
+    return message_id
 
 
 def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_key: str) -> bool:

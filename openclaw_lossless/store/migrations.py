@@ -281,6 +281,37 @@ def m007_forgotten(conn: Connection) -> None:
     conn.execute("CREATE INDEX forgotten_by_window ON forgotten(session_id, window_key) WHERE window_key IS NOT NULL")
 
 
+def m008_message_days(conn: Connection) -> None:
+    """The days each message refers to ("last Saturday" said on 8 May 2023: 6 May), read at capture.
+
+    Why: a question that names a time ("what did I do last Saturday?", "in May") and the message that says
+    what happened then rarely share a date's words; ``store/message_days.py`` keeps each user and assistant
+    message's referenced day ranges (days since 1970-01-01, UTC) so recall can weigh a candidate whose days
+    match the question's. Keyed by message, so recall reads a few hundred candidates' rows by primary key; a
+    trigger drops a message's rows when the message is deleted (forget, archive).
+
+    Messages already stored are not read here (a regular-expression pass over a big history would hold
+    start-up): ``meta`` records the id below which they still wait, and the server reads them in the
+    background, newest first (``message_days.backfill_step``).
+    """
+    conn.execute(
+        """CREATE TABLE message_days (
+            message_id INTEGER NOT NULL,
+            first_day INTEGER NOT NULL,
+            last_day INTEGER NOT NULL,
+            PRIMARY KEY (message_id, first_day, last_day)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        """CREATE TRIGGER message_days_delete AFTER DELETE ON messages BEGIN
+            DELETE FROM message_days WHERE message_id = old.id;
+        END"""
+    )
+    last = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    if last is not None:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('message_days_backfill_below', ?)", (str(int(last) + 1),))
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
@@ -289,6 +320,7 @@ MIGRATIONS: list[Migration] = [
     m005_messages_scope_index,
     m006_compaction_status,
     m007_forgotten,
+    m008_message_days,
 ]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.capture.text import descriptor_text
+from openclaw_lossless.store import message_days
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.messages import is_forgotten, queue_for_embedding
 from openclaw_lossless.store.sessions import (
@@ -176,5 +177,6 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
         )
         if cursor.rowcount:
             copied.append(int(cursor.lastrowid))
+            message_days.index(conn, copied[-1], role, text, created_at)
     queue_for_embedding(conn, copied)
     return len(copied)

@@ -1,0 +1,154 @@
+"""Time as people say it, through the real hooks: "last Saturday" said on 8 May 2023 is found by a question
+about 6 May, and a "when did ..." question prefers the message that says when.
+
+Both messages of each case share the question's words about equally, so only their time tells them apart; the
+block holds one match (no neighbours), so what the block holds is what ranked first. The same store with
+``recall_time_boost`` 0 recalls the other message: the time is what decides.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import message_days, migrations
+from openclaw_lossless.store.connection import Database
+from openclaw_lossless.store.migrations import MIGRATIONS, migrate
+from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
+
+SAID = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)  # a Monday
+ASKED = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)
+
+
+def ms(when: datetime, minutes: int = 0) -> int:
+    return int(when.timestamp() * 1000) + minutes * 60_000
+
+
+def commit(server: LiveSidecar, texts: list[str], session: str = "climbing") -> None:
+    messages = [{"role": "user", "content": text, "timestamp": ms(SAID, n)} for n, text in enumerate(texts)]
+    body = {"sessionId": session, "sessionKey": "agent:main:main", "advancementKey": f"{session}-1"}
+    response = server.post("commit-turn", body | {"messages": messages})
+    assert response.status_code == 200, response.text
+    server.wait_for_backlog()
+
+
+def ask(server: LiveSidecar, question: str) -> dict[str, Any]:
+    body = {"sessionId": "later", "sessionKey": "agent:main:main", "prompt": question, "descriptors": []}
+    response = server.post("assemble", body | {"now": ms(ASKED), "tokenBudget": 4000, "trace": True})
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+@pytest.fixture(params=[0.2, 0.0], ids=["time", "no-time"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveSidecar]:
+    settings = make_settings(tmp_path, retrieval_count=1, neighbour_radius=0, recall_time_boost=request.param)
+    with live_sidecar(settings, HashEmbedder()) as live:
+        yield live
+
+
+PAST = "Last Saturday I went climbing at Castle Rock with Dana."
+COMING = "Next Saturday I am going climbing at Mission Gorge with Dana."
+
+
+def test_last_saturday_is_found_by_a_question_naming_that_day(server: LiveSidecar) -> None:
+    commit(server, [PAST, COMING])
+    answer = ask(server, "Where did I go climbing on 6 May 2023?")
+    block = answer["systemPromptAddition"]
+    if server.settings.recall_time_boost > 0:
+        assert PAST in block and COMING not in block
+        kept = [c for c in answer["trace"]["candidates"] if c["decision"] == "kept"]
+        assert kept[0]["time_match"] == "refers"
+    else:  # without the time, the message sharing more of the question's words wins
+        assert COMING in block and PAST not in block
+
+
+def test_a_when_question_prefers_the_message_that_says_when(server: LiveSidecar) -> None:
+    dated = "Yesterday I went to the pottery workshop with my sister."
+    undated = "I went to the pottery workshop with my sister."
+    commit(server, [undated, dated])
+    block = ask(server, "When did I go to the pottery workshop with my sister?")["systemPromptAddition"]
+    dated_line, undated_line = f"]: {dated} [msg:", f"]: {undated} [msg:"  # one is inside the other
+    if server.settings.recall_time_boost > 0:
+        assert dated_line in block and undated_line not in block
+    else:
+        assert undated_line in block and dated_line not in block
+
+
+def _migrated_before_days(path: Path, texts: list[str]) -> None:
+    """A store as a release before m008 left it: its messages' days were never read."""
+    db = Database(path)
+    try:
+        db.write(migrations._applied_names)
+        for fn in MIGRATIONS[: MIGRATIONS.index(migrations.m008_message_days)]:
+            db.write(functools.partial(migrations._apply, fn=fn))
+
+        def fill(conn: Any) -> None:
+            conn.execute("INSERT INTO sessions VALUES (1, 's', NULL, 'main', 1, 1)")
+            for number, text in enumerate(texts, 1):
+                conn.execute(
+                    "INSERT INTO messages (session_rowid, agent_id, role, created_at, stored_at, text, original,"
+                    " content_hash, window_key, tokens) VALUES (1, 'main', 'user', ?, ?, ?, '{}', ?, ?, 3)",
+                    (SAID.timestamp(), SAID.timestamp(), text, f"h{number}".encode(), f"k{number}"),
+                )
+
+        db.write(fill)
+    finally:
+        db.close()
+
+
+def _days(path: Path) -> list[tuple[int, str, str]]:
+    db = Database(path)
+    try:
+        found = message_days.of(db.reader(), [1, 2, 3])
+        return sorted((i, r.first.isoformat(), r.last.isoformat()) for i, spans in found.items() for r in spans)
+    finally:
+        db.close()
+
+
+def test_an_older_store_learns_its_messages_days_in_the_background(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    _migrated_before_days(settings.database_path, [PAST, "no time here", "we met yesterday"])
+    db = Database(settings.database_path)
+    try:
+        assert migrate(db) == ["m008_message_days", *[f.__name__ for f in MIGRATIONS[8:]]]
+        assert message_days.backfill_pending(db.reader())  # start-up did not read them...
+    finally:
+        db.close()
+    assert _days(settings.database_path) == []
+    sidecar = Sidecar(settings, provider=HashEmbedder(), background_load=True)
+    try:
+        deadline = time.monotonic() + 30
+        while message_days.backfill_pending(sidecar.db.reader()):  # ...the server does, in the background
+            assert time.monotonic() < deadline, "the backfill did not finish"
+            time.sleep(0.05)
+    finally:
+        sidecar.close()
+    assert _days(settings.database_path) == [(1, "2023-05-06", "2023-05-06"), (3, "2023-05-07", "2023-05-07")]
+
+
+def test_a_deleted_message_takes_its_days_with_it(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        commit(server, [PAST, "we met yesterday"])
+        db = server.sidecar.db
+        assert len(message_days.of(db.reader(), [1, 2])) == 2
+        db.write(lambda conn: conn.execute("DELETE FROM messages WHERE id = 1"))
+        assert list(message_days.of(db.reader(), [1, 2])) == [2]
+
+
+def test_tool_output_dates_are_not_what_a_message_refers_to(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        log = {"role": "toolResult", "toolCallId": "t1", "toolName": "bash", "timestamp": ms(SAID),
+               "content": [{"type": "text", "text": "2023-01-02 build ok\n2023-01-03 build ok"}]}  # fmt: skip
+        body = {"sessionId": "tools", "sessionKey": "agent:main:main", "advancementKey": "tools-1"}
+        assert server.post("commit-turn", body | {"messages": [log]}).status_code == 200
+        assert message_days.of(server.sidecar.db.reader(), [1]) == {}
