@@ -45,6 +45,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "retrieval_count": (15, 20, 30),
     "min_similarity": (0.25, 0.3, 0.35),
     "recall_duplicate_cosine": (0.85, 0.9, 0.95, 1.0),
+    "recall_time_boost": (0.0, 0.2, 0.4),
 }
 DEFAULT = "defaults"
 SIGNIFICANCE = 0.1  # a default changes only if the sign test puts its out-of-fold gain below this p
