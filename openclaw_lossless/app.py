@@ -25,6 +25,7 @@ from openclaw_lossless.api.redaction import router as redaction_router
 from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
+from openclaw_lossless.prometheus import Exposition, RequestMetrics
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import sqlite_module, translate_error
 from openclaw_lossless.tokens import load_or_create_token
@@ -163,11 +164,13 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
 
     app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
     app.state.identity_token = token  # /v1/identity proves it holds the token without sending it
+    app.state.exposition = Exposition(lambda: getattr(app.state, "sidecar", None))  # /metrics (prometheus.py)
     for router in (hooks.router, query.router, ops.router, identity.router, agents.router, forget.router):
         app.include_router(router)
     app.include_router(redaction_router)
     install_error_handlers(app)
     app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestMetrics, exposition=app.state.exposition)  # outside the guard: a 401 is counted
     return app
 
 

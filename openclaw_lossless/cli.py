@@ -44,7 +44,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
-    for name in ("host", "port", "state_dir", "db_path", "model_dir", "embedding_provider"):
+    for name in ("host", "port", "state_dir", "db_path", "model_dir", "embedding_provider", "metrics_port"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -137,7 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise BadRequest(f"refusing to listen on {settings.host}: it is not loopback; pass --allow-remote to mean it")
     os.umask(0o077)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from openclaw_lossless import listeners
+    from openclaw_lossless import listeners, prometheus
     from openclaw_lossless.sidecar import Sidecar
 
     try:
@@ -147,20 +147,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise
         return _port_taken(settings)
     unix = listeners.bind_unix(settings.state_dir)
+    metrics = prometheus.MetricsListener([])
     # Opened here, not in the app's lifespan, so a damaged or too-new database is one line and exit 1,
     # not a traceback from inside the server. The vector index loads in the background, as in the app.
     try:
+        metrics = prometheus.bind_metrics_port(settings)  # --metrics-port: /metrics there without the token
         sidecar = Sidecar(settings, background_load=True)
         try:
             app = create_app(settings, sidecar=sidecar)
+            metrics.attach(app)
             where = f"http://{settings.host}:{tcp[0].getsockname()[1]}" + (f" and {unix.path}" if unix else "")
             logging.getLogger("openclaw_lossless.serve").info("serving %s on %s", settings.state_dir, where)
-            sockets = [*tcp, *([unix.sock] if unix else [])]
+            sockets = [*tcp, *([unix.sock] if unix else []), *metrics.sockets]
             config = server_config(app, settings, log_level=args.log_level)
             listeners.Server(config, unix).run(sockets=sockets)
         finally:
             sidecar.close()
     finally:
+        metrics.close()
         for sock in tcp:
             sock.close()
         if unix:
@@ -764,6 +768,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = _add(commands, "serve", cmd_serve, "start the sidecar (what the plugin auto-starts)", output=False)
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    serve.add_argument(
+        "--metrics-port", type=int, help="also serve GET /metrics without the token on this loopback port"
+    )
     serve.add_argument("--embedding-provider", choices=["local", "openai-compatible", "none"])
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 

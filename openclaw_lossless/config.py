@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8377, ge=0, le=65535)
     allow_remote: bool = False
+    metrics_port: int | None = Field(None, ge=0, le=65535)  # /metrics without the token there (prometheus.py)
+    metrics_host: str = "127.0.0.1"
     state_dir: Path = Field(default_factory=_default_state_dir)
     openclaw_state: Path = Field(default_factory=lambda: openclaw_state_dir())
     db_path: Path | None = None

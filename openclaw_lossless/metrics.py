@@ -1,4 +1,8 @@
-"""In-process counters and latency percentiles for ``/stats`` (since start; nothing leaves the machine)."""
+"""In-process counters and latency percentiles for ``/stats`` (since start; nothing leaves the machine).
+
+The same observations feed a latency histogram per operation, which ``/metrics`` exposes to Prometheus
+(``prometheus.py``); the histogram is not registered anywhere global, so every sidecar in a process keeps its own.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,13 @@ import time
 from collections import Counter
 
 import numpy as np
+from prometheus_client import Histogram
 
 SAMPLE = 2000
+# The hot path takes milliseconds: fine steps from 1 ms, and room up to the seconds a stalled store would take.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# Observed by the sidecar; present in /metrics (count 0) before their first call, so alerts can see them.
+OPERATIONS = ("assemble", "commit-turn", "search")
 
 
 class Reservoir:
@@ -41,10 +50,21 @@ class Metrics:
         self._latencies: dict[str, Reservoir] = {}
         self.recall_skips: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
+        self.stored: Counter[str] = Counter()  # messages stored, by the hook that brought them
+        self.durations = Histogram(
+            "lossless_operation_duration_seconds",
+            "Time the sidecar spent in an operation (assemble, commit-turn, search), HTTP excluded.",
+            ["operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=None,
+        )
+        for operation in OPERATIONS:
+            self.durations.labels(operation)
 
     def observe(self, operation: str, seconds: float) -> None:
         with self._lock:
             self._latencies.setdefault(operation, Reservoir()).add(seconds * 1000)
+        self.durations.labels(operation).observe(seconds)
 
     def latency(self) -> dict[str, dict[str, float]]:
         """p50/p95/p99 in milliseconds of each operation since start, and how many there were."""

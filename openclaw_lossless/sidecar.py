@@ -200,6 +200,7 @@ class Sidecar:
             self.activity.committed(agent[0], time.time())
         self.metrics.observe("commit-turn", time.perf_counter() - began)
         self.metrics.counters[f"turns_{status}"] += 1
+        self.metrics.stored["commit-turn"] += len(ids)
         self._after_write(len(ids))
         if status == "committed" and records:  # a late or out-of-order turn: the host may hold more we missed
             self.catch_up.after_commit(session_id, session_key, max(record.created_at for record in records))
@@ -221,6 +222,7 @@ class Sidecar:
             return messages.insert_records(conn, ensure_session(conn, session_id, session_key), records)
 
         ids = self.db.write(work)
+        self.metrics.stored["ingest"] += len(ids)
         self._after_write(len(ids))
         return len(ids)
 
@@ -292,6 +294,7 @@ class Sidecar:
         return known.agent_id if known is not None else agent_of(None)
 
     def search(self, text: str, scope: str, k: int, mode: str) -> list[dict[str, Any]]:
+        began = time.perf_counter()
         conn = self.db.reader()
         hits = self.assembler.search(
             conn,
@@ -304,6 +307,7 @@ class Sidecar:
             self.settings.assemble_deadline_ms / 1000,
         )
         sessions = dict(conn.execute("SELECT id, session_id FROM sessions").fetchall()) if hits else {}
+        self.metrics.observe("search", time.perf_counter() - began)
         return [
             {
                 "id": m.id,

@@ -1,12 +1,13 @@
-"""Operator endpoints: liveness/readiness for supervisors, counts and latencies for people."""
+"""Operator endpoints: liveness/readiness for supervisors, counts and latencies for people and for Prometheus."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.prometheus import metrics_response
 
 router = APIRouter(tags=["ops"])
 
@@ -31,3 +32,10 @@ def healthz(sidecar: SidecarDep, response: Response) -> dict[str, Any]:
 @router.get("/stats")
 def stats(sidecar: SidecarDep) -> dict[str, Any]:
     return sidecar.stats()
+
+
+# Not in the OpenAPI schema: its answer is Prometheus' text format, not JSON (README: Metrics).
+@router.get("/metrics", include_in_schema=False)
+def metrics(request: Request) -> Response:
+    """Counters, gauges and latency histograms in the Prometheus text format, read at scrape time."""
+    return metrics_response(request.app.state.exposition)
