@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -80,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kinds = {"chat": chat, "no_time_words": PLAIN * 500, f"long_{MAX_CHARS}_chars": [long_text] * 50}
     report = {
         "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+        "load_average_1m": round(os.getloadavg()[0], 2),  # others' work on the same cores slows every figure
         "source": source.name,
         "messages": len(chat),
         "naming_a_time": sum(1 for t in chat if timeexpr.referenced(t, SAID)),

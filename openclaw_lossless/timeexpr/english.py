@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -60,7 +61,7 @@ ABSOLUTE = [
     re.compile(rf"(?P<month>{_ANY_MONTH})\.?\s+(?:the\s+)?{_DAY}\b(?![:.]?\d)(?:,?\s+{_YEAR}\b)?", re.I),
     re.compile(rf"(?P<month>{_ANY_MONTH}),?\s+{_YEAR}\b", re.I),
 ]
-_TOKEN = re.compile(r"[a-z]+|\d+(?:st|nd|rd|th)?")
+_SEPARATORS = str.maketrans(dict.fromkeys(string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014\u2026", " "))
 _YEAR_TOKEN = re.compile(r"(?:19|20)\d\d")
 _ORDINAL_TOKEN = re.compile(r"\d+(?:st|nd|rd|th)")
 
@@ -72,7 +73,7 @@ def words(text: str) -> frozenset[str]:
     them, so the common message (no time words) costs one tokenising pass and one set check, and the rest
     only the rules their words call for.
     """
-    found = set(_TOKEN.findall(text.lower()))
+    found = set(text.lower().translate(_SEPARATORS).split())  # str methods: several times a regex's speed
     if any(_YEAR_TOKEN.fullmatch(w) for w in found if w[:1].isdigit()):
         found.add("#year")
     if any(_ORDINAL_TOKEN.fullmatch(w) for w in found if w[:1].isdigit()):
