@@ -142,6 +142,7 @@ def test_series_move_with_traffic(held: tuple[LiveSidecar, HeldEmbedder]) -> Non
     assert drained.value("lossless_embed_batches_total") >= 1
     assert drained.value("lossless_embed_messages_total") == 4
     assert drained.value("lossless_vector_index_vectors") == 4
+    assert drained.value("lossless_vector_index_bytes") > during.value("lossless_vector_index_bytes")
 
     forgotten = server.client.post("/v1/forget", json={"ids": ["msg:1"]})
     assert forgotten.status_code == 200, forgotten.text

@@ -147,6 +147,12 @@ class VectorIndex:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def nbytes(self) -> int:
+        """Memory its arrays hold (their capacity, grown ahead of use): what the index costs the process."""
+        arrays = (self._ids, self._codes, self._scales, self._bits, self._agents, self._sessions, self._slots)
+        return sum(array.nbytes for array in arrays)
+
     def load(self, conn: Connection, batch: int = 50000) -> None:
         """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded."""
         agents = {int(r[0]): str(r[1]) for r in conn.execute("SELECT id, agent_id FROM sessions")}
