@@ -48,6 +48,8 @@ GRID: dict[str, tuple[Any, ...]] = {
     "recall_time_boost": (0.0, 0.2, 0.4),
 }
 DEFAULT = "defaults"
+# The seed plugin's settings keep its defaults (README, Settings): an out-of-fold winner is reported, not adopted.
+SEED_SETTINGS = frozenset({"retrieval_count", "recency_decay_hours", "min_similarity"})
 SIGNIFICANCE = 0.1  # a default changes only if the sign test puts its out-of-fold gain below this p
 MULTI_HOP = "multi-hop"
 
@@ -299,9 +301,19 @@ def knob_verdicts(
             "outOfFold": tuned,
             "paired": paired,
             "winsOutOfFold": wins,
-            "verdict": f"change to {value}" if change else "keep the default",
+            "verdict": verdict(knob, value, change),
         }
     return verdicts
+
+
+def verdict(knob: str, value: Any, change: bool) -> str:
+    if not change:
+        return "keep the default"
+    return (
+        f"wins out of fold at {value}; a seed setting, so its default stays the seed's"
+        if knob in SEED_SETTINGS
+        else f"change to {value}"
+    )
 
 
 def paired_test(before: Sequence[Block | None], after: Sequence[Block | None]) -> dict[str, Any]:

@@ -66,5 +66,8 @@ def test_a_default_changes_only_on_a_gain_larger_than_chance() -> None:
         per_knob: dict[str, list[Block | None]] = {"recency_floor": list(blocks)}
         answers = answers_where({}, n)
         assert knob_verdicts(per_knob, answers, folds, categories, DEFAULTS)["recency_floor"]["verdict"] == verdict
+    seed_folds = [{"chosen": {"min_similarity": 0.35}}] * 5
+    seed = knob_verdicts({"min_similarity": list(many)}, answers_where({}, n), seed_folds, categories, DEFAULTS)
+    assert seed["min_similarity"]["verdict"].startswith("wins out of fold at 0.35; a seed setting")
     assert paired_test([MISS, HIT, MISS], [HIT, MISS, MISS]) == {"gained": 1, "lost": 1, "p": 1.0}
     assert answers_where({}, 1)[DEFAULT] == [MISS]
