@@ -1018,7 +1018,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                 outcomes, trace = ask(sidecar, conversation, question, stored, newest, block_size, text_chars, window)
                 records.append(Record(question, outcomes, dia))
-                asked.append(as_asked(conversation, question, dia))
+                if args.folds:
+                    asked.append(as_asked(conversation, question, dia))
                 if details:
                     row = {
                         "conversation": question.conversation,
