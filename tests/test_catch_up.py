@@ -724,7 +724,12 @@ def test_the_periodic_check_stores_what_the_host_never_commits_once_the_agent_is
     assert check.poll() == 0  # a turn just ended: a heartbeat's messages could be read before its commit
     assert copies(sidecar, main.session_id, text) == 0
     monkeypatch.setattr(catchup, "IDLE_S", 0.0)
+    monkeypatch.setattr(catchup, "SETTLE_S", 3600.0)  # every file "just written": the host may be mid-write
     assert check.poll() == 1
+    runs = check.runs
+    assert check.poll() == 0 and check.runs == runs + 1  # so it is read again: a WAL frame published late counts
+    monkeypatch.setattr(catchup, "SETTLE_S", 0.0)
+    check.poll()
     runs = check.runs
     assert check.poll() == 0 and check.runs == runs  # nothing changed on the host's side: no import at all
     assert_exactly_once(sidecar, host, main.session_id)

@@ -57,6 +57,7 @@ MIN_INTERVAL_S = 5.0
 LATE_S = 60.0
 QUIET_S = 300.0
 IDLE_S = 20.0  # the periodic check leaves an agent alone while a turn of its began or ended this recently
+SETTLE_S = 2.0  # transcript files changed this recently are looked at again by the next periodic check
 SUBAGENT_DELAY_S = 5.0  # after a subagent ends: time for the parent's announce turn to be written
 WINDOW_KEYS = 32  # the newest host messages an assemble's check compares: an outage's turns are the newest
 STORED_SLACK = 64  # stored messages read past that many when comparing
@@ -284,7 +285,7 @@ class CatchUp:
             coverage = coverage or StoreCoverage.load(conn)
             self.running = True
             stored += self._import(Target(agent), coverage, set())
-            if self.last_error is None:  # a failed read proves nothing: looked at again next time
+            if self.last_error is None and not _settling(seen, now):  # else it proves nothing: looked at again
                 self._seen[agent] = seen
         return stored
 
@@ -423,6 +424,17 @@ def fingerprint(state: Path, agent: str) -> tuple[int, ...] | None:
                     stat = entry.stat()
                     found += [stat.st_size, stat.st_mtime_ns]
     return tuple(found) if found else None
+
+
+def _settling(seen: tuple[int, ...], now: float) -> bool:
+    """Whether a file of this fingerprint changed within ``SETTLE_S``: a write may still be under way.
+
+    The host's SQLite writes its WAL frames before it publishes them in the ``-shm`` index (not fingerprinted:
+    it is written through a memory map), so a read in between sees the old snapshot, and the files then stay
+    as they are. Such a look is not remembered as done.
+    """
+    newest = max(seen[1::2], default=0) / 1e9
+    return now - newest < SETTLE_S
 
 
 def _parent_agents(conn: Connection, checks: Sequence[Check]) -> set[str]:
