@@ -113,6 +113,9 @@ async def _no_receive() -> Message:
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for error in exc.errors()[:5]:
+        if error.get("type") == "json_invalid":  # FastAPI's loc is then the character offset, not a field
+            reason = (error.get("ctx") or {}).get("error", "invalid JSON")
+            return f"the body is not JSON: {reason} at character {error['loc'][-1]}; send a JSON object"
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {error.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
@@ -155,6 +158,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = sidecar is None
         app.state.sidecar = sidecar or Sidecar(settings, background_load=True)
+        app.state.store_id = identity.store_id(settings.database_path)  # the file opened, for /v1/identity
         app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (history/catchup.py)
         try:
             yield

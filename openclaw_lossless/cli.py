@@ -20,8 +20,7 @@ import os
 import re
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,10 +29,20 @@ import httpx
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from openclaw_lossless import __version__
+from openclaw_lossless import __version__, readable
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.store.connection import translate_error
+from openclaw_lossless.store_access import (
+    answer,
+    base_url,
+    open_file_store,
+    query,
+    read_token,
+    running_sidecar,
+    serves_this_store,
+    sidecar_or_file,
+)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # The most hits /v1/search returns (its bound on k): a --role/--since/--until filter picks from this many.
@@ -62,57 +71,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@contextmanager
-def open_sidecar(settings: Settings, *, embeddings: bool = False) -> Iterator[Any]:
-    """The store opened in this process (no worker); without embeddings it loads no model and no vectors."""
-    from openclaw_lossless.sidecar import Sidecar
-
-    if embeddings:
-        sidecar = Sidecar(settings, start_worker=False)
-    else:
-        # Keyword-only is this command's choice, not a fault: the embedder's "unavailable" warning would be
-        # a second stderr line beside any one-line error.
-        embed_log = logging.getLogger("openclaw_lossless.embed.service")
-        level = embed_log.level
-        embed_log.setLevel(logging.ERROR)
-        try:
-            sidecar = Sidecar(settings.model_copy(update={"embedding_provider": "none"}), start_worker=False)
-        finally:
-            embed_log.setLevel(level)
-    try:
-        yield sidecar
-    finally:
-        sidecar.close()
-
-
-def remote(settings: Settings) -> httpx.Client | None:
-    """A client for the running sidecar, or None when none answers on the configured port."""
-    url = f"http://{settings.host}:{settings.port}"
-    try:
-        token = settings.token.get_secret_value() if settings.token else settings.token_path.read_text().strip()
-        httpx.get(f"{url}/healthz", timeout=0.5).raise_for_status()
-    except (OSError, httpx.HTTPError):
-        return None
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-
-
 def _query(settings: Settings, path: str, params: dict[str, Any], local: Callable[[Any], Any]) -> Any:
-    client = remote(settings)
-    if client is None:
-        from openclaw_lossless.sidecar import store_for_queries
-
-        with store_for_queries(settings) as sidecar:
-            return local(sidecar)
-    with client:
-        response = client.get(path, params={k: v for k, v in params.items() if v is not None})
-    if response.status_code >= 400:
-        error = response.json().get("error", {})
-        raise (
-            BadRequest(error.get("message", response.text))
-            if response.status_code < 500
-            else LosslessError(error.get("message", response.text))
-        )
-    return response.json()
+    return query(settings, path, params, local)[1]
 
 
 def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
@@ -120,10 +80,6 @@ def _emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
     if _SURROGATE.search(text):  # a lone surrogate (legal in JavaScript strings) cannot be printed as UTF-8
         text = json.dumps(data, indent=2, default=str) if as_json else _SURROGATE.sub("\ufffd", text)
     print(text)
-
-
-def _when(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 # -- serve, model -------------------------------------------------------------------------------------------
@@ -145,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         if not listeners.port_in_use(exc):
             raise
-        return _port_taken(settings)
+        return _port_taken(settings, args.json)
     unix = listeners.bind_unix(settings.state_dir)
     metrics = prometheus.MetricsListener([])
     # Opened here, not in the app's lifespan, so a damaged or too-new database is one line and exit 1,
@@ -158,6 +114,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics.attach(app)
             where = f"http://{settings.host}:{tcp[0].getsockname()[1]}" + (f" and {unix.path}" if unix else "")
             logging.getLogger("openclaw_lossless.serve").info("serving %s on %s", settings.state_dir, where)
+            if args.json:  # one line a supervisor can read; logs go to stderr
+                started = {"status": "serving", "url": where.split(" and ")[0], "socket": unix and str(unix.path),
+                           "pid": os.getpid(), "stateDir": str(settings.state_dir)}  # fmt: skip
+                print(json.dumps(started), flush=True)
             sockets = [*tcp, *([unix.sock] if unix else []), *metrics.sockets]
             config = server_config(app, settings, log_level=args.log_level)
             listeners.Server(config, unix).run(sockets=sockets)
@@ -172,39 +132,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _port_taken(settings: Settings) -> int:
-    """``serve`` when the port is in use: exit 0 if it is this state dir's own sidecar (nothing to do), else 1."""
-    from openclaw_lossless import listeners
+def _port_taken(settings: Settings, as_json: bool) -> int:
+    """``serve`` when the port is in use: exit 0 if this store's own sidecar holds it (nothing to do), else 1.
 
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{settings.port}"
+    Nothing has been opened yet (no database, no model): only the token is read, to check the holder's proof.
+    """
+    from openclaw_lossless import listeners
+    from openclaw_lossless.api.identity import store_id
+
+    url = base_url(settings)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one answer line, not the probe's request log
-    try:
-        token: str | None = settings.token_path.read_text().strip()
-    except OSError:
-        token = None
-    peer = listeners.who_serves(url, token)
-    if peer is not None and peer["ours"]:
+    peer = listeners.who_serves(url, read_token(settings))
+    if peer is not None and peer["ours"] and peer.get("store") == store_id(settings.database_path):
         pid = peer.get("pid")
-        owner = "running"
-        if _plugin_owns(settings, pid):
-            owner = "started by the OpenClaw plugin, which restarts it if it stops"
-        print(
+        plugin = _plugin_owns(settings, pid)
+        owner = "started by the OpenClaw plugin, which restarts it if it stops" if plugin else "running"
+        data = {"status": "alreadyServing", "url": url, "pid": pid, "stateDir": str(settings.state_dir),
+                "startedByPlugin": plugin}  # fmt: skip
+        _emit(data, as_json, lambda _: (
             f"openclaw-lossless: already serving {settings.state_dir} on {url} (pid {pid}, {owner}); nothing to do."
-            " To run it in this terminal instead, stop that one first (kill"
-            f" {pid}) and set the plugin's autoStart to false."
-        )
+            f" To run it in this terminal instead, stop that one first (kill {pid}) and set the plugin's autoStart"
+            " to false."
+        ))  # fmt: skip
         return EXIT_OK
-    holder = (
-        f"another openclaw-lossless sidecar (pid {peer.get('pid')}) with a different state dir"
-        if peer is not None
-        else "another program"
-    )
+    if peer is None:
+        holder = "another program"
+    elif peer["ours"]:
+        holder = f"this state dir's sidecar (pid {peer.get('pid')}) serving another database file"
+    else:
+        holder = f"another openclaw-lossless sidecar (pid {peer.get('pid')}) with a different state dir"
     print(
         f"openclaw-lossless: port {settings.port} on {settings.host} is held by {holder};"
         " stop it, or pass --port (and set the plugin's sidecarUrl to match)",
         file=sys.stderr,
     )
+    if as_json:
+        _emit({"status": "portTaken", "url": url, "pid": None if peer is None else peer.get("pid")}, True, str)
     return EXIT_FAILURE
 
 
@@ -219,7 +182,12 @@ def _plugin_owns(settings: Settings, pid: object) -> bool:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from openclaw_lossless import mcp_server
 
-    mcp_server.run(_settings(args))
+    settings = _settings(args)
+    if args.json:  # stdout is the MCP stream: the start-up line goes to stderr
+        start = {"status": "serving", "transport": "stdio", "database": str(settings.database_path),
+                 "sidecar": base_url(settings) if serves_this_store(settings) else None}  # fmt: skip
+        print(json.dumps(start), file=sys.stderr, flush=True)
+    mcp_server.run(settings)
     return EXIT_OK
 
 
@@ -227,7 +195,7 @@ def cmd_model_fetch(args: argparse.Namespace) -> int:
     from openclaw_lossless.embed.model_files import fetch_model
 
     path = fetch_model(_settings(args).model_dir, progress=lambda line: print(line, file=sys.stderr))
-    print(f"model ready in {path}")
+    _emit({"ready": True, "path": str(path)}, args.json, lambda d: f"model ready in {d['path']}")
     return EXIT_OK
 
 
@@ -263,7 +231,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             " narrow the query, --agent or --session to reach older matches",
             file=sys.stderr,
         )
-    _emit({"query": args.query, "hits": hits}, args.json, _human_hits)
+    _emit({"query": args.query, "hits": hits}, args.json, readable.hits)
     return EXIT_OK
 
 
@@ -279,24 +247,14 @@ def _pool_may_be_cut(found: int) -> bool:
 
 
 def _keep(hit: dict[str, Any], args: argparse.Namespace) -> bool:
+    """A hit that matches the filters and the query at all: a score of 0 is no match in any lane."""
+    if isinstance(hit.get("score"), int | float) and hit["score"] <= 0:
+        return False
     if args.role and hit["role"] != args.role:
         return False
     if args.since is not None and hit["createdAt"] < args.since:
         return False
     return not (args.until is not None and hit["createdAt"] > args.until)
-
-
-def _human_hits(data: dict[str, Any]) -> str:
-    if not data["hits"]:
-        return "no matches"
-    lines = []
-    for hit in data["hits"]:
-        text = " ".join(hit["text"].split())
-        lines.append(
-            f"[{hit['citation']}] {_when(hit['createdAt'])} {hit['role']} in {hit['sessionId']} "
-            f"(score {hit['score']:.3f})\n    {text[:300]}"
-        )
-    return "\n".join(lines)
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
@@ -307,13 +265,13 @@ def cmd_pack(args: argparse.Namespace) -> int:
     )
     if not args.trace:
         data.pop("trace", None)
-    _emit(data, args.json, lambda d: d["block"] or "nothing relevant found")
+    _emit(data, args.json, readable.pack)
     return EXIT_OK
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    with open_sidecar(settings) as sidecar:
+    with open_file_store(settings) as sidecar:
         session, up_to = args.session, None
         if args.snapshot:
             snap = sidecar.snapshot(args.snapshot)
@@ -322,26 +280,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
             point = sidecar.compaction(args.before_compaction)
             session, up_to = point["sessionId"], point["lastMessageId"]
         data = sidecar.recover(session, args.last, up_to)
-    _emit(data, args.json, _markdown)
+    _emit(data, args.json, readable.conversation)
     return EXIT_OK
-
-
-def _markdown(data: dict[str, Any], title: str = "Conversation") -> str:
-    lines = [f"# {title} {data['sessionId']} (agent {data['agentId']})", ""]
-    for message in data["messages"]:
-        lines += [
-            f"**{message['role']}** — {_when(message['createdAt'])} [{message['citation']}]",
-            "",
-            message["text"],
-            "",
-        ]
-    return "\n".join(lines)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     settings = _settings(args)
     data = _query(settings, "/stats", {}, lambda s: s.stats())
-    _emit(data, args.json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items() if not isinstance(v, dict | list)))
+    _emit(data, args.json, readable.stats)
     return EXIT_OK
 
 
@@ -349,34 +295,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    with open_sidecar(_settings(args)) as sidecar:
+    with open_file_store(_settings(args)) as sidecar:
         if args.snapshot_command == "create":
             data: Any = sidecar.snapshot_create(args.name, args.session)
             human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
         elif args.snapshot_command == "list":
             data = {"snapshots": sidecar.snapshots()}
-            human = _human_snapshots
+            human = readable.snapshots
         else:
             snap = sidecar.snapshot(args.name)
             recovered = sidecar.recover(snap["sessionId"], args.last, snap["lastMessageId"])
             data = snap | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
-            human = _human_snapshot
+            human = readable.snapshot
     _emit(data, args.json, human)
     return EXIT_OK
-
-
-def _human_snapshot(data: dict[str, Any]) -> str:
-    return _markdown(data, f"Snapshot {data['name']} of conversation")
-
-
-def _human_snapshots(data: dict[str, Any]) -> str:
-    rows = []
-    for snap in data["snapshots"]:
-        kind = " (automatic)" if snap["automatic"] else ""
-        rows.append(
-            f"{snap['name']}  {snap['sessionId']}  msg:{snap['lastMessageId']}  {_when(snap['createdAt'])}{kind}"
-        )
-    return "\n".join(rows) or "no snapshots"
 
 
 # -- export, import -----------------------------------------------------------------------------------------
@@ -385,18 +317,27 @@ def _human_snapshots(data: dict[str, Any]) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     from openclaw_lossless.store.transfer import ExportScope, check_scope, export_store, write_jsonl
 
-    with open_sidecar(_settings(args)) as sidecar:
+    to_file = args.output not in (None, "-")
+    exists = to_file and os.path.lexists(args.output) and not os.path.isdir(args.output)  # a directory: exit 1
+    if exists and not args.force:  # checked before the store is opened
+        raise BadRequest(f"{args.output} already exists; export does not overwrite it without --force")
+    with open_file_store(_settings(args)) as sidecar:
         scope = ExportScope(args.agent, args.session)
         check_scope(sidecar.db.reader(), scope)  # before the output file is created or truncated
         records = export_store(sidecar.db.reader(), scope)
-        if args.output in (None, "-"):
+        if not to_file:
             counts = write_jsonl(records, sys.stdout)
         else:
-            fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
+            fd = os.open(args.output, flags, 0o600)
             os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already exists
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 counts = write_jsonl(tqdm(records, desc="export", unit="line", disable=None), out)
-    print("exported " + ", ".join(f"{counts[kind]} {label}" for kind, label in _EXPORTED.items()), file=sys.stderr)
+    if args.json:  # on stdout unless the JSONL itself is there
+        data = {"output": args.output if to_file else None} | {f"{kind}s": counts[kind] for kind in _EXPORTED}
+        print(json.dumps(data), file=sys.stdout if to_file else sys.stderr)
+    else:
+        print("exported " + ", ".join(f"{counts[k]} {label}" for k, label in _EXPORTED.items()), file=sys.stderr)
     return EXIT_OK
 
 
@@ -408,7 +349,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not args.jsonl:
         return _import_openclaw(args)
     settings = _settings(args)
-    with open_sidecar(settings) as sidecar:
+    with open_file_store(settings) as sidecar:
         from openclaw_lossless.store.transfer import import_jsonl
 
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
@@ -420,10 +361,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         lambda d: ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in d.items() if not isinstance(v, list | dict)),
     )
     return EXIT_OK
-
-
-def _human_counts(data: dict[str, Any]) -> str:
-    return ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in data.items() if not isinstance(v, list | dict))
 
 
 def _import_openclaw(args: argparse.Namespace) -> int:
@@ -439,7 +376,7 @@ def _import_openclaw(args: argparse.Namespace) -> int:
 
     source = Path(args.openclaw_state) if args.openclaw_state else openclaw_state_dir()
     with (
-        open_sidecar(_settings(args)) as sidecar,
+        open_file_store(_settings(args)) as sidecar,
         tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar,
     ):
         report = import_history(
@@ -452,7 +389,7 @@ def _import_openclaw(args: argparse.Namespace) -> int:
     for detail in report.details:
         if detail.error is not None:
             print(f"openclaw-lossless: {detail.error}", file=sys.stderr)
-    _emit(asdict(report), args.json, _human_counts)
+    _emit(asdict(report), args.json, readable.counts)
     return EXIT_FAILURE if report.errors else EXIT_OK
 
 
@@ -473,36 +410,31 @@ def cmd_forget(args: argparse.Namespace) -> int:
     }
     found = _forget(settings, body | {"dryRun": True})
     if args.dry_run or not args.yes:
-        _emit(found, args.json, _human_forget)
+        _emit(found, args.json, readable.forget)
     if args.dry_run:
         return EXIT_OK
     if not args.yes and not _confirmed(found["forgotten"]):
         print("openclaw-lossless: nothing was forgotten", file=sys.stderr)
         return EXIT_USAGE
     done = _forget(settings, body | {"dryRun": False})
-    _emit(done, args.json, _human_forget)
+    _emit(done, args.json, readable.forget)
     return EXIT_OK
 
 
 def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     """Through the running sidecar when it serves this store (its vector index forgets too), else the file."""
-    client = remote(settings)
-    if client is None:
+
+    def on_file() -> Any:
         from openclaw_lossless.api.forget import ForgetRequest
         from openclaw_lossless.store import forget
 
         request = ForgetRequest.model_validate(body)
-        with open_sidecar(settings) as sidecar:
+        with open_file_store(settings) as sidecar:
             return forget.run(
                 sidecar.db, sidecar.index, settings.archive_dir, request.selector(), dry_run=request.dry_run
             )
-    with client:
-        response = client.post("/v1/forget", json=body)
-    if response.status_code >= 400:
-        error = response.json().get("error", {})
-        cls = NotFound if response.status_code == 404 else BadRequest if response.status_code < 500 else LosslessError
-        raise cls(error.get("message", response.text))
-    return response.json()
+
+    return sidecar_or_file(settings, lambda client: client.post("/v1/forget", json=body), on_file)[1]
 
 
 def _confirmed(count: int) -> bool:
@@ -510,21 +442,6 @@ def _confirmed(count: int) -> bool:
         raise BadRequest("not a terminal: add --yes to forget without a confirmation, or --dry-run to only look")
     answer = input(f"Forget these {count} messages for good? This cannot be undone. [y/N] ")
     return answer.strip().lower() in ("y", "yes")
-
-
-def _human_forget(data: dict[str, Any]) -> str:
-    rows = []
-    for item in data["messages"]:
-        where = " (archived)" if item["archived"] else ""
-        rows.append(
-            f"{item['citation']}  {_when(item['createdAt'])}  {item['role']}  {item['sessionId']}{where}"
-            f"  {item['excerpt']}"
-        )
-        if item.get("text") is not None:
-            rows.append("    " + item["text"].replace("\n", "\n    "))
-    verb = "would forget" if data["dryRun"] else "forgot"
-    rows.append(f"{verb} {data['forgotten']} messages ({data['archived']} of them archived)")
-    return "\n".join(rows)
 
 
 # -- maintenance --------------------------------------------------------------------------------------------
@@ -537,17 +454,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     findings = doctor.run(_settings(args), profile=args.profile, openclaw_state=openclaw_state)
     data = {"ok": all(f.ok for f in findings), "findings": [f.view() for f in findings]}
 
-    _emit(data, args.json, _human_findings)
+    _emit(data, args.json, readable.findings)
     return EXIT_OK if data["ok"] else EXIT_FAILURE
-
-
-def _human_findings(data: dict[str, Any]) -> str:
-    """``ok``, ``BAD``, or ``note``: fine, but with something worth doing (a large backlog) and how."""
-    lines = []
-    for f in data["findings"]:
-        mark = "BAD " if not f["ok"] else "note" if f["fix"] else "ok  "
-        lines.append(f"{mark} {f['check']}: {f['detail']}" + (f"\n     fix: {f['fix']}" if f["fix"] else ""))
-    return "\n".join(lines)
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:
@@ -585,7 +493,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     settings = _settings(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb
     with (
-        open_sidecar(settings) as sidecar,
+        open_file_store(settings) as sidecar,
         tqdm(desc="archive", unit="msg", disable=None, file=sys.stderr) as bar,
     ):
         data = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update)
@@ -601,11 +509,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     want_fts, want_vectors = args.fts or not args.vectors, args.vectors or not args.fts
     data: dict[str, Any] = {}
     if want_fts:
-        with open_sidecar(settings) as sidecar:
+        with open_file_store(settings) as sidecar:
             data["fts"] = reindex.rebuild_fts(sidecar.db, progress_file=sys.stderr)
     if want_vectors:
-        running = remote(settings) is not None
-        with open_sidecar(settings, embeddings=not running) as sidecar:
+        running = serves_this_store(settings)
+        with open_file_store(settings, embeddings=not running) as sidecar:
             data["vectors"] = reindex.rebuild_vectors(
                 sidecar, missing_only=args.missing, drain=not running, progress_file=sys.stderr
             )
@@ -618,14 +526,10 @@ def cmd_redact(args: argparse.Namespace) -> int:
     if not args.rescan:
         raise BadRequest("redact needs --rescan (apply the current rules to what is stored; add --dry-run to look)")
     settings = _settings(args)
-    client = remote(settings)
+    client = running_sidecar(settings)
     if client is not None:
         with client:
-            response = client.post("/v1/redact/rescan", json={"dryRun": args.dry_run}, timeout=None)
-        if response.status_code >= 400:
-            message = response.json().get("error", {}).get("message", response.text)
-            raise BadRequest(message) if response.status_code < 500 else LosslessError(message)
-        data = response.json()
+            data = answer(client.post("/v1/redact/rescan", json={"dryRun": args.dry_run}, timeout=None))
     else:
         from openclaw_lossless.rescan import rescan_store
 
@@ -637,27 +541,13 @@ def cmd_redact(args: argparse.Namespace) -> int:
             bars[place].update(done)
 
         try:
-            with open_sidecar(settings) as sidecar:
+            with open_file_store(settings) as sidecar:
                 data = rescan_store(sidecar, dry_run=args.dry_run, progress=progress)
         finally:
             for bar in bars.values():
                 bar.close()
-    _emit(data, args.json, _human_rescan)
+    _emit(data, args.json, readable.rescan)
     return EXIT_OK
-
-
-def _human_rescan(data: dict[str, Any]) -> str:
-    verb = "would change" if data["dryRun"] else "changed"
-    if not data["changed"]:
-        return "nothing to change: everything stored already passes the current redaction rules"
-    places = ", ".join(f"{place} {count}" for place, count in sorted(data["places"].items()))
-    kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(data["kinds"].items(), key=lambda kv: -kv[1]))
-    lines = [f"{verb}: {places}", f"placeholders by kind: {kinds or 'none'}"]
-    if not data["dryRun"] and data["requeued"]:
-        lines.append(f"{data['requeued']} messages queued to be embedded again from their redacted text")
-    if data.get("resumed"):
-        lines.append("(continued an interrupted rescan; the counts include its earlier part)")
-    return "\n".join(lines)
 
 
 # -- wiring -------------------------------------------------------------------------------------------------
@@ -765,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"openclaw-lossless {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    serve = _add(commands, "serve", cmd_serve, "start the sidecar (what the plugin auto-starts)", output=False)
+    serve = _add(commands, "serve", cmd_serve, "start the sidecar (what the plugin auto-starts)")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument(
@@ -774,14 +664,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--embedding-provider", choices=["local", "openai-compatible", "none"])
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
-    mcp = _add(
-        commands, "mcp", cmd_mcp, "serve memory_search to MCP clients (Claude Code, Codex) over stdio", output=False
-    )
+    mcp = _add(commands, "mcp", cmd_mcp, "serve memory_search to MCP clients (Claude Code, Codex) over stdio")
     mcp.add_argument("--host", help="the running sidecar's address (default 127.0.0.1)")
 
     model = commands.add_parser("model", help="manage the local embedding model")
     model_commands = model.add_subparsers(dest="model_command", required=True, metavar="command")
-    _add(model_commands, "fetch", cmd_model_fetch, "download and build the local model (idempotent)", output=False)
+    _add(model_commands, "fetch", cmd_model_fetch, "download and build the local model (idempotent)")
 
     search = _add(commands, "search", cmd_search, "hybrid search over the stored history")
     search.add_argument("query", type=_query_text, help="what to look for, in plain words")
@@ -830,10 +718,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     show.add_argument("--last", type=_whole(1), default=50, help="how many messages (default 50)")
 
-    export = _add(
-        commands, "export", cmd_export, "write messages as JSONL (whole store, an agent or a session)", output=False
-    )
-    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    export = _add(commands, "export", cmd_export, "write messages as JSONL (whole store, an agent or a session)")
+    export.add_argument("-o", "--output", help="file to write (default: standard output); never overwritten")
+    export.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
     _scope_flags(export)
 
     imp = _add(commands, "import", cmd_import, "bring in an OpenClaw installation's history, or a JSONL export")

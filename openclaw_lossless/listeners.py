@@ -147,14 +147,14 @@ def _clear_stale(path: Path) -> bool:
     return False
 
 
-def who_serves(url: str, token: str | None) -> dict[str, Any] | None:
+def who_serves(url: str, token: str | None, *, timeout: float = 2) -> dict[str, Any] | None:
     """The identity of whatever answers ``/v1/identity`` at ``url``, with ``ours``: its proof matches ``token``.
 
     None when nothing answers like an openclaw-lossless sidecar (another program, or no answer at all).
     """
     challenge = secrets.token_hex(32)
     try:
-        response = httpx.get(f"{url}/v1/identity", params={"challenge": challenge}, timeout=2)
+        response = httpx.get(f"{url}/v1/identity", params={"challenge": challenge}, timeout=timeout)
         data = response.json()
     except (httpx.HTTPError, ValueError):
         return None

@@ -2,9 +2,9 @@
 
 Other agents (Claude Code, Codex, any MCP client) get the same memory the OpenClaw agents recall from:
 ``openclaw-lossless mcp`` (or ``python -m openclaw_lossless.mcp_server``) speaks MCP on stdin/stdout. A
-search goes to the running sidecar over HTTP (warm model, warm index) when it answers on its port, and
-otherwise opens the database file in this process for the one query, without ever changing it: vectors
-are used only when the configured embedder is the one they were made with, else search is keyword only.
+search goes to the running sidecar over HTTP (warm model, warm index) when it serves this store, and otherwise
+opens the database file in this process for the one query (``store_access.py``), without ever changing it:
+vectors are used only when the configured embedder is the one they were made with, else keyword search only.
 
 Settings come from the environment like the sidecar's (``LOSSLESS_STATE_DIR``, ``LOSSLESS_PORT``, ...).
 Nothing but MCP is written to stdout; logs go to stderr. Recalled text is returned as quoted, cited data.
@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -25,12 +25,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openclaw_lossless import __version__
-from openclaw_lossless.cli import remote
+from openclaw_lossless import __version__, store_access
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError, NotFound
+
+if TYPE_CHECKING:
+    from openclaw_lossless.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ INSTRUCTIONS = (
 )
 
 ProviderFactory = Callable[[Settings], EmbeddingProvider]
-Source = Literal["sidecar", "store"]
+Source = store_access.Source
 Mode = Literal["hybrid", "keyword", "vector"]
 
 
@@ -98,42 +100,32 @@ class MemorySearch:
     def search(self, query: str, scope: str, k: int, mode: Mode) -> tuple[Source, list[dict[str, Any]]]:
         """The hits for the query (``/v1/search``'s shape) and where they came from. A session the store has
         never seen has no history: no hits (nothing else in a search is "not found")."""
-        client = remote(self.settings)
-        if client is not None:
-            with client:
-                try:
-                    return "sidecar", self._remote(client, query, scope, k, mode)
-                except NotFound:
-                    return "sidecar", []
-        try:
-            return "store", self._local(query, scope, k, mode)
-        except NotFound:
-            return "store", []
-
-    def _remote(self, client: httpx.Client, query: str, scope: str, k: int, mode: Mode) -> list[dict[str, Any]]:
-        response = client.get("/v1/search", params={"q": query, "scope": scope, "k": k, "mode": mode})
-        if response.status_code >= 400:
-            try:
-                error = response.json().get("error", {})
-            except ValueError:
-                error = {}
-            if response.status_code == 404 and error.get("code") == "not_found":
-                raise NotFound(str(error.get("message", "not found")))
-            raise LosslessError(f"the sidecar answered {response.status_code}: {error.get('message', response.text)}")
-        hits: list[dict[str, Any]] = response.json()["hits"]
-        return hits
-
-    def _local(self, query: str, scope: str, k: int, mode: Mode) -> list[dict[str, Any]]:
         path = self.settings.database_path
+        params = {"q": query, "scope": scope, "k": k, "mode": mode}
+
+        def on_file(sidecar: Sidecar) -> dict[str, Any]:
+            try:
+                return {"hits": sidecar.search(query, scope, k, mode)}
+            except NotFound:
+                return {"hits": []}
+
         if not path.exists():
             raise LosslessError(
-                f"the sidecar is not running on {self.settings.host}:{self.settings.port} and there is no store at "
-                f"{path}; set LOSSLESS_STATE_DIR (and LOSSLESS_PORT) to the sidecar's"
+                f"no sidecar serving {path} answers on {self.settings.host}:{self.settings.port} and there is no"
+                " store there; set LOSSLESS_STATE_DIR (and LOSSLESS_PORT) to the sidecar's"
             )
-        from openclaw_lossless.sidecar import store_for_queries
+        try:
+            source, data = store_access.query(self.settings, "/v1/search", params, on_file, self.provider_factory)
+        except NotFound:  # raised by the sidecar only: the file's answer is caught above
+            return "sidecar", []
+        # A hit scored 0 matched in no lane (a vector lane's negative cosine): not worth the caller's tokens.
+        hits: list[dict[str, Any]] = [h for h in data["hits"] if not _no_match(h)]
+        return source, hits
 
-        with store_for_queries(self.settings, self.provider_factory) as sidecar:
-            return sidecar.search(query, scope, k, mode)
+
+def _no_match(hit: dict[str, Any]) -> bool:
+    score = hit.get("score")
+    return isinstance(score, int | float) and score <= 0
 
 
 def hit_view(hit: dict[str, Any]) -> Hit:
@@ -157,7 +149,9 @@ def render(result: SearchResult) -> str:
     """The text the calling model reads: a header, the data notice, then each hit cited with its snippet quoted
     on one line (stored text can never pass for a header or a citation of this output)."""
     count = len(result.hits)
-    origin = "the running sidecar" if result.source == "sidecar" else "the store file (the sidecar is not running)"
+    origin = (
+        "the running sidecar" if result.source == "sidecar" else "the store file (no running sidecar serves this store)"
+    )
     head = (
         f"{TOOL_NAME}: {count} hit{'' if count == 1 else 's'} for {_quoted(result.query)} in scope {result.scope}, "
         f"best first, from {origin}."

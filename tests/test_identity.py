@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from openclaw_lossless import __version__
+from openclaw_lossless.api.identity import store_id
 from tests.conversation import commit_body, conversation
 from tests.helpers import LiveSidecar, assert_error
 from tests.reliability import SidecarProcess
@@ -46,8 +47,10 @@ def test_identity_answers_the_proof_only_the_token_holder_can_give(sidecar: Live
             "service": "openclaw-lossless",
             "version": __version__,
             "pid": os.getpid(),
+            "store": store_id(sidecar.settings.database_path),  # which database file it serves
             "proof": expected_proof(sidecar.token, challenge),
         }
+        assert body["store"] is not None
         assert sidecar.token not in response.text
     first = httpx.get(f"{sidecar.url}/v1/identity", params={"challenge": "0" * 64}).json()["proof"]
     assert first != expected_proof("another-token-of-the-same-length-xxxxxxxxx", "0" * 64)

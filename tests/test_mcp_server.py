@@ -161,7 +161,7 @@ def test_memory_search_over_stdio_without_the_sidecar(tmp_path: Path) -> None:
     data = structured(found)
     assert data["source"] == "store"
     assert data["hits"][0]["snippet"] == FACT
-    assert "the sidecar is not running" in text_of(found)
+    assert "no running sidecar serves this store" in text_of(found)
     assert [h["snippet"] for h in structured(in_session)["hits"]] == [OPS_FACT]
     assert structured(unseen)["hits"] == []
 

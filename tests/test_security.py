@@ -191,7 +191,7 @@ def test_state_dir_is_0700_and_every_file_0600(tmp_path: Path, capsys: pytest.Ca
     export = tmp_path / "export.jsonl"
     export.write_text("")
     export.chmod(0o644)  # an existing file keeps its mode under O_CREAT: the export must tighten it
-    assert main(["export", "-o", str(export), "--state-dir", str(state), "--port", "9"]) == 0
+    assert main(["export", "-o", str(export), "--force", "--state-dir", str(state), "--port", "9"]) == 0
     assert _mode(export) == 0o600
 
     capsys.readouterr()

@@ -4,6 +4,11 @@ Public on purpose. A client (the plugin, ``doctor``) must know it talks to *its*
 conversation or the token: another program may hold the port. It sends a random challenge; only a holder of
 the token can answer ``HMAC-SHA256(key=token, "openclaw-lossless identity v1\\n" + challenge)``, which the
 client compares with its own. A fresh challenge per check means an answer cannot be replayed.
+
+The answer also names the store served (``store``: a digest of the database file's device and inode, taken
+when it was opened), so the CLI and the MCP server use this sidecar only for the store they were told to use,
+and open any other store's file themselves (``store_access.py``). A copy of the file is another store; a hard
+link, or another path to the same file, is the same one.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hashlib
 import hmac
 import os
 import re
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -23,6 +29,7 @@ router = APIRouter()
 
 SERVICE = "openclaw-lossless"
 PROOF_PREFIX = "openclaw-lossless identity v1\n"
+STORE_PREFIX = "openclaw-lossless store v1\n"
 _CHALLENGE = re.compile(r"[0-9a-fA-F]{32,128}")
 
 
@@ -32,10 +39,24 @@ def identity_proof(token: str, challenge: str) -> str:
     return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
+def store_id(database: Path) -> str | None:
+    """Which database file this is, whatever path names it: a digest of its device and inode (None: no file).
+
+    A digest, not the path, so the public identity answer says nothing about where the store lives.
+    """
+    try:
+        info = database.stat()
+    except OSError:
+        return None
+    return hashlib.sha256(f"{STORE_PREFIX}{info.st_dev}:{info.st_ino}".encode()).hexdigest()[:32]
+
+
 @router.get("/v1/identity")
 def identity(request: Request, challenge: Annotated[str | None, Query()] = None) -> dict[str, Any]:
-    """Who answers on this port: the service, its version and pid, and the proof for ``challenge``."""
+    """Who answers on this port: the service, its version, pid and store, and the proof for ``challenge``."""
     if challenge is None or not _CHALLENGE.fullmatch(challenge):
         raise BadRequest("challenge must be 32 to 128 hex characters (a fresh random value per check)")
     token: str = request.app.state.identity_token
-    return {"service": SERVICE, "version": __version__, "pid": os.getpid(), "proof": identity_proof(token, challenge)}
+    store: str | None = getattr(request.app.state, "store_id", None)
+    proof = identity_proof(token, challenge)
+    return {"service": SERVICE, "version": __version__, "pid": os.getpid(), "store": store, "proof": proof}
