@@ -27,6 +27,8 @@ from openclaw_lossless.store.messages import StoredMessage
 from openclaw_lossless.timeexpr import DayRange
 from openclaw_lossless.timeexpr.days import day_of
 
+PROMPT_CHARS = 2000  # of the prompt read for its time: a question names it early
+
 
 @dataclass(frozen=True)
 class TimeQuestion:
@@ -40,8 +42,9 @@ class TimeQuestion:
         """The question's time, or None when it names none and does not ask when."""
         if not prompt or not prompt.strip():
             return None
-        days = tuple(timeexpr.referenced(prompt, now))
-        asks = timeexpr.asks_when(prompt)
+        text = prompt[:PROMPT_CHARS]  # a pasted document must not cost the turn its reading
+        days = tuple(timeexpr.referenced(text, now))
+        asks = timeexpr.asks_when(text)
         return cls(days, asks) if days or asks else None
 
     def match(self, message: StoredMessage, refers_to: list[DayRange]) -> str | None:

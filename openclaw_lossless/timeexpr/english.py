@@ -11,7 +11,8 @@ not also 9 June, and "last Saturday" is not also a bare "Saturday". What each ph
 - "last / this / next" + week, weekend, month, year, a weekday, a month or a season ("last May" said in
   January: May of the year before; "next Friday": the coming Friday or the one after, as people mean
   either); "the past week"; a bare weekday ("on Saturday": the last one or the coming one);
-- counts: "two weeks ago", "a few days ago", "in 3 months", "a couple of weekends ago";
+- counts: "two weeks ago", "a few days ago", "in 3 months", "a couple of weekends ago"; a duration up to
+  now ("I've had them for 3 years", "for the past two weeks"): since about then;
 - anchored on a date: "the week before 9 June 2023", "the Friday before 15 July 2023", "two weekends
   before 17 July 2023", "the day after 8 May 2023", "the week of 23 August 2023".
 Anchored on an event ("two weeks before the trip", "the day after the concert"): nothing; the event's date
@@ -125,7 +126,8 @@ def asks_when(text: str) -> bool:
 
 _WHEN = re.compile(
     r"\bwhen\s+(?:did|do|does|was|were|is|are|will|would|has|have|had|'s)\b"
-    r"|\b(?:what|which)\s+(?:date|day|year|month|week|time\s+of\s+year)\b|\bhow\s+long\s+ago\b|\bsince\s+when\b",
+    r"|\b(?:what|which)\s+(?:date|day|year|month|week|time\s+of\s+year)\b|\bhow\s+long\s+(?:ago|has|have|had)\b"
+    r"|\bsince\s+when\b",
     re.I,
 )
 
@@ -449,6 +451,15 @@ RULES: list[Rule] = [
     Rule(re.compile(rf"\b{ABSOLUTE[0].pattern}", re.I), _absolute_rule, (_set(["#year"]),)),
     *(Rule(re.compile(rf"\b{p.pattern}", re.I), _absolute_rule, (_MONTH_WORDS,)) for p in ABSOLUTE[1:]),
     Rule(re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+ago\b", re.I), _ago, (_set(["ago"]), _UNITS)),
+    Rule(  # "I've had them for 3 years", "for the past two weeks": since about then
+        re.compile(
+            r"(?:(?:['\u2019]ve|\bhave|\bhas|\bhad)\b[^.!?\n]{0,60}?\bfor\s+(?:the\s+(?:past|last)\s+)?"
+            rf"|\bfor\s+the\s+(?:past|last)\s+){_COUNT}\s+{_UNIT}\b",
+            re.I,
+        ),
+        _ago,
+        (_UNITS, _set(["for"])),
+    ),
     Rule(
         re.compile(rf"\bin\s+{_COUNT}\s+{_UNIT}\b(?!\s+(?:ago|before|after))", re.I),
         _ahead,
