@@ -24,6 +24,7 @@ from typing import Any
 
 from openclaw_lossless.embed.index import IDENTITY_KEY
 from openclaw_lossless.errors import BadRequest, StoreCorrupt
+from openclaw_lossless.store import message_days
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.migrations import migrate
 from openclaw_lossless.store.pages import DamagedPage, PageFile, Row, schema_roots
@@ -225,6 +226,7 @@ def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> i
             if not (table == "meta" and values[0] == IDENTITY_KEY)  # vectors are rebuilt, not trusted
         ]
         conn.executemany(f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})", rows)
+    message_days.read_again(conn)  # derived from the messages: the server reads them again, not trusted here
     return _placeholder_sessions(conn)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from openclaw_lossless.salvage import salvage
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import message_days, migrations
 from openclaw_lossless.store.connection import Database
@@ -125,13 +126,32 @@ def test_an_older_store_learns_its_messages_days_in_the_background(tmp_path: Pat
     assert _days(settings.database_path) == []
     sidecar = Sidecar(settings, provider=HashEmbedder(), background_load=True)
     try:
-        deadline = time.monotonic() + 30
-        while message_days.backfill_pending(sidecar.db.reader()):  # ...the server does, in the background
-            assert time.monotonic() < deadline, "the backfill did not finish"
-            time.sleep(0.05)
+        _wait_for_backfill(sidecar)  # ...the server does, in the background
     finally:
         sidecar.close()
     assert _days(settings.database_path) == [(1, "2023-05-06", "2023-05-06"), (3, "2023-05-07", "2023-05-07")]
+
+
+def _wait_for_backfill(sidecar: Sidecar) -> None:
+    deadline = time.monotonic() + 30
+    while message_days.backfill_pending(sidecar.db.reader()):
+        assert time.monotonic() < deadline, "the backfill did not finish"
+        time.sleep(0.05)
+
+
+def test_a_salvaged_store_reads_its_messages_days_again(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "first")
+    with live_sidecar(settings, HashEmbedder()) as server:
+        commit(server, [PAST])
+    out = tmp_path / "salvaged.sqlite"
+    assert salvage(settings.database_path, out)["complete"] is True
+    sidecar = Sidecar(make_settings(tmp_path / "second", db_path=out), provider=HashEmbedder(), background_load=True)
+    try:
+        _wait_for_backfill(sidecar)
+        found = message_days.of(sidecar.db.reader(), [1])
+    finally:
+        sidecar.close()
+    assert [(r.first.isoformat(), r.last.isoformat()) for r in found[1]] == [("2023-05-06", "2023-05-06")]
 
 
 def test_a_deleted_message_takes_its_days_with_it(tmp_path: Path) -> None:

@@ -53,6 +53,14 @@ def of(conn: Connection, ids: Sequence[int]) -> dict[int, list[DayRange]]:
     return found
 
 
+def read_again(conn: Connection) -> None:
+    """Have the server read every stored message's days again in the background (after a salvage, whose
+    new file gets its rows copied in after the migrations ran)."""
+    last = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    if last is not None:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (BACKFILL_KEY, str(int(last) + 1)))
+
+
 def backfill_pending(conn: Connection) -> bool:
     return conn.execute("SELECT 1 FROM meta WHERE key = ?", (BACKFILL_KEY,)).fetchone() is not None
 
