@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.capture.records import CaptureOptions, canonical_json, storable
 from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.store import message_days
 from openclaw_lossless.store.connection import Connection, Database
 
 if TYPE_CHECKING:
@@ -230,6 +231,7 @@ class Rescan:
                         (ident, new_text, date_terms),
                     )
                     _drop_vector(conn, ident, text)
+                    message_days.read_anew(conn, ident)
                     changed.append(ident)
         cursor.tally.requeued += len(changed)
         if rows:

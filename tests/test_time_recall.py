@@ -22,7 +22,7 @@ from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import message_days, migrations
 from openclaw_lossless.store.connection import Database
 from openclaw_lossless.store.migrations import MIGRATIONS, migrate
-from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, run_cli_json
 
 SAID = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)  # a Monday
 ASKED = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)
@@ -152,6 +152,22 @@ def test_a_salvaged_store_reads_its_messages_days_again(tmp_path: Path) -> None:
     finally:
         sidecar.close()
     assert [(r.first.isoformat(), r.last.isoformat()) for r in found[1]] == [("2023-05-06", "2023-05-06")]
+
+
+def test_a_date_redacted_by_a_rescan_is_no_longer_a_day_the_message_refers_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        commit(server, ["I was born on 5 May 1990 in Leeds, and we met yesterday."])
+    monkeypatch.setenv("LOSSLESS_REDACT_PATTERNS", '["\\\\d+ May 1990"]')  # the operator now keeps birthdays out
+    assert run_cli_json(capsys, settings.state_dir, "redact", "--rescan")["changed"] >= 1
+    db = Database(settings.database_path)
+    try:
+        days = message_days.of(db.reader(), [1])[1]
+    finally:
+        db.close()
+    assert [(r.first.isoformat(), r.last.isoformat()) for r in days] == [("2023-05-07", "2023-05-07")]
 
 
 def test_a_deleted_message_takes_its_days_with_it(tmp_path: Path) -> None:

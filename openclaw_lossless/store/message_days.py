@@ -39,6 +39,15 @@ def index(conn: Connection, message_id: int, role: str, text: str, created_at: f
         )
 
 
+def read_anew(conn: Connection, message_id: int) -> None:
+    """Read a message's days from its text as it is now (``redact --rescan`` changed it): a date the rules
+    now redact must not stay findable here."""
+    conn.execute("DELETE FROM message_days WHERE message_id = ?", (message_id,))
+    row = conn.execute("SELECT role, text, created_at FROM messages WHERE id = ?", (message_id,)).fetchone()
+    if row is not None:
+        index(conn, message_id, str(row[0]), str(row[1]), float(row[2]))
+
+
 def of(conn: Connection, ids: Sequence[int]) -> dict[int, list[DayRange]]:
     """The day ranges each message refers to (messages that name none are absent)."""
     found: dict[int, list[DayRange]] = {}
