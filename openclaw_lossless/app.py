@@ -116,6 +116,8 @@ def _validation_message(exc: RequestValidationError) -> str:
         if error.get("type") == "json_invalid":  # FastAPI's loc is then the character offset, not a field
             reason = (error.get("ctx") or {}).get("error", "invalid JSON")
             return f"the body is not JSON: {reason} at character {error['loc'][-1]}; send a JSON object"
+        if error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
+            return "the body is empty: send a JSON object"
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {error.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"

@@ -132,6 +132,20 @@ def test_a_body_that_is_not_json_gets_a_readable_error(sidecar: LiveSidecar) -> 
         assert "character 14" in body["error"]["message"]
     response = sidecar.client.post("/v1/forget", content=b"yes please", headers={"content-type": "application/json"})
     assert assert_error(response, 422, "invalid_request")["error"]["message"].startswith("the body is not JSON")
+    response = sidecar.client.post("/v1/hooks/commit-turn", content=b"", headers={"content-type": "application/json"})
+    assert assert_error(response, 422, "invalid_request")["error"]["message"] == "the body is empty: send a JSON object"
+
+
+def test_mcp_json_says_on_stderr_what_it_serves_and_keeps_stdout_for_mcp(store: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "openclaw_lossless", "mcp", "--json", "--state-dir", str(store), "--port", "9"],
+        input="", capture_output=True, text=True, timeout=60, env=os.environ | {"LOSSLESS_EMBEDDING_PROVIDER": "none"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    start = json.loads(done.stderr.splitlines()[0])
+    assert start == {"status": "serving", "transport": "stdio", "database": str(store / "lossless.sqlite"),
+                     "sidecar": None}  # fmt: skip
 
 
 def test_serve_json_on_a_port_its_own_sidecar_holds(tmp_path: Path) -> None:
