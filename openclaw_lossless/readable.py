@@ -70,7 +70,8 @@ def forget(data: dict[str, Any]) -> str:
         if item.get("text") is not None:
             rows.append("    " + item["text"].replace("\n", "\n    "))
     verb = "would forget" if data["dryRun"] else "forgot"
-    rows.append(f"{verb} {data['forgotten']} messages ({data['archived']} of them archived)")
+    count = data["forgotten"]
+    rows.append(f"{verb} {count} message{'' if count == 1 else 's'} ({data['archived']} of them archived)")
     return "\n".join(rows)
 
 

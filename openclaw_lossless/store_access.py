@@ -131,6 +131,12 @@ def query(
     def on_file() -> T:
         from openclaw_lossless.sidecar import store_for_queries
 
+        if not settings.database_path.exists():  # a read never creates a store
+            raise NotFound(
+                f"no store at {settings.database_path}: nothing was stored there; name the store with --state-dir"
+                " or --db-path (or LOSSLESS_STATE_DIR)"
+            )
+
         factory = () if provider_factory is None else (provider_factory,)
         with _quiet_embedder(), store_for_queries(settings, *factory) as sidecar:
             return local(sidecar)

@@ -60,6 +60,17 @@ def test_plain_stats_shows_sizes_the_embedder_and_latencies(capsys: pytest.Captu
     assert "messages: 12" in out and "latency: nothing measured yet" in out and "MB on disk" in out
 
 
+@pytest.mark.parametrize("command", [["search", "staging"], ["stats"], ["pack", "--query", "staging"]])
+def test_a_query_on_a_store_that_does_not_exist_says_so_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    state = tmp_path / "typo"
+    code, out, err = run_cli(capsys, state, *command)
+    assert code == 2 and not out
+    assert f"no store at {state / 'lossless.sqlite'}" in err and "--state-dir" in err and "Traceback" not in err
+    assert not state.exists()
+
+
 def test_pack_trace_without_json_prints_the_trace(capsys: pytest.CaptureFixture[str], store: Path) -> None:
     code, out, err = run_cli(capsys, store, "pack", "--query", "staging database password", "--trace")
     assert code == 0, err
