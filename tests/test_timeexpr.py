@@ -160,3 +160,9 @@ def test_day_ranges_keep_their_days_in_the_store_form() -> None:
 )
 def test_a_question_that_asks_when(question: str, asks: bool) -> None:
     assert asks_when(question) is asks
+
+
+@pytest.mark.parametrize("at", [5.06e13, -1e15, 253_402_300_000.0])
+def test_a_time_no_calendar_holds_refers_to_nothing_rather_than_failing(at: float) -> None:
+    """Found by the fuzzer: an assemble whose ``now`` lay in the year 1,603,693 answered 500."""
+    assert referenced("what did we do last Saturday, and next year?", at) == []

@@ -44,9 +44,17 @@ GRAMMARS: dict[str, Grammar] = {"en": Grammar(english.ranges, english.asks_when)
 
 
 def referenced(text: str, at: float, language: str = "en", limit: int = 8) -> list[DayRange]:
-    """The distinct day ranges ``text`` refers to, read as if said at ``at`` (seconds), at most ``limit``."""
+    """The distinct day ranges ``text`` refers to, read as if said at ``at`` (seconds), at most ``limit``.
+
+    A time a calendar cannot hold (a request's ``now`` in the year 1,600,000) or a day it would reach ("in
+    9000 years") refers to nothing: this only weighs candidates, so it never refuses a turn.
+    """
     found: list[DayRange] = []
-    for span in GRAMMARS[language].ranges(text, day_of(at)):
+    try:
+        spans = GRAMMARS[language].ranges(text, day_of(at))
+    except (ValueError, OverflowError, OSError):
+        return found
+    for span in spans:
         if (span.last - span.first).days < MAX_SPAN_DAYS and span not in found:
             found.append(span)
             if len(found) == limit:
