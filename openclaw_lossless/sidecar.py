@@ -51,6 +51,7 @@ from openclaw_lossless.store.term_stats import TermStats
 log = logging.getLogger(__name__)
 
 PRUNE_CHECK_EVERY_S = 30.0
+PRUNE_CLOSE_WAIT_S = 10.0  # close waits this long at most for a size check (archiving) under way
 DAYS_BACKFILL_PAUSE_S = 0.02  # between backfill batches, so turns' writes come first
 
 
@@ -623,6 +624,9 @@ class Sidecar:
 
     def close(self) -> None:
         self._closing.set()
+        # A size check under way finishes first (bounded): its thread must not reopen the closed store.
+        if self._prune_lock.acquire(timeout=PRUNE_CLOSE_WAIT_S):
+            self._prune_lock.release()
         self.catch_up.close()
         if self.worker is not None:
             self.worker.stop()

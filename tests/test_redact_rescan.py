@@ -73,10 +73,20 @@ def _raw(settings: Settings) -> bytes:
 
 
 def _pages(settings: Settings) -> str:
-    """A digest of the database file and WAL, less the header's two change counters: SQLite bumps those when
-    a connection that opened the file closes it, written or not (offsets 24 and 92, four bytes each)."""
-    raw = _raw(settings)
-    return hashlib.sha256(raw[:24] + raw[28:92] + raw[96:]).hexdigest()
+    """A digest of everything the store holds: every row of every table (the full-text index's too), as SQL.
+
+    Not the file's bytes: a checkpoint moves pages from the WAL into the file without changing anything, and
+    whichever connection happens to close last in the process does one.
+    """
+    conn = open_connection(settings.database_path)
+    try:
+        digest = hashlib.sha256()
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+            rows = sorted(repr(tuple(row)) for row in conn.execute(f'SELECT * FROM "{table}"'))
+            digest.update(f"{table}\n{rows}".encode())
+        return digest.hexdigest()
+    finally:
+        conn.close()
 
 
 def _archives(settings: Settings) -> bytes:
