@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,8 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from openclaw_lossless.embed.local import LocalEmbedder
-from openclaw_lossless.embed.model_files import default_model_dir, fetch_model
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is on the path, the repository is not
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import machine  # noqa: E402
+from openclaw_lossless.embed.local import LocalEmbedder  # noqa: E402
+from openclaw_lossless.embed.model_files import default_model_dir, fetch_model  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "embed_speed.json"
 QUERY = "When did we decide to use REST instead of GraphQL for the public API?"
@@ -221,7 +225,7 @@ def main() -> int:
     load_before = os.getloadavg()
     rows = [measure(model_dir, v, t, args.repeat) for v in ("fp32", "int8") for t in (1, 2)]
     report = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine.describe(),
         "load_avg_before": [round(x, 2) for x in load_before],
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
         "messages": "96 synthetic ~110-word messages, calls of 32",

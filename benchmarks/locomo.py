@@ -58,7 +58,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import re
 import socket
 import subprocess
@@ -84,6 +83,8 @@ from openclaw_lossless.store.messages import StoredMessage
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: benchmarks/ is on the path, the repository is not
     sys.path.insert(0, str(REPO))
+from benchmarks import machine  # noqa: E402
+
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -722,7 +723,7 @@ def markdown(report: dict[str, Any]) -> str:
     out = [
         "# LoCoMo evidence recall through the real hooks",
         "",
-        f"Run {meta['date']} on {meta['machine']['cpus']} cores ({meta['machine']['platform']}), openclaw-lossless"
+        f"Run {meta['date']} on {machine.line(meta['machine'])}, openclaw-lossless"
         f" {meta['version']} ({meta['gitCommit'] or 'no git'}), model {meta['embedder']}; data `{meta['data']}`:"
         f" {data['conversations']} conversations, {data['turns']} turns, {data['questions']} questions scored"
         f" ({data['skipped']}). Wall time {meta['phases']['totalS']:.0f} s.",
@@ -1066,9 +1067,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "version": __version__,
             "gitCommit": git_commit(),
             "machine": {
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-                "cpus": os.cpu_count(),
+                **machine.describe(),
                 "loadAvgBefore": [round(x, 2) for x in load_before],
                 "loadAvgAfter": [round(x, 2) for x in os.getloadavg()],
             },

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import platform
 import random
 import re
 import string
@@ -45,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import machine  # noqa: E402
 from openclaw_lossless.capture.redact import build_redactor, builtin_rules  # noqa: E402
 from tests.redaction_corpus import credential_cases, ordinary_texts  # noqa: E402
 
@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rules": len(builtin_rules()),
         "kinds": len({rule.kind for rule in builtin_rules()}),
         "credential_cases": len(cases),
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine.describe(),
     }
     details: dict[str, list[tuple[str, str]]] = {}
     for label, redact in (("before", before), ("after", after)):
@@ -275,8 +275,8 @@ def markdown(result: dict[str, Any]) -> str:
         "# Redaction",
         "",
         f"{result['rules']} rules ({result['kinds']} kinds) in `openclaw_lossless/capture/secret_rules.toml`, "
-        f"against the 22 patterns they replaced. Python {result['machine']['python']}, "
-        f"{result['machine']['platform']}. Produced by `python benchmarks/redaction.py`.",
+        f"against the 22 patterns they replaced. {machine.line(result['machine'])}. "
+        "Produced by `python benchmarks/redaction.py`.",
         "",
         "## Credentials that survive redaction",
         "",

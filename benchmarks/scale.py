@@ -33,7 +33,6 @@ import contextlib
 import functools
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -50,7 +49,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks import scale_data  # noqa: E402
+from benchmarks import machine, scale_data  # noqa: E402
 from benchmarks.scale_data import AGENT, ChatGenerator, Message, agent_message  # noqa: E402
 from openclaw_lossless.capture.token_estimate import estimate_tokens  # noqa: E402
 from openclaw_lossless.config import Settings  # noqa: E402
@@ -499,9 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "scale",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
+            **machine.describe(),
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         },
         "command": "python benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks import machine
+
 
 def write(document: dict[str, Any], out: Path, name: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
@@ -66,8 +68,7 @@ def markdown(document: dict[str, Any]) -> str:
     lines = [
         f"# Scale benchmark — {document['date']}",
         "",
-        f"Machine: {document['machine']['cpus']} cores, Python {document['machine']['python']}, "
-        f"{document['machine']['platform']}. Command: `{document['command']}`.",
+        f"Machine: {machine.line(document['machine'])}. Command: `{document['command']}`.",
         f"Vectors: {document['vectors']}. Timings are from one run on a shared machine: compare ratios.",
         "",
         head,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: benchmarks/ is on the path, the repository is not
     sys.path.insert(0, str(REPO))
 
+from benchmarks import machine  # noqa: E402
 from openclaw_lossless import timeexpr  # noqa: E402
 from openclaw_lossless.capture.records import CaptureOptions, capture  # noqa: E402
 from openclaw_lossless.capture.redact import build_redactor  # noqa: E402
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     long_text = (" ".join(chat) * 4)[:MAX_CHARS]
     kinds = {"chat": chat, "no_time_words": PLAIN * 500, f"long_{MAX_CHARS}_chars": [long_text] * 50}
     report = {
-        "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+        "machine": machine.describe(),
         "load_average_1m": round(os.getloadavg()[0], 2),  # others' work on the same cores slows every figure
         "source": source.name,
         "messages": len(chat),

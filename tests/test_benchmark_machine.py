@@ -1,0 +1,38 @@
+"""Every benchmark result names its CPU and the instruction sets its figures depend on (benchmarks/machine.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks import machine
+
+EPYC = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu vme sse4_2 avx avx2 fma f16c bmi2 sha_ni
+processor\t: 1
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu vme sse4_2 avx avx2 fma f16c bmi2 sha_ni
+"""
+XEON = (
+    "model name\t: Intel(R) Xeon(R) Platinum 8375C\n"
+    "flags\t: sse4_2 avx avx2 fma avx512f avx512bw avx512vl avx512_vnni\n"
+)
+GRAVITON = "processor\t: 0\nFeatures\t: fp asimd aes sha2 asimddp sve\nCPU part\t: 0xd40\n"
+
+
+def test_an_avx2_only_cpu_is_told_from_one_with_avx512_and_vnni(tmp_path: Path) -> None:
+    (tmp_path / "epyc").write_text(EPYC)
+    (tmp_path / "xeon").write_text(XEON)
+    epyc, xeon = machine.cpu(tmp_path / "epyc"), machine.cpu(tmp_path / "xeon")
+    assert epyc == {"model": "AMD EPYC 7B13", "flags": ["sse4_2", "avx", "avx2", "fma", "f16c"]}
+    assert "avx512_vnni" in xeon["flags"] and "avx512_vnni" not in epyc["flags"]
+    line = machine.line({"cpus": 2, "cpu": epyc, "platform": "Linux", "python": "3.11"})
+    assert line == "2 cores, AMD EPYC 7B13 (sse4_2, avx, avx2, fma, f16c), Linux, Python 3.11"
+
+
+def test_arm_features_and_a_missing_cpuinfo_are_reported_as_they_are(tmp_path: Path) -> None:
+    (tmp_path / "graviton").write_text(GRAVITON)
+    assert machine.cpu(tmp_path / "graviton")["flags"] == ["asimd", "asimddp", "sve"]
+    assert machine.cpu(tmp_path / "absent")["flags"] == []
+    assert "CPU not recorded" in machine.line({"cpus": 2, "platform": "Linux", "python": "3.11"})
