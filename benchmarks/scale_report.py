@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def markdown(document: dict[str, Any]) -> str:
         base = " / ".join(_cell(sizes, n, baseline) for n in names) if baseline else "—"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {base} | {target} |")
     lines += ["", "Baseline column: one value per size, in the same order.", ""]
+    lines += ratio_table(sizes, names)
     for n in names:
         split = sizes[n].get("size", {}).get("per_message_by_table", {})
         lines.append(
@@ -88,6 +90,40 @@ def markdown(document: dict[str, Any]) -> str:
     lines += ["", "Query plans (largest size):", ""]
     lines += [f"- {name}: " + "; ".join(plan) for name, plan in first.items()]
     return "\n".join(lines) + "\n"
+
+
+def _percentile_of(path: tuple[str, ...]) -> str:
+    """The percentile a latency path measures (its last ``pNN`` key), so it is divided by the same one."""
+    return next((key for key in reversed(path) if key in ("p50", "p95", "p99")), "p95")
+
+
+def ratio_table(sizes: dict[str, Any], names: list[str]) -> list[str]:
+    """Every latency as a share of the seed's ``assemble`` at the same size and percentile, measured in the run.
+
+    Milliseconds move with the CPU (an AVX2-only core is slower than one with AVX-512/VNNI) and with whatever
+    else the machine does; the seed's full float32 scan runs on the same data in the same minutes, so the ratio
+    is the figure to compare across machines and runs. The targets in milliseconds still apply as they are.
+    """
+    lines = [
+        "Latencies as a ratio to the seed's assemble (float32 vec0 scan) at the same size and percentile, measured"
+        " in this run (lower is better; the machine's speed cancels out):",
+        "",
+        "| figure | " + " | ".join(f"{int(n):,}" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for label, product, _baseline, _target in ROWS:
+        if not re.search(r"\bms\b", label) or product[0] == "overlap":
+            continue
+        seed = ("baseline", "assemble", _percentile_of(product))
+        cells = [_ratio(_number(sizes[n], product), _number(sizes[n], seed)) for n in names]
+        lines.append(f"| {label.strip()} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _ratio(value: float, seed: float) -> str:
+    if value != value or seed != seed or seed <= 0:  # NaN: not measured at this size
+        return "—"
+    return f"{value / seed:.3f}"
 
 
 def plot(document: dict[str, Any], path: Path) -> None:

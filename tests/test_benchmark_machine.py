@@ -36,3 +36,26 @@ def test_arm_features_and_a_missing_cpuinfo_are_reported_as_they_are(tmp_path: P
     assert machine.cpu(tmp_path / "graviton")["flags"] == ["asimd", "asimddp", "sve"]
     assert machine.cpu(tmp_path / "absent")["flags"] == []
     assert "CPU not recorded" in machine.line({"cpus": 2, "platform": "Linux", "python": "3.11"})
+
+
+def test_scale_latencies_are_also_reported_as_ratios_to_the_seed_in_the_same_run() -> None:
+    """A slower CPU makes every millisecond larger; the ratio to the seed's scan, run beside it, does not move."""
+    from benchmarks import scale_report
+
+    def run(factor: float) -> dict[str, object]:
+        size = {
+            "assemble": {"p50": 10.0 * factor, "p95": 20.0 * factor, "p99": 30.0 * factor},
+            "baseline": {"assemble": {"p50": 100.0 * factor, "p95": 125.0 * factor, "p99": 150.0 * factor}},
+            "server": {"http_assemble": {"p95": 25.0 * factor}},
+            "drain": {"msg_per_s": 50.0 / factor},
+        }
+        return {"sizes": {"100000": size}}
+
+    fast, slow = (scale_report.ratio_table(run(f)["sizes"], ["100000"]) for f in (1.0, 1.5))  # type: ignore[arg-type]
+    assert fast == slow
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1].rstrip(" |") for line in fast if " | " in line}
+    assert rows["assemble p50 ms (in the sidecar, prompt as query)"] == "0.100"  # p50 over the seed's p50
+    assert rows["assemble p95 ms (in the sidecar, prompt as query)"] == "0.160"
+    assert rows["assemble p95 ms over HTTP, 200-message history"] == "0.200"
+    assert rows["keyword lane p95 ms (top-100)"] == "—"  # not measured: no ratio made up
+    assert not any(key.startswith("backlog drain") for key in rows)  # a rate, not a latency
