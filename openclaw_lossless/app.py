@@ -23,12 +23,12 @@ from openclaw_lossless import __version__
 from openclaw_lossless.api import agents, forget, hooks, identity, ops, query
 from openclaw_lossless.api.redaction import router as redaction_router
 from openclaw_lossless.api.schemas import ErrorResponse
+from openclaw_lossless.auth_token import load_or_create_token
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
 from openclaw_lossless.prometheus import Exposition, RequestMetrics
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import sqlite_module, translate_error
-from openclaw_lossless.tokens import load_or_create_token
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,11 @@ import logging
 import os
 import sys
 
+from openclaw_lossless.auth_token import read_token
 from openclaw_lossless.cli_common import EXIT_FAILURE, EXIT_OK, emit, is_loopback, settings_of
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store_access import base_url, read_token, serves_this_store
+from openclaw_lossless.store_access import base_url, serves_this_store
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

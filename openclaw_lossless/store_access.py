@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
 
+from openclaw_lossless.auth_token import read_token
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import (
     BadRequest,
@@ -47,16 +48,6 @@ _BY_STATUS: dict[int, type[LosslessError]] = {
 def base_url(settings: Settings) -> str:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     return f"http://{host}:{settings.port}"
-
-
-def read_token(settings: Settings) -> str | None:
-    """This store's token (``LOSSLESS_TOKEN`` or the token file), or None when there is none to read."""
-    if settings.token is not None:
-        return settings.token.get_secret_value()
-    try:
-        return settings.token_path.read_text().strip() or None
-    except OSError:
-        return None
 
 
 def running_sidecar(settings: Settings) -> httpx.Client | None:

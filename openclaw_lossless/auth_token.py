@@ -1,4 +1,4 @@
-"""The sidecar token: generated on first start into a user-only file the plugin reads.
+"""The sidecar's bearer token (not LLM tokens): generated on first start into a user-only file the plugin reads.
 
 An explicit ``LOSSLESS_TOKEN`` wins (and is never written to disk; ``Settings`` refuses one shorter than
 ``MIN_TOKEN_CHARS``). The file is created with mode 0600 in one ``open`` call, so the token is never readable
@@ -15,6 +15,7 @@ from openclaw_lossless.config import MIN_TOKEN_CHARS, Settings
 
 
 def load_or_create_token(settings: Settings) -> str:
+    """The token the server requires: ``LOSSLESS_TOKEN``, else the token file's, else a fresh one written there."""
     if settings.token is not None:
         return settings.token.get_secret_value()
     path = settings.token_path
@@ -32,3 +33,16 @@ def load_or_create_token(settings: Settings) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
     return token
+
+
+def read_token(settings: Settings) -> str | None:
+    """This store's token (``LOSSLESS_TOKEN`` or the token file), or None when there is none to read.
+
+    A client's read: it never creates the file, so a command run without a server leaves no token behind.
+    """
+    if settings.token is not None:
+        return settings.token.get_secret_value()
+    try:
+        return settings.token_path.read_text().strip() or None
+    except OSError:
+        return None
