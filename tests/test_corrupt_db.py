@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from openclaw_lossless.salvage.pages import PageFile, schema_roots
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import open_connection
-from openclaw_lossless.store.pages import PageFile, schema_roots
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings
 from tests.openclaw_state import linked_openclaw_home

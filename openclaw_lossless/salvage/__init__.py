@@ -1,7 +1,7 @@
 """``salvage``: copy every row that can still be read from a damaged database into a new, sound one.
 
 Why not SQLite: it refuses a file whose schema or interior pages are damaged, though most rows still sit
-intact in leaf pages. So the source is read with ``store/pages.py`` (the file format, not the library):
+intact in leaf pages. So the source is read with ``salvage/pages.py`` (the file format, not the library):
 each table's b-tree is walked from the root the schema names, and leaf pages no surviving tree reaches are
 matched to a table by the exact shape of their rows (column count and types), the way SQLite's own
 recovery fills ``lost_and_found``. Freed pages are skipped so deleted or archived rows never come back.
@@ -24,10 +24,17 @@ from typing import Any
 
 from openclaw_lossless.embed.index import IDENTITY_KEY
 from openclaw_lossless.errors import BadRequest, StoreCorrupt
+from openclaw_lossless.salvage.pages import DamagedPage, PageFile, Row, schema_roots
 from openclaw_lossless.store import message_days
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.migrations import migrate
-from openclaw_lossless.store.pages import DamagedPage, PageFile, Row, schema_roots
+from openclaw_lossless.store.rebuild import (
+    add_placeholder_sessions,
+    allow_dangling_references,
+    checkpoint_fully,
+    insert_rows,
+    table_columns,
+)
 
 # In insert order: a row's parents go in before it. Their rows have shapes specific enough to be
 # recognised on pages no tree reaches; meta and migrations are only taken from their own trees.
@@ -93,11 +100,9 @@ def salvage(source: Path, out: Path, progress: Progress | None = None) -> dict[s
                     f"nothing could be read from {source}: it holds no readable rows of this store"
                     " (a backup or an export is the only way back)"
                 )
-            with db.writer() as conn:  # a message may cite a turn that was lost: keep the message anyway
-                conn.execute("PRAGMA foreign_keys = OFF")
+            allow_dangling_references(db)  # a message may cite a turn that was lost: keep the message anyway
             placeholders = db.write(lambda conn: _insert(conn, scan, columns))
-            with db.writer() as conn:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            checkpoint_fully(db)
         finally:
             db.close()
         os.replace(building, out)
@@ -117,7 +122,7 @@ def _check_paths(source: Path, out: Path) -> None:
 
 
 def _columns(conn: Connection, table: str) -> list[Column]:
-    rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+    rows = table_columns(conn, table)
     single_pk = sum(1 for r in rows if r[5]) == 1
     return [
         Column(r[1], str(r[2]).upper(), bool(r[3]), bool(r[5]) and single_pk and r[2] == "INTEGER", *_default(r[4]))
@@ -218,34 +223,14 @@ def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> i
     """Insert every recovered row under its own id; returns how many placeholder sessions were needed."""
     for table in TABLES:
         cols = columns[table]
-        names = ", ".join(c.name for c in cols)
-        marks = ", ".join("?" * len(cols))
         rows = [
             [rowid if c.rowid else v for c, v in zip(cols, values, strict=True)]
             for rowid, values in sorted(scan.rows[table].items())
             if not (table == "meta" and values[0] == IDENTITY_KEY)  # vectors are rebuilt, not trusted
         ]
-        conn.executemany(f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({marks})", rows)
+        insert_rows(conn, table, [c.name for c in cols], rows)
     message_days.read_again(conn)  # derived from the messages: the server reads them again, not trusted here
-    return _placeholder_sessions(conn)
-
-
-def _placeholder_sessions(conn: Connection) -> int:
-    """Rows whose session row was lost get a stand-in session, so they stay reachable and keys stay valid."""
-    missing = conn.execute(
-        "SELECT session_rowid, max(agent_id), min(created_at), max(created_at) FROM ("
-        " SELECT session_rowid, agent_id, created_at FROM messages"
-        " UNION ALL SELECT session_rowid, 'main', committed_at FROM turns"
-        " UNION ALL SELECT session_rowid, 'main', recorded_at FROM compactions"
-        " UNION ALL SELECT session_rowid, 'main', created_at FROM snapshots"
-        ") WHERE session_rowid NOT IN (SELECT id FROM sessions) GROUP BY session_rowid"
-    ).fetchall()
-    conn.executemany(
-        "INSERT INTO sessions (id, session_id, session_key, agent_id, created_at, last_seen_at)"
-        " VALUES (?, ?, NULL, ?, ?, ?)",
-        [(r[0], f"salvaged-session-{r[0]}", r[1], r[2], r[3]) for r in missing],
-    )
-    return len(missing)
+    return add_placeholder_sessions(conn)
 
 
 def _missing_messages(scan: Scan) -> int:
