@@ -1,22 +1,8 @@
-"""Export and import of the store as JSONL: one message per line, then the records that point into them.
+"""Import: the lines of an export or archive file, checked and captured, written into the store.
 
-Message lines come first, one per line with the full original object and metadata, in id order; archives
-(``archive.py``) write only those, so an archived slice comes back with ``import --jsonl``. After them come
-lines with a ``type``: ``session``, ``turn``, ``compaction``, ``snapshot`` and ``subagentLink``, which
-``recover --before-compaction``, ``snapshot show`` and a subagent's recall scope need. They follow the
-messages so that a file cut short still holds every message it got to, and an importer that knows only
-message lines counts them as malformed and goes on.
-
-Import reads a file as untrusted input: each line is checked and its message captured as if committed over
-HTTP (``capture/lines.py``) before any write. A malformed line is counted and skipped; only a file that
-cannot be read stops the import.
-
-Ids are kept when free, so exporting a store, importing the file into an empty store and exporting again
-gives the same bytes. A record already present (a message with the same session and content, a session or
-turn with the same name, a compaction of the same session at the same time, an identical snapshot or link)
-is skipped, so importing twice changes nothing. When an id is taken, the record gets a new one and whatever
-later in the file points at the old id (a compaction's or snapshot's last message, an outcome's citation, a
-snapshot's compaction) is pointed at the new one.
+A file is untrusted input: every line is parsed and captured (``lines.py``) before any write, and each line
+is applied under a savepoint, so a line the checks missed costs that line, never the batch. Ids are kept when
+free and remapped when taken (see this package's docstring).
 """
 
 from __future__ import annotations
@@ -24,16 +10,21 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import io
-import json
 import time
 import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Literal
 
-from openclaw_lossless.capture.lines import (
+from openclaw_lossless.capture.records import CaptureOptions
+from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.forget import honour
+from openclaw_lossless.store.messages import insert_row, is_forgotten, queue_for_embedding
+from openclaw_lossless.store.sessions import SessionRef, ensure_session, find_session
+from openclaw_lossless.store.subagents import outcome_identity
+from openclaw_lossless.store.transfer.lines import (
     CompactionLine,
     ForgottenLine,
     Line,
@@ -44,181 +35,9 @@ from openclaw_lossless.capture.lines import (
     TurnLine,
     parse_line,
 )
-from openclaw_lossless.capture.records import CaptureOptions
-from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.forget import honour
-from openclaw_lossless.store.messages import insert_row, is_forgotten, queue_for_embedding
-from openclaw_lossless.store.sessions import SessionRef, ensure_session, find_session
-from openclaw_lossless.store.subagents import outcome_identity
 
-FORMAT = "openclaw-lossless/v1"
 BATCH = 500
 _SAVEPOINT = "import_record"
-
-# -- export -------------------------------------------------------------------------------------------------
-
-
-def export_records(conn: Connection, where: str = "1", params: tuple[Any, ...] = ()) -> Iterator[dict[str, Any]]:
-    """Every message matching ``where`` (over ``m`` messages, ``s`` sessions), oldest first."""
-    cursor = conn.execute(
-        "SELECT m.id, s.session_id, s.session_key, m.agent_id, m.role, m.kind, m.created_at, m.stored_at,"
-        " m.original, m.text, m.content_hash, m.window_key, m.tokens, m.importance, m.importance_label, m.cites,"
-        " t.advancement_key FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        f" LEFT JOIN turns t ON t.id = m.turn_rowid WHERE {where} ORDER BY m.id",
-        params,
-    )
-    for row in cursor:
-        yield {
-            "format": FORMAT,
-            "id": row[0],
-            "sessionId": row[1],
-            "sessionKey": row[2],
-            "agentId": row[3],
-            "role": row[4],
-            "kind": row[5],
-            "createdAt": row[6],
-            "storedAt": row[7],
-            "message": json.loads(row[8]),
-            "text": row[9],
-            "contentHash": bytes(row[10]).hex(),
-            "windowKey": row[11],
-            "tokens": row[12],
-            "importance": row[13],
-            "importanceLabel": row[14],
-            "cites": row[15],
-            "advancementKey": row[16],
-        }
-
-
-@dataclass(frozen=True)
-class ExportScope:
-    """What an export covers: the whole store, one agent's sessions, or one session."""
-
-    agent: str | None = None
-    session: str | None = None
-
-    def messages(self) -> tuple[str, tuple[Any, ...]]:
-        """A WHERE fragment over ``m`` (messages) and ``s`` (sessions)."""
-        clauses, params = ["1"], []
-        if self.agent:
-            clauses.append("m.agent_id = ?")
-            params.append(self.agent)
-        if self.session:
-            clauses.append("s.session_id = ?")
-            params.append(self.session)
-        return " AND ".join(clauses), tuple(params)
-
-    def sessions(self) -> tuple[str, tuple[Any, ...]]:
-        """A WHERE fragment over ``s``: a session is the agent's if it is now, or if it has the agent's messages."""
-        clauses, params = ["1"], []
-        if self.agent:
-            clauses.append("(s.agent_id = ? OR s.id IN (SELECT session_rowid FROM messages WHERE agent_id = ?))")
-            params += [self.agent, self.agent]
-        if self.session:
-            clauses.append("s.session_id = ?")
-            params.append(self.session)
-        return " AND ".join(clauses), tuple(params)
-
-
-def check_scope(conn: Connection, scope: ExportScope) -> None:
-    """Refuse a scope naming no stored session: an empty export of a typo would look like a success."""
-    if not scope.agent and not scope.session:
-        return
-    where, params = scope.sessions()
-    if conn.execute(f"SELECT 1 FROM sessions s WHERE {where} LIMIT 1", params).fetchone() is not None:
-        return
-    session, agent = repr((scope.session or "")[:80]), repr((scope.agent or "")[:80])
-    if scope.agent and scope.session:
-        raise BadRequest(f"no session {session} of agent {agent} is stored: nothing to export")
-    if scope.session:
-        raise BadRequest(f"no session {session} is stored: nothing to export")
-    raise BadRequest(f"no session of agent {agent} is stored: nothing to export")
-
-
-def export_store(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]]:
-    """The scope's messages, then its sessions, turns, compactions, snapshots and subagent links.
-
-    Read in one transaction, so a sidecar writing meanwhile cannot leave a snapshot pointing past the
-    messages exported.
-    """
-    conn.execute("BEGIN")
-    try:
-        where, params = scope.messages()
-        yield from export_records(conn, where, params)
-        yield from _typed_records(conn, scope)
-    finally:
-        conn.execute("COMMIT")
-
-
-# Per table: the type of its lines, its rows (joined to ``s``, the sessions in scope), their order, and the
-# column of each field. Sessions and turns are ordered by what they carry, not by row ids an import does not
-# keep, so a store exported, imported and exported again gives the same bytes.
-_TABLES: tuple[tuple[str, str, str, dict[str, str]], ...] = (
-    ("session", "sessions s", "s.created_at, s.session_id",
-     {"sessionId": "s.session_id", "sessionKey": "s.session_key", "agentId": "s.agent_id",
-      "createdAt": "s.created_at", "lastSeenAt": "s.last_seen_at"}),
-    ("turn", "turns x JOIN sessions s ON s.id = x.session_rowid", "x.committed_at, x.advancement_key",
-     {"advancementKey": "x.advancement_key", "sessionId": "s.session_id", "committedAt": "x.committed_at",
-      "messageCount": "x.message_count", "heartbeat": "x.heartbeat"}),
-    ("compaction", "compactions x JOIN sessions s ON s.id = x.session_rowid", "x.id",
-     {"id": "x.id", "sessionId": "s.session_id", "recordedAt": "x.recorded_at", "tokensBefore": "x.tokens_before",
-      "tokensAfter": "x.tokens_after", "compacted": "x.compacted", "summary": "x.summary", "reason": "x.reason",
-      "lastMessageId": "x.last_message_id", "status": "x.status"}),
-    ("snapshot", "snapshots x JOIN sessions s ON s.id = x.session_rowid", "x.id",
-     {"id": "x.id", "name": "x.name", "sessionId": "s.session_id", "lastMessageId": "x.last_message_id",
-      "createdAt": "x.created_at", "automatic": "x.automatic", "compactionId": "x.compaction_id"}),
-)  # fmt: skip
-_LINK_FIELDS = {"id": "id", "parentSessionKey": "parent_session_key", "childSessionKey": "child_session_key",
-                "contextMode": "context_mode", "spawnedAt": "spawned_at", "endedAt": "ended_at",
-                "endedReason": "ended_reason"}  # fmt: skip
-_FLAGS = frozenset({"heartbeat", "compacted", "automatic"})  # 0/1 columns, true/false in the file
-
-
-def _typed_records(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]]:
-    """The scope's sessions, turns, compactions and snapshots, then the subagent links touching its sessions."""
-    where, params = scope.sessions()
-    for kind, source, order, fields in _TABLES:
-        sql = f"SELECT {', '.join(fields.values())} FROM {source} WHERE {where} ORDER BY {order}"
-        yield from _rows(conn.execute(sql, params), kind, tuple(fields))
-    links, link_params = "1", ()
-    if scope.agent or scope.session:  # the whole store's links include those to sessions never stored
-        keys = f"SELECT s.session_key FROM sessions s WHERE {where}"
-        links, link_params = f"child_session_key IN ({keys}) OR parent_session_key IN ({keys})", params * 2
-    sql = f"SELECT {', '.join(_LINK_FIELDS.values())} FROM subagent_links WHERE {links} ORDER BY id"
-    yield from _rows(conn.execute(sql, link_params), "subagentLink", tuple(_LINK_FIELDS))
-    yield from _tombstones(conn, scope)
-
-
-def _tombstones(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]]:
-    """The scope's forgotten messages (identity only), so an import of this file keeps them forgotten."""
-    where, params = scope.sessions()
-    rows = conn.execute(
-        "SELECT f.session_id, f.content_hash, f.window_key, f.forgotten_at FROM forgotten f"
-        f" LEFT JOIN sessions s ON s.session_id = f.session_id WHERE {where} ORDER BY f.id",
-        params,
-    )
-    for session_id, digest, window_key, at in rows:
-        yield {"format": FORMAT, "type": "forgotten", "sessionId": session_id, "contentHash": bytes(digest).hex(),
-               "windowKey": window_key, "forgottenAt": at}  # fmt: skip
-
-
-def _rows(cursor: Iterable[tuple[Any, ...]], kind: str, names: tuple[str, ...]) -> Iterator[dict[str, Any]]:
-    for row in cursor:
-        values = {name: bool(value) if name in _FLAGS else value for name, value in zip(names, row, strict=True)}
-        yield {"format": FORMAT, "type": kind, **values}
-
-
-def write_jsonl(records: Iterable[dict[str, Any]], out: IO[str]) -> Counter[str]:
-    """Write the records; returns how many of each type (``message`` for message lines)."""
-    counts: Counter[str] = Counter()
-    for record in records:
-        out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-        counts[str(record.get("type", "message"))] += 1
-    return counts
-
-
-# -- importing ----------------------------------------------------------------------------------------------
 
 Outcome = Literal["new", "present", "conflict", "forgotten"]
 _COUNTER = {

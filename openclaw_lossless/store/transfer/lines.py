@@ -1,4 +1,4 @@
-"""A line of an export file (``store/transfer.py``) → a checked record, ready to write; None when malformed.
+"""A line of an export file (``store/transfer/``) → a checked record, ready to write; None when malformed.
 
 Import treats a file as untrusted input, and this is its capture step, run before any write. A message
 line's message goes through ``capture`` as if it had been committed over HTTP: its searchable text is derived
