@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.capture.records import CaptureOptions, canonical_json, storable
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store import message_days
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store import meta, rewrite
+from openclaw_lossless.store.connection import Connection, Database, checkpoint_fully, set_secure_delete
 
 if TYPE_CHECKING:
     from openclaw_lossless.sidecar import Sidecar
@@ -134,15 +134,15 @@ class Cursor:
 
     def save(self, conn: Connection) -> None:
         value = json.dumps({"phase": self.phase, "after": self.after, "tally": self.tally.state()})
-        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (CURSOR_KEY, value))
+        meta.put(conn, CURSOR_KEY, value)
 
 
 def load_cursor(conn: Connection) -> Cursor:
     """The interrupted run's cursor, or a fresh one."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (CURSOR_KEY,)).fetchone()
-    if row is None:
+    value = meta.get(conn, CURSOR_KEY)
+    if value is None:
         return Cursor()
-    data = json.loads(row[0])
+    data = json.loads(value)
     return Cursor(data["phase"], data["after"], Tally.from_state(data["tally"]), resumed=True)
 
 
@@ -206,11 +206,7 @@ class Rescan:
     # -- messages: text, original, FTS, vectors ---------------------------------------------------------
 
     def _messages(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
-        rows = conn.execute(
-            "SELECT id, session_rowid, kind, text, original, content_hash, date_terms FROM messages"
-            " WHERE id > ? ORDER BY id LIMIT ?",
-            (cursor.after, self.page),
-        ).fetchall()
+        rows = rewrite.message_page(conn, cursor.after, self.page)
         changed = self._pending
         for ident, session, kind, text, original, digest, date_terms in rows:
             new_text = storable(self.options.redactor.redact(text))
@@ -219,19 +215,16 @@ class Rescan:
             original_changed = cursor.tally.note("originals", original, new_original)
             if apply and (text_changed or original_changed):
                 new_digest = self._identity(conn, session, original, new_original, bytes(digest), cursor.tally)
-                if text_changed:
-                    _fts_delete(conn, ident, text, date_terms)
-                conn.execute(
-                    "UPDATE messages SET text = ?, original = ?, content_hash = ? WHERE id = ?",
-                    (new_text, new_original, new_digest, ident),
+                rewrite.rewrite_message(
+                    conn,
+                    ident,
+                    old_text=text,
+                    date_terms=date_terms,
+                    text=new_text,
+                    original=new_original,
+                    content_hash=new_digest,
                 )
                 if text_changed:
-                    conn.execute(
-                        "INSERT INTO messages_fts(rowid, text, date_terms) VALUES (?, ?, ?)",
-                        (ident, new_text, date_terms),
-                    )
-                    _drop_vector(conn, ident, text)
-                    message_days.read_anew(conn, ident)
                     changed.append(ident)
         cursor.tally.requeued += len(changed)
         if rows:
@@ -254,10 +247,7 @@ class Rescan:
         if original == new_original or digest != _sha(original):
             return digest
         fresh = _sha(new_original)
-        taken = conn.execute(
-            "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?", (session, fresh)
-        ).fetchone()
-        if taken:
+        if rewrite.identity_taken(conn, session, fresh):
             return digest
         tally.identities += 1
         return fresh
@@ -265,44 +255,34 @@ class Rescan:
     # -- the other tables -------------------------------------------------------------------------------
 
     def _compactions(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
-        rows = conn.execute(
-            "SELECT id, summary, reason FROM compactions WHERE id > ? ORDER BY id LIMIT ?", (cursor.after, self.page)
-        ).fetchall()
+        rows = rewrite.compaction_page(conn, cursor.after, self.page)
         for ident, summary, reason in rows:
             new_summary, new_reason = self._free(summary), self._free(reason)
             changed = cursor.tally.note("summaries", summary, new_summary)
             changed = cursor.tally.note("reasons", reason, new_reason) or changed
             if apply and changed:
-                conn.execute(
-                    "UPDATE compactions SET summary = ?, reason = ? WHERE id = ?", (new_summary, new_reason, ident)
-                )
+                rewrite.set_compaction_text(conn, ident, new_summary, new_reason)
         if rows:
             cursor.after = int(rows[-1][0])
         return len(rows)
 
     def _subagents(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
-        rows = conn.execute(
-            "SELECT id, ended_reason FROM subagent_links WHERE id > ? ORDER BY id LIMIT ?", (cursor.after, self.page)
-        ).fetchall()
+        rows = rewrite.link_page(conn, cursor.after, self.page)
         for ident, reason in rows:
             new_reason = self._free(reason)
             if cursor.tally.note("reasons", reason, new_reason) and apply:
-                conn.execute("UPDATE subagent_links SET ended_reason = ? WHERE id = ?", (new_reason, ident))
+                rewrite.set_link_reason(conn, ident, new_reason)
         if rows:
             cursor.after = int(rows[-1][0])
         return len(rows)
 
     def _snapshots(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
         """A snapshot's only text is its name; a name the rules now redact is renamed (``-<id>`` if taken)."""
-        rows = conn.execute(
-            "SELECT id, name FROM snapshots WHERE id > ? ORDER BY id LIMIT ?", (cursor.after, self.page)
-        ).fetchall()
+        rows = rewrite.snapshot_page(conn, cursor.after, self.page)
         for ident, name in rows:
             new_name = storable(self.options.redactor.redact(name))
             if cursor.tally.note("snapshots", name, new_name) and apply:
-                if conn.execute("SELECT 1 FROM snapshots WHERE name = ?", (new_name,)).fetchone():
-                    new_name = f"{new_name}-{ident}"
-                conn.execute("UPDATE snapshots SET name = ? WHERE id = ?", (new_name, ident))
+                rewrite.rename_snapshot(conn, ident, new_name)
         if rows:
             cursor.after = int(rows[-1][0])
         return len(rows)
@@ -381,36 +361,16 @@ class Rescan:
     def _finish(self, cursor: Cursor) -> None:
         """Merge the FTS index (its old segments go, zeroed), forget the cursor, checkpoint the WAL."""
         if cursor.tally.places.get("messages") or cursor.tally.places.get("outcomes"):
-            self.db.write(lambda conn: conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')"))
-        self.db.write(lambda conn: conn.execute("DELETE FROM meta WHERE key = ?", (CURSOR_KEY,)))
-        with self.db.writer() as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            self.db.write(rewrite.optimize_fts)
+        self.db.write(lambda conn: meta.remove(conn, CURSOR_KEY))
+        checkpoint_fully(self.db)
 
     def _secure_delete(self, on: bool) -> bool:
         """Set ``secure_delete`` on the write connection (freed bytes are zeroed); returns what it was."""
         if self.dry_run:
             return on
-        with self.db.writer() as conn:
-            previous = bool(conn.execute("PRAGMA secure_delete").fetchone()[0])
-            conn.execute(f"PRAGMA secure_delete = {int(on)}")
-        return previous
+        return set_secure_delete(self.db, on)
 
 
 def _sha(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
-def _fts_delete(conn: Connection, ident: int, text: str, date_terms: str | None) -> None:
-    """Take a message out of the external-content FTS index: FTS5 needs the exact values it indexed."""
-    conn.execute(
-        "INSERT INTO messages_fts(messages_fts, rowid, text, date_terms) VALUES ('delete', ?, ?, ?)",
-        (ident, text, date_terms),
-    )
-
-
-def _drop_vector(conn: Connection, ident: int, old_text: str) -> None:
-    """The message's vector and the cached embedding of its old text go; it is queued to be embedded again."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
-        conn.execute("DELETE FROM message_vectors WHERE message_id = ?", (ident,))
-    conn.execute("DELETE FROM embedding_cache WHERE text_hash = ?", (_sha(old_text),))
-    conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) VALUES (?)", (ident,))

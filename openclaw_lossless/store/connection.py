@@ -239,3 +239,17 @@ def _restrict_files(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(f"{path}{suffix}", 0o600)
+
+
+def checkpoint_fully(db: Database) -> None:
+    """Copy the whole write-ahead log into the file and empty it, so the file alone holds every change."""
+    with db.writer() as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def set_secure_delete(db: Database, on: bool) -> bool:
+    """Set ``secure_delete`` on the write connection (freed bytes are zeroed); returns what it was."""
+    with db.writer() as conn:
+        previous = bool(conn.execute("PRAGMA secure_delete").fetchone()[0])
+        conn.execute(f"PRAGMA secure_delete = {int(on)}")
+    return previous

@@ -46,9 +46,3 @@ def add_placeholder_sessions(conn: Connection) -> int:
         [(r[0], f"salvaged-session-{r[0]}", r[1], r[2], r[3]) for r in missing],
     )
     return len(missing)
-
-
-def checkpoint_fully(db: Database) -> None:
-    """Copy the whole write-ahead log into the file and empty it, so the finished file stands alone."""
-    with db.writer() as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -1,0 +1,123 @@
+"""Stored text rewritten in place (``redact --rescan``): the pages of rows it reads and the updates it makes.
+
+The rescan (``rescan.py``) decides what the current rules change; this module owns how each table is read a
+page at a time (by id, after a cursor) and how a changed row is written back. A message's text lives in three
+more places than its row: the external-content FTS index (FTS5 must be told exactly what it held to take it
+out), its vector and cached embedding (both derived from the old text, so they go and the message is queued
+to be embedded again) and the days it names (read again from the new text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from openclaw_lossless.store import message_days
+from openclaw_lossless.store.connection import Connection
+
+Row = tuple[Any, ...]
+
+
+def message_page(conn: Connection, after: int, limit: int) -> list[Row]:
+    """``(id, session_rowid, kind, text, original, content_hash, date_terms)`` of the messages after ``after``."""
+    return [
+        tuple(row)
+        for row in conn.execute(
+            "SELECT id, session_rowid, kind, text, original, content_hash, date_terms FROM messages"
+            " WHERE id > ? ORDER BY id LIMIT ?",
+            (after, limit),
+        ).fetchall()
+    ]
+
+
+def identity_taken(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
+    """Whether a message of the session already has this identity."""
+    found = conn.execute(
+        "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?", (session_rowid, content_hash)
+    ).fetchone()
+    return found is not None
+
+
+def rewrite_message(
+    conn: Connection,
+    message_id: int,
+    *,
+    old_text: str,
+    date_terms: str | None,
+    text: str,
+    original: str,
+    content_hash: bytes,
+) -> None:
+    """Store a message's new text, original and identity; a changed text is indexed, embedded and dated anew."""
+    text_changed = text != old_text
+    if text_changed:
+        _fts_delete(conn, message_id, old_text, date_terms)
+    conn.execute(
+        "UPDATE messages SET text = ?, original = ?, content_hash = ? WHERE id = ?",
+        (text, original, content_hash, message_id),
+    )
+    if text_changed:
+        conn.execute(
+            "INSERT INTO messages_fts(rowid, text, date_terms) VALUES (?, ?, ?)", (message_id, text, date_terms)
+        )
+        _drop_vector(conn, message_id, old_text)
+        message_days.read_anew(conn, message_id)
+
+
+def compaction_page(conn: Connection, after: int, limit: int) -> list[Row]:
+    """``(id, summary, reason)`` of the compactions after ``after``."""
+    rows = conn.execute(
+        "SELECT id, summary, reason FROM compactions WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+    ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def set_compaction_text(conn: Connection, compaction_id: int, summary: str | None, reason: str | None) -> None:
+    conn.execute("UPDATE compactions SET summary = ?, reason = ? WHERE id = ?", (summary, reason, compaction_id))
+
+
+def link_page(conn: Connection, after: int, limit: int) -> list[Row]:
+    """``(id, ended_reason)`` of the subagent links after ``after``."""
+    rows = conn.execute(
+        "SELECT id, ended_reason FROM subagent_links WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+    ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def set_link_reason(conn: Connection, link_id: int, reason: str | None) -> None:
+    conn.execute("UPDATE subagent_links SET ended_reason = ? WHERE id = ?", (reason, link_id))
+
+
+def snapshot_page(conn: Connection, after: int, limit: int) -> list[Row]:
+    """``(id, name)`` of the snapshots after ``after``."""
+    rows = conn.execute("SELECT id, name FROM snapshots WHERE id > ? ORDER BY id LIMIT ?", (after, limit)).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def rename_snapshot(conn: Connection, snapshot_id: int, name: str) -> None:
+    """Rename a snapshot; a name another snapshot holds gets ``-<id>`` (names are unique)."""
+    if conn.execute("SELECT 1 FROM snapshots WHERE name = ?", (name,)).fetchone():
+        name = f"{name}-{snapshot_id}"
+    conn.execute("UPDATE snapshots SET name = ? WHERE id = ?", (name, snapshot_id))
+
+
+def optimize_fts(conn: Connection) -> None:
+    """Merge the FTS index's segments, so the ones that held rewritten text are gone (zeroed by secure_delete)."""
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+
+
+def _fts_delete(conn: Connection, message_id: int, text: str, date_terms: str | None) -> None:
+    """Take a message out of the external-content FTS index: FTS5 needs the exact values it indexed."""
+    conn.execute(
+        "INSERT INTO messages_fts(messages_fts, rowid, text, date_terms) VALUES ('delete', ?, ?, ?)",
+        (message_id, text, date_terms),
+    )
+
+
+def _drop_vector(conn: Connection, message_id: int, old_text: str) -> None:
+    """The message's vector and the cached embedding of its old text go; it is queued to be embedded again."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
+        conn.execute("DELETE FROM message_vectors WHERE message_id = ?", (message_id,))
+    old_hash = hashlib.sha256(old_text.encode("utf-8", "surrogatepass")).digest()
+    conn.execute("DELETE FROM embedding_cache WHERE text_hash = ?", (old_hash,))
+    conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) VALUES (?)", (message_id,))
