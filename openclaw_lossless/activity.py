@@ -26,22 +26,13 @@ from typing import Any, TypeVar
 
 from openclaw_lossless.recall.assemble import AssembleResult
 from openclaw_lossless.recall.scoring import Candidate
+from openclaw_lossless.store import agents
 from openclaw_lossless.store.connection import Connection
 
 MAX_AGENTS = 10_000
 MAX_RECALLS = 64
 
-# Per session, its newest turn through ``turns_by_session`` (session_rowid, id): one index seek a session, so
-# the cost grows with the number of sessions, not with the turns ever stored. The outer scan reads the
-# covering index ``sessions_by_agent``.
 V = TypeVar("V")
-
-LAST_COMMITS_SQL = """
-SELECT s.agent_id,
-       max((SELECT t.committed_at FROM turns t WHERE t.session_rowid = s.id ORDER BY t.id DESC LIMIT 1))
-FROM sessions s
-GROUP BY s.agent_id
-"""
 
 
 def iso(epoch_s: float | None) -> str | None:
@@ -107,8 +98,7 @@ class Activity:
     @classmethod
     def from_store(cls, conn: Connection) -> Activity:
         """The last commit time of every agent the store knows, read with one indexed query."""
-        rows = conn.execute(LAST_COMMITS_SQL).fetchall()
-        return cls({str(agent): float(at) for agent, at in rows if at is not None})
+        return cls(agents.last_commits(conn))
 
     def committed(self, agent_id: str, at: float) -> None:
         with self._lock:

@@ -38,7 +38,7 @@ from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.metrics import LATENCY_BUCKETS
-from openclaw_lossless.store import archive
+from openclaw_lossless.store import archive, messages
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -335,7 +335,7 @@ def _store(sidecar: Sidecar) -> Iterator[Metric]:
     try:
         conn = sidecar.db.reader()
         backlog = backlog_size(conn)
-        stored = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        stored = messages.count(conn)
         used = archive.used_bytes(conn)
     except (LosslessError, sidecar.db.module.Error) as exc:
         log.warning("metrics: the store could not be read: %s", getattr(exc, "message", exc))

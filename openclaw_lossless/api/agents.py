@@ -19,6 +19,7 @@ from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import agents
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -126,7 +127,7 @@ def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
             f"(the <agentId> of a session key agent:<agentId>:...), got {agent_id[:80]!r}"
         )
     conn = sidecar.db.reader()
-    sessions = int(conn.execute("SELECT count(*) FROM sessions WHERE agent_id = ?", (agent_id,)).fetchone()[0])
+    sessions = agents.session_count(conn, agent_id)
     activity = sidecar.activity.agent(agent_id)
     if not sessions and all(part is None for part in activity):
         raise NotFound(
@@ -134,7 +135,7 @@ def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
             "started ('openclaw-lossless stats' lists the agents; 'openclaw-lossless import --agent "
             f"{agent_id}' brings in its existing history)"
         )
-    messages = int(conn.execute("SELECT count(*) FROM messages WHERE agent_id = ?", (agent_id,)).fetchone()[0])
+    messages = agents.message_count(conn, agent_id)
     return messages, sessions
 
 

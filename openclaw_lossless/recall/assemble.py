@@ -461,11 +461,8 @@ def _stored_window(conn: Connection, session: SessionRef, keys: set[str]) -> fro
     """
     if session.rowid < 0 or not keys:
         return frozenset()
-    rows = conn.execute(
-        "SELECT id, window_key FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
-        (session.rowid, len(keys) + WINDOW_SLACK),
-    )
-    return frozenset(int(row[0]) for row in rows if row[1] in keys)
+    newest = messages.newest_window_keys(conn, session.rowid, len(keys) + WINDOW_SLACK)
+    return frozenset(message_id for message_id, key in newest if key in keys)
 
 
 def _nearest_first(anchor: int, rows: list[messages.Neighbour]) -> list[messages.Neighbour]:

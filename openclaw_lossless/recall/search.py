@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from openclaw_lossless.store import fulltext
 from openclaw_lossless.store.connection import Connection, sqlite_module
 from openclaw_lossless.store.sessions import Scope
 from openclaw_lossless.store.term_stats import TermStats
@@ -204,23 +205,14 @@ def keyword_search(
     expression = fts_query(text)
     if expression is None or k <= 0:
         return []
-    where, params = scope.sql("m")
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 2000)
     try:
         expression, after = terms.narrow(conn, expression) if terms is not None else (expression, 0)
-        # CROSS JOIN keeps FTS5 the outer loop: with a plain JOIN the planner may walk every message of the
-        # agent (messages_by_agent) and probe FTS5 for each, a scan that grows with the history. The scope is
-        # checked in the narrow messages_scope index, not the table's rows (migration m005 says why).
-        rows = conn.execute(
-            "SELECT m.id, bm25(messages_fts) FROM messages_fts"
-            " CROSS JOIN messages m INDEXED BY messages_scope ON m.id = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ? AND messages_fts.rowid > ? AND {where} ORDER BY bm25(messages_fts) LIMIT ?",
-            [expression, after, *params, k],
-        ).fetchall()
+        rows = fulltext.best_matches(conn, expression, after, scope, k)
     except sqlite_module().OperationalError as exc:
         if "interrupted" in str(exc):
             raise TimeoutError("keyword search passed its deadline") from exc
         raise
     finally:
         conn.set_progress_handler(None, 0)
-    return [KeywordHit(int(r[0]), -float(r[1])) for r in rows]
+    return [KeywordHit(message_id, -bm25) for message_id, bm25 in rows]

@@ -278,6 +278,19 @@ def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     return {int(row[0]): str(row[1]) for row in rows}
 
 
+def newest_window_keys(conn: Connection, session_rowid: int, limit: int) -> list[tuple[int, str]]:
+    """``(id, window_key)`` of the session's ``limit`` newest messages: one short range of messages_by_session."""
+    rows = conn.execute(
+        "SELECT id, window_key FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT ?", (session_rowid, limit)
+    )
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
+def count(conn: Connection) -> int:
+    """Messages in the store (archived and forgotten ones are gone from it)."""
+    return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+
+
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 
 
