@@ -249,6 +249,7 @@ def bulk_record(message: dict[str, Any]) -> MessageRecord:
         tokens=descriptor_tokens(message),
         importance=0.5,
         importance_label=importance.label_for(0.5),
+        dated=True,
     )
 
 

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from openclaw_lossless.capture.records import dated
 from openclaw_lossless.capture.redact import build_redactor
-from openclaw_lossless.store.messages import dated
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 from tests.reliability import record
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -36,6 +37,13 @@ _ROLE = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")  # whole string: fullmatch, 
 
 @dataclass(frozen=True)
 class MessageRecord:
+    """One message as the store keeps it; ``dated`` says whether ``created_at`` is the host's own stamp.
+
+    A message the host did not date (or dated unreadably) gets the time of capture instead, and the store
+    identifies such a message of a turn by its place in the turn (``store/messages.in_turn``): the record
+    carries that fact, so the store never reads the host's message again to find it out.
+    """
+
     role: str
     created_at: float
     text: str
@@ -45,6 +53,7 @@ class MessageRecord:
     tokens: int
     importance: float
     importance_label: str
+    dated: bool
 
 
 @dataclass(frozen=True)
@@ -69,9 +78,10 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
     kept = options.redactor.redact_value(message) if options.redact_originals else message
     original = canonical_json(kept)
     grade = importance.grade(role, text)
+    stamped = host_time(message)
     return MessageRecord(
         role=role,
-        created_at=message_time(message.get("timestamp"), now),
+        created_at=(time.time() if now is None else now) if stamped is None else stamped,
         text=text,
         original=original,
         content_hash=hashlib.sha256(original.encode("utf-8", "surrogatepass")).digest(),
@@ -79,6 +89,7 @@ def capture(message: Any, options: CaptureOptions, *, now: float | None = None) 
         tokens=tokens,
         importance=grade.score,
         importance_label=grade.label,
+        dated=stamped is not None,
     )
 
 
@@ -120,6 +131,19 @@ def canonical_json(value: Any) -> str:
 def storable(text: str) -> str:
     """Text SQLite can store: lone surrogates become U+FFFD (only in derived text, never in the original)."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+def host_time(message: Any) -> float | None:
+    """The time the host stamped on a message, or None when it carries none that ``message_time`` can read."""
+    if not isinstance(message, dict):
+        return None
+    seconds = message_time(message.get("timestamp"), math.nan)
+    return None if math.isnan(seconds) else seconds
+
+
+def dated(message: Any) -> bool:
+    """Whether the host stamped the message with a time capture can read (``message_time`` did not fall back)."""
+    return host_time(message) is not None
 
 
 def message_time(timestamp: Any, now: float | None) -> float:

@@ -6,20 +6,19 @@ keyword-searchable) the moment its turn commits.
 
 A message's identity within a session (``UNIQUE (session_rowid, content_hash)``) is its content hash, so
 re-sending the same message stores it once; a message of a durable turn that carries no timestamp is
-identified by the turn's key and its place in the turn instead (``in_turn`` says why).
+identified by the turn's key and its place in the turn instead (``turn_identities`` says why).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from openclaw_lossless.capture.records import MessageRecord, canonical_json, message_time
+from openclaw_lossless.capture.records import MessageRecord, canonical_json
 from openclaw_lossless.store import message_days
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import Scope, SessionRef
@@ -154,27 +153,28 @@ def commit_turn(
     return "committed", insert_records(conn, session, fresh, turn_rowid=turn_rowid)
 
 
-def in_turn(records: Sequence[MessageRecord], raw: Sequence[Any], advancement_key: str) -> list[MessageRecord]:
+def turn_identities(records: Sequence[MessageRecord], advancement_key: str) -> list[MessageRecord]:
     """The records of one durable turn, each with its identity in the session.
 
-    A message with a timestamp keeps its content identity, so an imported or ingested copy of it and the
-    committed one meet. One without is identified by the turn's key and its position in the turn: by content
-    alone, a user's second "yes" in a later turn would be taken for the first and silently dropped. Replays
-    stay safe without content identity: a known key writes nothing (``commit_turn``).
+    A message the host dated (``MessageRecord.dated``) keeps its content identity, so an imported or ingested
+    copy of it and the committed one meet. One without is identified by the turn's key and its position in the
+    turn: by content alone, a user's second "yes" in a later turn would be taken for the first and silently
+    dropped. Replays stay safe without content identity: a known key writes nothing (``commit_turn``).
     """
     return [
-        record if dated(message) else replace(record, content_hash=_turn_identity(advancement_key, position, record))
-        for position, (record, message) in enumerate(zip(records, raw, strict=True))
+        record if record.dated else replace(record, content_hash=_turn_identity(advancement_key, position, record))
+        for position, record in enumerate(records)
     ]
 
 
-def dated(message: Any) -> bool:
-    """Whether the host stamped the message with a time capture can read (``message_time`` did not fall back)."""
-    return isinstance(message, dict) and not math.isnan(message_time(message.get("timestamp"), math.nan))
+def in_turn(records: Sequence[MessageRecord], raw: Sequence[Any], advancement_key: str) -> list[MessageRecord]:
+    """``turn_identities`` under its former signature, for callers not yet moved (the raw messages are unused)."""
+    del raw  # the records say whether each message was dated
+    return turn_identities(records, advancement_key)
 
 
 def _turn_identified(record: MessageRecord) -> bool:
-    """Whether ``in_turn`` gave the record its turn identity (it carried no timestamp)."""
+    """Whether ``turn_identities`` gave the record its turn identity (it carried no timestamp)."""
     return record.content_hash != hashlib.sha256(record.original.encode("utf-8", "surrogatepass")).digest()
 
 

@@ -308,6 +308,7 @@ def _outcome(record: dict[str, Any], options: CaptureOptions) -> tuple[MessageRe
         tokens=0,
         importance=0.0 if importance is None else importance,
         importance_label=label_for(0.0 if importance is None else importance),
+        dated=False,  # never a turn's message: its identity is its citation, not its place in a turn
     )
     return captured, child_key
 
