@@ -16,6 +16,7 @@ from tqdm import tqdm
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import fulltext, messages
 from openclaw_lossless.store.connection import Connection, Database
 
 FTS_BATCH = 5000
@@ -25,24 +26,11 @@ def rebuild_fts(db: Database, progress_file: IO[str] | None = None) -> int:
     """Rebuild the full-text index from the messages (what FTS5's 'rebuild' does, in batches); returns the count."""
 
     def work(conn: Connection) -> int:
-        total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
-        last = 0
+        total = messages.count(conn)
         with tqdm(total=total, desc="full-text index", unit="msg", disable=None, file=progress_file) as bar:
-            while True:
-                end = conn.execute(
-                    "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (last, FTS_BATCH - 1)
-                ).fetchone()
-                upto = 2**62 if end is None else int(end[0])
-                added = conn.execute(
-                    "INSERT INTO messages_fts(rowid, text, date_terms)"
-                    " SELECT id, text, date_terms FROM messages WHERE id > ? AND id <= ?",
-                    (last, upto),
-                ).rowcount
+            for added in fulltext.rebuild(conn, FTS_BATCH):
                 bar.update(added)
-                if end is None:
-                    return total
-                last = upto
+        return total
 
     return db.write(work)
 

@@ -6,6 +6,8 @@ joined to the messages so the search stays fast at any history size is the store
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import Scope
 
@@ -26,3 +28,25 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
         [expression, after, *params, k],
     ).fetchall()
     return [(int(row[0]), float(row[1])) for row in rows]
+
+
+def rebuild(conn: Connection, batch: int) -> Iterator[int]:
+    """Empty the index and fill it again from the messages, ``batch`` at a time; yields each batch's count.
+
+    What FTS5's own ``rebuild`` does, in steps a progress bar can follow. Run it to the end inside one write
+    transaction: readers keep the old index until it commits, and an interrupted rebuild leaves it as it was.
+    """
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+    last = 0
+    while True:
+        end = conn.execute("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", (last, batch - 1))
+        found = end.fetchone()
+        upto = 2**62 if found is None else int(found[0])
+        yield conn.execute(
+            "INSERT INTO messages_fts(rowid, text, date_terms)"
+            " SELECT id, text, date_terms FROM messages WHERE id > ? AND id <= ?",
+            (last, upto),
+        ).rowcount
+        if found is None:
+            return
+        last = upto
