@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from benchmarks.harness import free_port as free_port  # one for the tests and the benchmarks
 from openclaw_lossless.app import create_app, server_config
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
@@ -56,13 +56,6 @@ class HashEmbedder:
 
     def close(self) -> None:
         return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def make_settings(state_dir: Path, **overrides: Any) -> Settings:

@@ -22,9 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.harness import percentile
 from openclaw_lossless.embed.service import QUERY_CACHE_SIZE
 from tests.conversation import conversation
-from tests.reliability import SidecarProcess, percentile, record
+from tests.reliability import SidecarProcess, record
 
 SESSIONS = 16
 SOAK_S = float(os.environ.get("LOSSLESS_SOAK_S", "120"))
@@ -196,8 +197,8 @@ def test_sixteen_sessions_commit_and_assemble_without_errors_locks_or_growth(tmp
         "errors": len(errors),
         "commitsPerS": round(len(commits) / elapsed, 1),
         "assemblesPerS": round(len(loaded) / elapsed, 1),
-        "commitP95Ms": round(percentile(commits, 0.95) * 1000, 1),
-        "assembleP95Ms": round(percentile(loaded, 0.95) * 1000, 1),
+        "commitP95Ms": round(percentile(commits, 95) * 1000, 1),
+        "assembleP95Ms": round(percentile(loaded, 95) * 1000, 1),
         "drainS": round(drain_s, 1),
         "warmUpAssembles": WARM_UP_QUERIES,
         "warmUpS": round(steady.warm_up_s, 1),

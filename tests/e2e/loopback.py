@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import free_port as free_port  # the one the tests and the benchmarks share
+
 
 def bring_up_loopback() -> None:
     """``ip link set lo up`` without iproute2: SIOCGIFFLAGS / SIOCSIFFLAGS on a datagram socket."""
@@ -46,12 +48,6 @@ def assert_loopback_only() -> None:
     if not private_namespace():
         names = [name for _, name in socket.if_nameindex()]
         raise SystemExit(f"refusing to run: interfaces {names} (or the launcher's namespace); use `unshare -n`")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_json(
