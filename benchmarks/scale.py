@@ -131,7 +131,7 @@ def measure_assemble(sidecar: Sidecar, prompts: list[str], history: list[dict[st
     recall = sidecar.settings.recall
 
     def one(prompt: str) -> Callable[[], object]:
-        return lambda: sidecar.assemble("bench-live", f"agent:{AGENT}:live", descriptors, prompt, None, recall)
+        return lambda: sidecar.queries.assemble("bench-live", f"agent:{AGENT}:live", descriptors, prompt, None, recall)
 
     return percentiles(timed([one(p) for p in prompts]))
 
@@ -199,12 +199,12 @@ def measure_baseline(sidecar: Sidecar, baseline: Connection, prompts: list[str])
     scope = Scope(agent_ids=frozenset({AGENT}))
     vectors = sidecar.embedding.provider.embed(prompts)
     scan = percentiles(timed([functools.partial(lane.search, v, scope, 20) for v in vectors], warmup=1))
-    product_assembler = sidecar.assembler
-    sidecar.assembler = Assembler(cast(VectorIndex, lane), sidecar.embedding)  # same code, vec0 as the lane
+    product_assembler = sidecar.queries.assembler
+    sidecar.queries.assembler = Assembler(cast(VectorIndex, lane), sidecar.embedding)  # same code, vec0 as the lane
     try:
         assemble = measure_assemble(sidecar, prompts, [])
     finally:
-        sidecar.assembler = product_assembler
+        sidecar.queries.assembler = product_assembler
     return {"vec0_scan_top20": scan, "assemble": assemble}
 
 
@@ -216,7 +216,7 @@ def measure_drain(sidecar: Sidecar, generator: ChatGenerator, count: int) -> dic
         agent_message(Message("assistant", generator.words(100, ["ml", "deploy"]), now_ms + n)) for n in range(count)
     ]
     for start in range(0, count, 4):
-        sidecar.commit_turn(
+        sidecar.ingest.commit_turn(
             f"drain-{start}", "bench-drain", f"agent:{AGENT}:drain", raw[start : start + 4],
             heartbeat=False, recall=sidecar.settings.recall,
         )  # fmt: skip
@@ -238,7 +238,7 @@ def measure_commits(sidecar: Sidecar, generator: ChatGenerator, turns: int, sust
             agent_message(Message(role, generator.words(generator.length(role), ["car"]), now_ms + j))
             for j, role in enumerate(("user", "assistant", "user", "assistant"))
         ]
-        sidecar.commit_turn(f"c-{n}", f"bench-commit-{n // 50}", f"agent:{AGENT}:c{n // 50}", raw,
+        sidecar.ingest.commit_turn(f"c-{n}", f"bench-commit-{n // 50}", f"agent:{AGENT}:c{n // 50}", raw,
                             heartbeat=False, recall=recall)  # fmt: skip
 
     latency = percentiles(timed([one] * (turns + 3)))

@@ -44,7 +44,7 @@ from openclaw_lossless.cli_common import (
     until,
     whole,
 )
-from openclaw_lossless.cli_common import is_loopback as is_loopback  # prometheus.py checks its host with it
+from openclaw_lossless.cli_common import is_loopback as is_loopback  # re-exported: cli.is_loopback still works
 from openclaw_lossless.cli_maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
 from openclaw_lossless.cli_serve import cmd_mcp, cmd_model_fetch, cmd_serve
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
@@ -74,7 +74,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         settings,
         "/v1/search",
         params,
-        lambda s: {"hits": s.search(args.query, params["scope"], params["k"], args.mode)},
+        lambda s: {"hits": s.queries.search(args.query, params["scope"], params["k"], args.mode)},
     )
     hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
     if filtered and len(hits) < args.k and _pool_may_be_cut(len(data["hits"])):
@@ -112,7 +112,9 @@ def _keep(hit: dict[str, Any], args: argparse.Namespace) -> bool:
 def cmd_pack(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     params = {"q": args.query, "budgetTokens": args.budget_tokens, "scope": _scope(args), "k": args.k}
-    data = ask(settings, "/v1/pack", params, lambda s: s.pack(args.query, args.budget_tokens, params["scope"], args.k))
+    data = ask(
+        settings, "/v1/pack", params, lambda s: s.queries.pack(args.query, args.budget_tokens, params["scope"], args.k)
+    )
     if not args.trace:
         data.pop("trace", None)
     emit(data, args.json, readable.pack)
@@ -124,19 +126,19 @@ def cmd_recover(args: argparse.Namespace) -> int:
     with open_file_store(settings) as sidecar:
         session, up_to = args.session, None
         if args.snapshot:
-            snap = sidecar.snapshot(args.snapshot)
+            snap = sidecar.queries.snapshot(args.snapshot)
             session, up_to = snap["sessionId"], snap["lastMessageId"]
         elif args.before_compaction is not None:
-            point = sidecar.compaction(args.before_compaction)
+            point = sidecar.queries.compaction(args.before_compaction)
             session, up_to = point["sessionId"], point["lastMessageId"]
-        data = sidecar.recover(session, args.last, up_to)
+        data = sidecar.queries.recover(session, args.last, up_to)
     emit(data, args.json, readable.conversation)
     return EXIT_OK
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    data = ask(settings, "/stats", {}, lambda s: s.stats())
+    data = ask(settings, "/stats", {}, lambda s: s.status.stats())
     emit(data, args.json, readable.stats)
     return EXIT_OK
 
@@ -147,14 +149,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     with open_file_store(settings_of(args)) as sidecar:
         if args.snapshot_command == "create":
-            data: Any = sidecar.snapshot_create(args.name, args.session)
+            data: Any = sidecar.ingest.snapshot_create(args.name, args.session)
             human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
         elif args.snapshot_command == "list":
-            data = {"snapshots": sidecar.snapshots()}
+            data = {"snapshots": sidecar.queries.snapshots()}
             human = readable.snapshots
         else:
-            snap = sidecar.snapshot(args.name)
-            recovered = sidecar.recover(snap["sessionId"], args.last, snap["lastMessageId"])
+            snap = sidecar.queries.snapshot(args.name)
+            recovered = sidecar.queries.recover(snap["sessionId"], args.last, snap["lastMessageId"])
             data = snap | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
             human = readable.snapshot
     emit(data, args.json, human)
@@ -230,7 +232,7 @@ def _import_openclaw(args: argparse.Namespace) -> int:
         tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar,
     ):
         report = import_history(
-            sidecar,
+            sidecar.ingest,
             source,
             agent=args.agent,
             session_id=args.session,

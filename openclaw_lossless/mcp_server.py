@@ -105,7 +105,7 @@ class MemorySearch:
 
         def on_file(sidecar: Sidecar) -> dict[str, Any]:
             try:
-                return {"hits": sidecar.search(query, scope, k, mode)}
+                return {"hits": sidecar.queries.search(query, scope, k, mode)}
             except NotFound:
                 return {"hits": []}
 

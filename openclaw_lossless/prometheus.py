@@ -379,7 +379,7 @@ class MetricsListener:
 def bind_metrics_port(settings: Settings) -> MetricsListener:
     """The metrics port's sockets (none unless asked for); a bad host or a taken port is one line."""
     from openclaw_lossless import listeners
-    from openclaw_lossless.cli import is_loopback
+    from openclaw_lossless.cli_common import is_loopback
 
     port, host = settings.metrics_port, settings.metrics_host
     if port is None:

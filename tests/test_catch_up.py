@@ -196,7 +196,7 @@ def test_the_gap_report_reads_a_legacy_jsonl_store_too(sidecar: LiveSidecar) -> 
     assert (before.missing, before.not_imported, before.errors) == (0, 6, [])
     from openclaw_lossless.history import import_history
 
-    import_history(sidecar.sidecar, openclaw)
+    import_history(sidecar.sidecar.ingest, openclaw)
     with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
         after = find_gaps(conn, openclaw)
     assert (after.missing, after.not_imported, after.scanned, after.sessions) == (0, 0, 6, [])
@@ -321,7 +321,7 @@ def test_a_compaction_the_hook_recorded_is_not_recorded_again_by_catch_up_even_w
     sidecar.sidecar.catch_up.catch_up_now("main")
     stats = sidecar.client.get("/stats").json()
     assert stats["compactions"] == 1
-    stored = sidecar.sidecar.compaction(1)
+    stored = sidecar.sidecar.queries.compaction(1)
     assert "ghp_R4nd0m" not in json.dumps(stored)
     assert_exactly_once(sidecar, host, main.session_id)
 
@@ -428,7 +428,7 @@ def test_an_excluded_session_is_neither_stored_nor_recalled_nor_imported(tmp_pat
             assert server.sidecar.catch_up.catch_up_now("main") == 0
             from openclaw_lossless.history import import_history
 
-            report = import_history(server.sidecar, settings.openclaw_state)
+            report = import_history(server.sidecar.ingest, settings.openclaw_state)
             assert (report.messages_imported, report.sessions_excluded) == (0, 1)
             assert server.client.get(f"/v1/sessions/{hidden.session_id}/messages").status_code == 404
             assert server.client.get("/stats").json()["messages"] == 2

@@ -144,7 +144,7 @@ def test_doctor_notes_a_large_backlog_and_what_drains_it(
     use_linked_openclaw(monkeypatch, tmp_path / "home", state_dir)
     with live_sidecar(make_settings(state_dir, embedding_provider="none"), None) as server:
         many = [{"role": "user", "content": f"note number {n}", "timestamp": n} for n in range(1, 1202)]
-        server.sidecar.ingest("s-bulk", "agent:main:main", many, heartbeat=False, recall=server.settings.recall)
+        server.sidecar.ingest.ingest("s-bulk", "agent:main:main", many, heartbeat=False, recall=server.settings.recall)
     code, out, _ = run_cli(capsys, state_dir, "doctor")
     assert "note backlog: 1201 messages waiting to be embedded" in out
     assert "fix: openclaw-lossless serve" in out and "reindex --vectors --missing" in out

@@ -42,7 +42,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         for turn in conversation(TURNS):
             body = commit_body(turn)
-            sidecar.commit_turn(
+            sidecar.ingest.commit_turn(
                 body["advancementKey"],
                 "s-main",
                 body["sessionKey"],

@@ -94,7 +94,7 @@ def test_a_forgotten_message_is_gone_from_the_bytes_and_does_not_come_back(tmp_p
         sessions = tmp_path / "openclaw" / "agents" / "main" / "sessions"
         write_transcript(sessions / f"{SESSION}.jsonl", [transcript.header(), *old_entries, *entries])
         (sessions / "sessions.json").write_text(json.dumps({"main": {"sessionId": SESSION, "updatedAt": T0}}))
-        import_history(server.sidecar, tmp_path / "openclaw")
+        import_history(server.sidecar.ingest, tmp_path / "openclaw")
         import_jsonl(server.sidecar.db, export, server.sidecar.capture_options)
         archived_again = server.client.get("/v1/search", params={"q": ARCHIVED_MARKER, "mode": "keyword"})
         assert archived_again.json()["hits"] == []
@@ -223,7 +223,7 @@ def test_a_session_forgotten_whole_is_not_brought_back_by_bootstrap_or_catch_up(
     gone = sidecar.client.delete(f"/v1/sessions/{SESSION}").json()
     assert gone["forgotten"] == 2 and gone["sessions"] == [SESSION]
     assert sidecar.post("bootstrap", {"sessionId": SESSION, "sessionKey": KEY}).status_code == 200
-    import_history(sidecar.sidecar, sidecar.settings.openclaw_state)  # what the catch-up runs
+    import_history(sidecar.sidecar.ingest, sidecar.settings.openclaw_state)  # what the catch-up runs
     assert sidecar.client.get(f"/v1/sessions/{SESSION}/messages").json()["messages"] == []
     assert MARKER.encode() not in _raw_bytes(sidecar.settings.state_dir)
 

@@ -309,7 +309,7 @@ def test_the_store_stays_under_max_db_size_by_archiving_not_losing(tmp_path: Pat
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
     with live_sidecar(settings, HashEmbedder()) as server:
         commit_past_one_megabyte(server)
-        server.sidecar.maybe_prune(force=True)
+        server.sidecar.size_cap.check(force=True)
         stats = server.client.get("/stats").json()
         assert stats["database"]["usedBytes"] <= 1024 * 1024
         archived = stats["archive"]["archivedMessages"]
@@ -341,12 +341,12 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
 
         monkeypatch.setattr("openclaw_lossless.store.archive.export_records", cut_short)
         with pytest.raises(OSError, match="No space"):
-            server.sidecar.maybe_prune(force=True)
+            server.sidecar.size_cap.check(force=True)
         assert server.client.get("/stats").json()["messages"] == 120
         assert list(settings.archive_dir.iterdir()) == []
         monkeypatch.setattr("openclaw_lossless.store.archive.export_records", real)
-        server.sidecar._closing.set()  # as close() does: a prune it interrupts ends quietly
+        server.sidecar.size_cap._closing.set()  # as close() does: a prune it interrupts ends quietly
         monkeypatch.setattr("openclaw_lossless.store.archive.export_records", cut_short)
-        server.sidecar.maybe_prune(force=True)
+        server.sidecar.size_cap.check(force=True)
         assert list(settings.archive_dir.iterdir()) == []
         assert server.client.get("/stats").json()["messages"] == 120

@@ -49,16 +49,18 @@ def _old_store(settings: Settings) -> None:
     embedder = HashEmbedder()
     sidecar = Sidecar(settings, provider=embedder, start_worker=False)
     try:
-        sidecar.capture_options = dataclasses.replace(sidecar.capture_options, redactor=Redactor(()))
-        recall = sidecar.recall_settings(None)
+        sidecar.ingest.capture_options = dataclasses.replace(sidecar.capture_options, redactor=Redactor(()))
+        recall = sidecar.settings.recall
         for n, text in enumerate(TEXTS):
-            sidecar.commit_turn(f"turn-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
+            sidecar.ingest.commit_turn(f"turn-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
                                 heartbeat=False, recall=recall)  # fmt: skip
         plain = [_message("an ordinary pelican note", 1_700_000_100_000)]
-        sidecar.commit_turn("turn-plain", "s1", "agent:main:main", plain, heartbeat=False, recall=recall)
-        sidecar.compact("s1", "agent:main:main", CompactionRecord(10, 5, True, f"user gave token {GITHUB}", None))
-        sidecar.subagent_spawn("agent:main:main", "agent:main:subagent:x", None)
-        sidecar.subagent_ended("agent:main:subagent:x", f"failed with STRIPE_SECRET={STRIPE}")
+        sidecar.ingest.commit_turn("turn-plain", "s1", "agent:main:main", plain, heartbeat=False, recall=recall)
+        sidecar.ingest.compact(
+            "s1", "agent:main:main", CompactionRecord(10, 5, True, f"user gave token {GITHUB}", None)
+        )
+        sidecar.ingest.subagent_spawn("agent:main:main", "agent:main:subagent:x", None)
+        sidecar.ingest.subagent_ended("agent:main:subagent:x", f"failed with STRIPE_SECRET={STRIPE}")
         assert sidecar.worker is not None
         while sidecar.worker.drain_once():
             pass
@@ -176,7 +178,7 @@ def test_rescan_removes_every_copy(capsys: pytest.CaptureFixture[str], settings:
         while sidecar.worker.drain_once():
             pass
         assert len(embedder.texts) == 3 and not any(s in t for t in embedder.texts for s in SECRETS)
-        assert {h["citation"] for h in sidecar.search("pelican deploy", "all", 10, "vector")} >= {"msg:1"}
+        assert {h["citation"] for h in sidecar.queries.search("pelican deploy", "all", 10, "vector")} >= {"msg:1"}
     finally:
         sidecar.close()
     assert _cli(capsys, settings)["changed"] == 0  # a second run finds nothing more
@@ -188,11 +190,11 @@ def test_a_rescanned_message_delivered_again_is_not_stored_twice(
     _cli(capsys, settings)
     sidecar = Sidecar(settings, start_worker=False)
     try:
-        recall = sidecar.recall_settings(None)
+        recall = sidecar.settings.recall
         for n, text in enumerate(TEXTS):  # the host sends the same messages again in a new turn, current rules
-            sidecar.commit_turn(f"again-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
+            sidecar.ingest.commit_turn(f"again-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
                                 heartbeat=False, recall=recall)  # fmt: skip
-        assert sidecar.stats()["messages"] == 4
+        assert sidecar.status.stats()["messages"] == 4
     finally:
         sidecar.close()
 
@@ -308,10 +310,10 @@ def test_a_message_redacted_while_its_batch_is_embedded_keeps_no_vector_of_its_o
     sidecar = Sidecar(settings, provider=embedder, start_worker=False)
     embedder.sidecar = sidecar
     try:
-        sidecar.capture_options = dataclasses.replace(sidecar.capture_options, redactor=Redactor(()))
+        sidecar.ingest.capture_options = dataclasses.replace(sidecar.capture_options, redactor=Redactor(()))
         text = f"deploy with token {GITHUB} tonight"
-        recall = sidecar.recall_settings(None)
-        sidecar.commit_turn("t", "s1", "agent:main:main", [_message(text, 1_700_000_000_000)], heartbeat=False,
+        recall = sidecar.settings.recall
+        sidecar.ingest.commit_turn("t", "s1", "agent:main:main", [_message(text, 1_700_000_000_000)], heartbeat=False,
                             recall=recall)  # fmt: skip
         assert sidecar.worker is not None
         while sidecar.worker.drain_once():

@@ -52,7 +52,7 @@ def keyword_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _commit(sidecar: Sidecar, key: str, session: str, session_key: str, messages: list[dict[str, Any]]) -> None:
-    sidecar.commit_turn(key, session, session_key, messages, heartbeat=False, recall=sidecar.settings.recall)
+    sidecar.ingest.commit_turn(key, session, session_key, messages, heartbeat=False, recall=sidecar.settings.recall)
 
 
 @pytest.fixture(scope="module")
@@ -71,23 +71,25 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
         _commit(sidecar, "s-main:key", "s-main", MAIN, [{"role": "user", "content": f"deploy key {OPENAI_KEY}"}])
         _commit(sidecar, "s-main:replay", "s-main", MAIN, early[0].messages[:1])
-        sidecar.commit_turn(
+        sidecar.ingest.commit_turn(
             "s-main:beat", "s-main", MAIN, [{"role": "user", "content": "ping"}], heartbeat=True,
             recall=sidecar.settings.recall,
         )  # fmt: skip
-        sidecar.compact("s-main", MAIN, CompactionRecord(5000, 1200, True, "the first turns, summarised", "size"))
+        sidecar.ingest.compact(
+            "s-main", MAIN, CompactionRecord(5000, 1200, True, "the first turns, summarised", "size")
+        )
         for turn in conversation(3, session="s-main-late", seed=5):
             _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
-        sidecar.snapshot_create("before-refactor", "s-main")
-        sidecar.subagent_spawn(MAIN, CHILD, "isolated")
+        sidecar.ingest.snapshot_create("before-refactor", "s-main")
+        sidecar.ingest.subagent_spawn(MAIN, CHILD, "isolated")
         answer = "Remember that the audit bucket is in eu-north-1."
         child: list[dict[str, Any]] = [
             {"role": "user", "content": "Find the region of the audit bucket."},
             {"role": "assistant", "content": [{"type": "text", "text": answer}]},
         ]
         _commit(sidecar, "child:1", "s-child", CHILD, child)
-        assert sidecar.subagent_ended(CHILD, "completed")["outcomesCopied"] == 1
-        sidecar.subagent_spawn(MAIN, "agent:main:subagent:8", None)
+        assert sidecar.ingest.subagent_ended(CHILD, "completed")["outcomesCopied"] == 1
+        sidecar.ingest.subagent_spawn(MAIN, "agent:main:subagent:8", None)
         for turn in conversation(2, session="s-ops", seed=9):
             _commit(sidecar, turn.key, "s-ops", OPS, turn.messages)
     finally:
@@ -170,7 +172,7 @@ def test_import_into_a_store_with_its_own_history_moves_ids_and_keeps_every_poin
     try:
         for turn in conversation(2, session="s-other", seed=11):
             _commit(sidecar, turn.key, "s-other", "agent:main:other", turn.messages)
-        sidecar.compact("s-other", "agent:main:other", CompactionRecord(900, 100, True, "other", None))
+        sidecar.ingest.compact("s-other", "agent:main:other", CompactionRecord(900, 100, True, "other", None))
     finally:
         sidecar.close()
     exported = tmp_path / "all.jsonl"

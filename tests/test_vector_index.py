@@ -130,7 +130,7 @@ def _filled(tmp_path: Path) -> tuple[Sidecar, list[int]]:
     settings = make_settings(tmp_path / "state")
     sidecar = Sidecar(settings, start_worker=False, provider=HashEmbedder())
     for n in range(30):
-        sidecar.commit_turn(
+        sidecar.ingest.commit_turn(
             f"t{n}", "s1", "agent:main:s1",
             [{"role": "user", "content": f"note {n}: the {SUBJECTS[n % 10]} {VERBS[n % 8]}", "timestamp": 1.7e12}],
             heartbeat=False, recall=settings.recall,
@@ -173,7 +173,7 @@ def test_an_older_float32_vec0_table_is_converted_without_re_embedding(tmp_path:
         assert "vec0" not in sql
         assert conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0] == 0
         assert [i for i, _ in _search(upgraded, "the postgres migration keeps failing")] == before
-        assert embedder.batches == 0 and not upgraded.rebuilding
+        assert embedder.batches == 0 and not upgraded.rebuild.rebuilding
     finally:
         upgraded.close()
 
@@ -228,7 +228,7 @@ def test_the_server_loads_the_index_in_the_background_then_embeds(tmp_path: Path
     try:
         assert background.index is not None and background.index.loaded.wait(30)
         assert len(background.index) == 30
-        background.commit_turn("late", "s1", "agent:main:s1", [{"role": "user", "content": "a late note"}],
+        background.ingest.commit_turn("late", "s1", "agent:main:s1", [{"role": "user", "content": "a late note"}],
                                heartbeat=False, recall=settings.recall)  # fmt: skip
         deadline = time.monotonic() + 30
         while len(background.index) < 31 and time.monotonic() < deadline:

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from openclaw_lossless.api import schemas
-from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.deps import IngestDep, SidecarDep, recall_settings
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.snapshots import CompactionRecord
@@ -19,14 +19,14 @@ router = APIRouter(prefix="/v1/hooks", tags=["hooks"])
 
 
 @router.post("/bootstrap", response_model=schemas.BootstrapResponse)
-def bootstrap(body: schemas.BootstrapRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    return sidecar.bootstrap(body.session_id, body.session_key)
+def bootstrap(body: schemas.BootstrapRequest, ingest: IngestDep) -> dict[str, Any]:
+    return ingest.bootstrap(body.session_id, body.session_key)
 
 
 @router.post("/commit-turn", response_model=schemas.CommitTurnResponse)
 def commit_turn(body: schemas.CommitTurnRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    recall = sidecar.recall_settings(body.config)
-    return sidecar.commit_turn(
+    recall = recall_settings(sidecar, body.config)
+    return sidecar.ingest.commit_turn(
         body.advancement_key,
         body.session_id,
         body.session_key,
@@ -38,24 +38,24 @@ def commit_turn(body: schemas.CommitTurnRequest, sidecar: SidecarDep) -> dict[st
 
 @router.post("/ingest", response_model=schemas.IngestResponse)
 def ingest(body: schemas.IngestRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    stored = sidecar.ingest(
+    stored = sidecar.ingest.ingest(
         body.session_id,
         body.session_key,
         [body.message],
         heartbeat=body.is_heartbeat,
-        recall=sidecar.recall_settings(body.config),
+        recall=recall_settings(sidecar, body.config),
     )
     return {"ingested": stored > 0}
 
 
 @router.post("/ingest-batch", response_model=schemas.IngestBatchResponse)
 def ingest_batch(body: schemas.IngestBatchRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    stored = sidecar.ingest(
+    stored = sidecar.ingest.ingest(
         body.session_id,
         body.session_key,
         body.messages,
         heartbeat=body.is_heartbeat,
-        recall=sidecar.recall_settings(body.config),
+        recall=recall_settings(sidecar, body.config),
     )
     return {"ingestedCount": stored}
 
@@ -69,13 +69,13 @@ def after_turn(body: schemas.AfterTurnRequest, sidecar: SidecarDep) -> dict[str,
 def assemble(body: schemas.AssembleRequest, sidecar: SidecarDep) -> dict[str, Any]:
     descriptors = _descriptors(body)
     now = body.now / 1000 if body.now is not None else None
-    result = sidecar.assemble(
+    result = sidecar.queries.assemble(
         body.session_id,
         body.session_key,
         descriptors,
         body.prompt,
         body.token_budget,
-        sidecar.recall_settings(body.config),
+        recall_settings(sidecar, body.config),
         now=now,
     )
     response: dict[str, Any] = {
@@ -105,23 +105,23 @@ def _describe(message: dict[str, Any]) -> Descriptor:
 
 
 @router.post("/compact", response_model=schemas.CompactResponse)
-def compact(body: schemas.CompactRequest, sidecar: SidecarDep) -> dict[str, Any]:
+def compact(body: schemas.CompactRequest, ingest: IngestDep) -> dict[str, Any]:
     record = CompactionRecord(
         body.tokens_before, body.tokens_after, body.compacted, body.summary, body.reason, ok=body.ok
     )
-    return sidecar.compact(body.session_id, body.session_key, record)
+    return ingest.compact(body.session_id, body.session_key, record)
 
 
 @router.post("/subagent-spawn", response_model=schemas.SubagentSpawnResponse)
-def subagent_spawn(body: schemas.SubagentSpawnRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    return {"spawnId": sidecar.subagent_spawn(body.parent_session_key, body.child_session_key, body.context_mode)}
+def subagent_spawn(body: schemas.SubagentSpawnRequest, ingest: IngestDep) -> dict[str, Any]:
+    return {"spawnId": ingest.subagent_spawn(body.parent_session_key, body.child_session_key, body.context_mode)}
 
 
 @router.post("/subagent-spawn/rollback", response_model=schemas.SubagentRollbackResponse)
-def subagent_rollback(body: schemas.SubagentRollbackRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    return {"rolledBack": sidecar.subagent_rollback(body.spawn_id, body.child_session_key)}
+def subagent_rollback(body: schemas.SubagentRollbackRequest, ingest: IngestDep) -> dict[str, Any]:
+    return {"rolledBack": ingest.subagent_rollback(body.spawn_id, body.child_session_key)}
 
 
 @router.post("/subagent-ended", response_model=schemas.SubagentEndedResponse)
-def subagent_ended(body: schemas.SubagentEndedRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    return sidecar.subagent_ended(body.child_session_key, body.reason)
+def subagent_ended(body: schemas.SubagentEndedRequest, ingest: IngestDep) -> dict[str, Any]:
+    return ingest.subagent_ended(body.child_session_key, body.reason)

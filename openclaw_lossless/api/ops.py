@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.deps import StatusDep
 from openclaw_lossless.prometheus import metrics_response
 
 router = APIRouter(tags=["ops"])
@@ -17,21 +17,21 @@ UNAVAILABLE: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/healthz", responses=UNAVAILABLE)
-def healthz(sidecar: SidecarDep, response: Response) -> dict[str, Any]:
+def healthz(status: StatusDep, response: Response) -> dict[str, Any]:
     """Public (no token): DB writable, sqlite-vec loaded, embedder ready, backlog size.
 
     200 while hooks work (``ok``, or ``degraded``: keyword-only recall); 503 when ``unavailable``, because
     supervisors and the plugin's start-up wait read the status code, not the body.
     """
-    health = sidecar.health()
+    health = status.health()
     if health["status"] == "unavailable":
         response.status_code = 503
     return health
 
 
 @router.get("/stats")
-def stats(sidecar: SidecarDep) -> dict[str, Any]:
-    return sidecar.stats()
+def stats(status: StatusDep) -> dict[str, Any]:
+    return status.stats()
 
 
 # Not in the OpenAPI schema: its answer is Prometheus' text format, not JSON (README: Metrics).

@@ -2,8 +2,9 @@
 
 Owns reading OpenClaw's transcript stores and feeding them to the sidecar. Why: a user who installs the
 plugin already has months of history that OpenClaw keeps; recall should reach it from the first turn, and
-the bootstrap hook brings in a session it has never seen. The lossless store is written only through
-``Sidecar.ingest`` and ``snapshots.record_compaction``; OpenClaw's files are never written.
+the bootstrap hook brings in a session it has never seen. The lossless store is written only through the
+sidecar's ingest side (typed here as ``sink.Sink``) and ``snapshots.record_compaction``; OpenClaw's files are
+never written.
 
 Where OpenClaw 2026.9.6 keeps transcripts (read from its ``dist`` code):
 

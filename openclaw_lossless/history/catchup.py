@@ -36,19 +36,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from openclaw_lossless.activity import iso
+from openclaw_lossless.activity import Activity, iso
+from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
 from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.importer import import_history
+from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.sessions import agent_of, find_session
-
-if TYPE_CHECKING:
-    from openclaw_lossless.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +94,15 @@ class _Job:
 
 
 class CatchUp:
-    def __init__(self, sidecar: Sidecar, *, enabled: bool) -> None:
-        self.sidecar = sidecar
+    """The queue of targets that may need catching up, and the thread that works it.
+
+    Writes through ``sink`` (the ingest side); reads ``activity`` to leave an agent alone mid-turn.
+    """
+
+    def __init__(self, sink: Sink, settings: Settings, activity: Activity, *, enabled: bool) -> None:
+        self.sink = sink
+        self.openclaw_state = settings.openclaw_state
+        self.activity = activity
         self.enabled = enabled
         self._lock = threading.Condition()
         self._jobs: dict[Target, _Job] = {}
@@ -104,7 +110,7 @@ class CatchUp:
         self._unfixable: dict[str, None] = {}  # window keys a catch-up could not bring in (insertion-ordered)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.interval_s = float(sidecar.settings.catch_up_interval_s)
+        self.interval_s = float(settings.catch_up_interval_s)
         self._next_poll: float | None = None  # monotonic; None: no periodic check
         self._seen: dict[str, tuple[int, ...]] = {}  # agent id → its transcript files' sizes and mtimes
         self.running = False
@@ -153,7 +159,7 @@ class CatchUp:
 
     def catch_up_now(self, agent_id: str, session_id: str | None = None) -> int:
         """Catch up one agent (or one session) in the caller's thread; returns the messages stored."""
-        coverage = StoreCoverage.load(self.sidecar.db.reader())
+        coverage = StoreCoverage.load(self.sink.db.reader())
         return self._import(Target(agent_id, session_id), coverage, {session_id} if session_id else set())
 
     def _enqueue(self, target: Target, check: Check, *, delay: float = DELAY_S) -> None:
@@ -268,10 +274,10 @@ class CatchUp:
         Costs a query for the store's agents and a few ``stat`` calls per agent; reads no transcript unless one
         changed, and then only what is past the cursors (the import's own plan).
         """
-        state = self.sidecar.settings.openclaw_state
+        state = self.openclaw_state
         if not state.is_dir():
             return 0
-        conn = self.sidecar.db.reader()
+        conn = self.sink.db.reader()
         agents = [str(row[0]) for row in conn.execute("SELECT DISTINCT agent_id FROM sessions")]
         stored, now, coverage = 0, time.time(), None
         for agent in agents:
@@ -290,12 +296,12 @@ class CatchUp:
         return stored
 
     def _idle(self, agent: str, now: float) -> bool:
-        committed, assembled, _ = self.sidecar.activity.agent(agent)
+        committed, assembled, _ = self.activity.agent(agent)
         latest = max((at for at in (committed, assembled) if at is not None), default=None)
         return latest is None or now - latest >= IDLE_S
 
     def _run(self, target: Target, job: _Job) -> None:
-        conn = self.sidecar.db.reader()
+        conn = self.sink.db.reader()
         if target.agent_id == "*":
             coverage = StoreCoverage.load(conn)
             for agent in coverage.agents:
@@ -313,7 +319,7 @@ class CatchUp:
             return
         for check in needed:
             if check.kind == "window":
-                self._remember_unfixable(self.sidecar.db.reader(), check)
+                self._remember_unfixable(self.sink.db.reader(), check)
 
     def _import(self, target: Target, coverage: StoreCoverage, touched: set[str]) -> int:
         """Run the incremental import for the target; a session a hook named is followed whatever its age.
@@ -322,7 +328,7 @@ class CatchUp:
         """
         if self._stop.is_set():
             return 0
-        state = self.sidecar.settings.openclaw_state
+        state = self.openclaw_state
         if not state.is_dir():
             self.last_error = "no OpenClaw state dir: set OPENCLAW_STATE_DIR (or LOSSLESS_OPENCLAW_STATE)"
             return 0
@@ -331,7 +337,7 @@ class CatchUp:
             return session_id in touched or coverage.follows(agent_id, session_id, recorded, born_ms)
 
         report = import_history(
-            self.sidecar,
+            self.sink,
             state,
             agent=target.agent_id,
             session_id=target.session_id,
@@ -344,7 +350,7 @@ class CatchUp:
         self.total_imported += report.messages_imported
         errors = [d.error for d in report.details if d.error]
         self.last_error = _first_line(errors[0]) if errors else None
-        if report.messages_imported:  # stored through ``Sidecar.ingest``, which also wakes the embedding worker
+        if report.messages_imported:  # stored through the ingest side, which also wakes the embedding worker
             log.info(
                 "catch-up stored %d message(s) of agent %s the host recorded while they were not delivered",
                 report.messages_imported,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openclaw_lossless.capture.records import capture
 from openclaw_lossless.capture.text import window_key
@@ -21,15 +21,12 @@ from openclaw_lossless.history.entries import (
     parse_entry,
     shrink_record,
 )
+from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.store import messages, snapshots
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.sessions import SessionRef, ensure_session
-
-if TYPE_CHECKING:
-    from openclaw_lossless.sidecar import Sidecar
-
 
 CURSOR_PREFIX = "import.cursor."
 COMPACTION_PREFIX = "import.compaction."
@@ -43,14 +40,14 @@ class Feed:
     transcript said it did.
     """
 
-    def __init__(self, sidecar: Sidecar, session_id: str, session_key: str | None, report: SourceReport) -> None:
-        self.sidecar = sidecar
+    def __init__(self, sink: Sink, session_id: str, session_key: str | None, report: SourceReport) -> None:
+        self.sink = sink
         self.session_id = session_id
         self.session_key = session_key
         self.report = report
         self.pending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (as stored, as the host has it)
         self.touched = False
-        self.left_out = skipped.keys_of(sidecar.db.reader(), session_id)  # heartbeats committed without messages
+        self.left_out = skipped.keys_of(sink.db.reader(), session_id)  # heartbeats committed without messages
 
     def add(self, entry: dict[str, Any] | None, fallback_ms: int | None) -> None:
         self.report.entries_read += 1
@@ -95,7 +92,7 @@ class Feed:
         Its window key stays the host's (undated), so assemble and the gap checks match it to the host's copy.
         """
         try:
-            options, now = self.sidecar.capture_options, time.time()
+            options, now = self.sink.capture_options, time.time()
             undated = capture(raw, options, now=now)
             record = dataclasses.replace(capture(stored, options, now=now), window_key=undated.window_key)
         except (BadRequest, UnicodeEncodeError):
@@ -112,16 +109,16 @@ class Feed:
                 return 0
             return len(messages.insert_records(conn, session, [record]))
 
-        stored_count = self.sidecar.db.write(work)
-        if stored_count and self.sidecar.worker is not None:
-            self.sidecar.worker.notify()
+        stored_count = self.sink.db.write(work)
+        if stored_count:
+            self.sink.wake_worker()
         return stored_count
 
     def _ingest(self, batch: list[dict[str, Any]]) -> int:
         """Store the batch's dated messages the session does not hold, under this or another redaction
         (``identity.py``); when one cannot be stored, store the others one by one and count it."""
         try:
-            options, now = self.sidecar.capture_options, time.time()
+            options, now = self.sink.capture_options, time.time()
             records = [capture(message, options, now=now) for message in batch]
 
             def work(conn: Connection) -> int:
@@ -130,14 +127,14 @@ class Feed:
                 fresh = [record for record, known in zip(records, held, strict=True) if not known]
                 return len(messages.insert_records(conn, session, fresh))
 
-            stored = self.sidecar.db.write(work)
+            stored = self.sink.db.write(work)
         except (BadRequest, UnicodeEncodeError):  # not an AgentMessage; a lone surrogate SQLite cannot bind
             if len(batch) > 1:
                 return sum(self._ingest([message]) for message in batch)
             self.report.messages_seen -= 1
             self.report.skipped_malformed += 1
             return 0
-        self.sidecar._after_write(stored)  # wakes the embedding worker, checks the size cap (as ingest does)
+        self.sink.after_write(stored)  # wakes the embedding worker, checks the size cap (as ingest does)
         return stored
 
     def shrank(self, key: str, before: int, after: int) -> None:
@@ -158,7 +155,7 @@ class Feed:
         """
         meta_key = f"{COMPACTION_PREFIX}{self.session_id}.{key}"
         # Redacted as the ``compact`` hook redacts it: stored so, and compared so with one the hook recorded.
-        redact = self.sidecar.capture_options.redactor.redact_optional
+        redact = self.sink.capture_options.redactor.redact_optional
         record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
         def work(conn: Connection) -> int:
@@ -173,7 +170,7 @@ class Feed:
             conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (meta_key, str(compaction_id)))
             return 0 if live is not None else 1
 
-        return self.sidecar.db.write(work)
+        return self.sink.db.write(work)
 
 
 def _live_compaction(conn: Connection, session_rowid: int, record: snapshots.CompactionRecord) -> int | None:
@@ -219,12 +216,12 @@ def claim_imported(conn: Connection, session: SessionRef, record: snapshots.Comp
     return {"compactionId": int(row[0]), "status": snapshots.COMPACTED, "snapshot": snapshot, "lastMessageId": last_id}
 
 
-def load_cursor(sidecar: Sidecar, name: str) -> dict[str, Any]:
-    row = sidecar.db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_PREFIX + name,)).fetchone()
+def load_cursor(db: Database, name: str) -> dict[str, Any]:
+    row = db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_PREFIX + name,)).fetchone()
     value = parse_entry(row[0]) if row is not None else None
     return value or {}
 
 
-def save_cursor(sidecar: Sidecar, name: str, value: dict[str, Any]) -> None:
+def save_cursor(db: Database, name: str, value: dict[str, Any]) -> None:
     params = (CURSOR_PREFIX + name, json.dumps(value, sort_keys=True))
-    sidecar.db.write(lambda conn: conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", params))
+    db.write(lambda conn: conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", params))

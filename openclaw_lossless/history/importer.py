@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from openclaw_lossless.errors import NotFound
 from openclaw_lossless.history.readers import Codec, Follow, JsonlReader, Reader, SqliteReader, legacy_keys
+from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import (
     AGENT_ID,
     SAFE_SESSION_ID,
@@ -20,15 +20,11 @@ from openclaw_lossless.history.sources import (
 )
 from openclaw_lossless.store.sessions import find_session
 
-if TYPE_CHECKING:
-    from openclaw_lossless.sidecar import Sidecar
-
-
 Progress = Callable[[int, int], object]  # (entries done, entries planned); what it returns is ignored
 
 
 def import_history(
-    sidecar: Sidecar,
+    sink: Sink,
     state_dir: Path,
     *,
     agent: str | None = None,
@@ -49,19 +45,19 @@ def import_history(
         if agent is not None and source.agent_id != agent:
             continue
         if source.kind == "sqlite":
-            readers.append(SqliteReader(sidecar, source, codec, session_id, follow))
+            readers.append(SqliteReader(sink, source, codec, session_id, follow))
         elif session_id is None or source.session_id == session_id:
             names = keys.setdefault(source.path.parent, legacy_keys(source.path.parent))
-            readers.append(JsonlReader(sidecar, source, codec, names.get(_primary_name(source)), follow))
+            readers.append(JsonlReader(sink, source, codec, names.get(_primary_name(source)), follow))
     return _run(readers, progress)
 
 
-def import_session(sidecar: Sidecar, state_dir: Path, session_id: str, agent_id: str) -> int:
+def import_session(sink: Sink, state_dir: Path, session_id: str, agent_id: str) -> int:
     """Import one session the store has never seen (the bootstrap hook's call); a known one costs one read.
 
     Returns the number of messages stored.
     """
-    if find_session(sidecar.db.reader(), session_id) is not None:
+    if find_session(sink.db.reader(), session_id) is not None:
         return 0
     if not AGENT_ID.match(agent_id) or not is_identifier(session_id):
         return 0
@@ -71,12 +67,12 @@ def import_session(sidecar: Sidecar, state_dir: Path, session_id: str, agent_id:
     database = agent_dir / "agent" / SQLITE_NAME
     if database.is_file():
         source = Source("sqlite", agent_id, database, relative_path(state_dir, database))
-        readers.append(SqliteReader(sidecar, source, codec, session_id))
+        readers.append(SqliteReader(sink, source, codec, session_id))
     transcript = agent_dir / "sessions" / f"{session_id}.jsonl"
     if SAFE_SESSION_ID.match(session_id) and transcript.is_file():
         source = Source("jsonl", agent_id, transcript, relative_path(state_dir, transcript), session_id)
         key = legacy_keys(transcript.parent).get(transcript.name)
-        readers.append(JsonlReader(sidecar, source, codec, key))
+        readers.append(JsonlReader(sink, source, codec, key))
     return _run(readers, None).messages_imported
 
 

@@ -11,17 +11,14 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 from urllib.parse import quote
 
 from openclaw_lossless.history.entries import entry_kind, parse_entry, session_key_for
 from openclaw_lossless.history.feed import BATCH, Feed, load_cursor, save_cursor
+from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import Source, SourceReport, is_identifier
 from openclaw_lossless.store.connection import Connection, sqlite_module
-
-if TYPE_CHECKING:
-    from openclaw_lossless.sidecar import Sidecar
-
 
 _TAIL_BYTES = 64
 # Whether to read a session: (agent id, session id, the key OpenClaw recorded or None, when OpenClaw created
@@ -50,8 +47,8 @@ class Codec:
 class Reader:
     """What both kinds of source share: a report, the sessions touched, and a plan → run life cycle."""
 
-    def __init__(self, sidecar: Sidecar, source: Source, codec: Codec | None, follow: Follow | None = None) -> None:
-        self.sidecar = sidecar
+    def __init__(self, sink: Sink, source: Source, codec: Codec | None, follow: Follow | None = None) -> None:
+        self.sink = sink
         self.source = source
         self.codec = codec
         self.follow = follow
@@ -64,7 +61,7 @@ class Reader:
         The selection matches the key OpenClaw recorded, or the session id when it recorded none (never the
         ``agent:<id>:import:<session>`` key the import makes up).
         """
-        if not self.sidecar.selection.captures(session_id, key if recorded_key else None):
+        if not self.sink.selection.captures(session_id, key if recorded_key else None):
             self.report.sessions_excluded += 1
             return False
         if self.follow is not None and not self.follow(self.source.agent_id, session_id, recorded_key, born_ms):
@@ -99,9 +96,9 @@ class SqliteReader(Reader):
     """An agent's ``openclaw-agent.sqlite``, opened ``mode=ro`` and ``query_only``; it is never written."""
 
     def __init__(
-        self, sidecar: Sidecar, source: Source, codec: Codec | None, only: str | None, follow: Follow | None = None
+        self, sink: Sink, source: Source, codec: Codec | None, only: str | None, follow: Follow | None = None
     ) -> None:
-        super().__init__(sidecar, source, codec, follow)
+        super().__init__(sink, source, codec, follow)
         self.only = only
         self.plans: list[_SessionPlan] = []
         self.module = sqlite_module()
@@ -147,7 +144,7 @@ class SqliteReader(Reader):
 
     def _resume_after(self, session_id: str, generation: str | None, max_seq: int) -> int:
         """The cursor's seq, unless OpenClaw rewrote or shortened the transcript since (then: from the start)."""
-        cursor = load_cursor(self.sidecar, f"{self.source.source_id}#{session_id}")
+        cursor = load_cursor(self.sink.db, f"{self.source.source_id}#{session_id}")
         seq = cursor.get("seq")
         if not isinstance(seq, int) or cursor.get("generation") != generation or seq > max_seq:
             return -1
@@ -169,7 +166,7 @@ class SqliteReader(Reader):
 
         Short pages keep each read transaction short, so OpenClaw's checkpoints are never held up.
         """
-        feed = Feed(self.sidecar, plan.session_id, plan.session_key, self.report)
+        feed = Feed(self.sink, plan.session_id, plan.session_key, self.report)
         last, stored_upto = plan.after_seq, plan.after_seq
         blocked = False
         while rows := conn.execute(
@@ -189,7 +186,7 @@ class SqliteReader(Reader):
             feed.flush()
             if stored_upto > plan.after_seq:
                 cursor = {"seq": stored_upto, "generation": plan.generation}
-                save_cursor(self.sidecar, f"{self.source.source_id}#{plan.session_id}", cursor)
+                save_cursor(self.sink.db, f"{self.source.source_id}#{plan.session_id}", cursor)
             tick(len(rows))
         self._finish(feed)
 
@@ -273,9 +270,9 @@ class JsonlReader(Reader):
     """
 
     def __init__(
-        self, sidecar: Sidecar, source: Source, codec: Codec | None, key: str | None, follow: Follow | None = None
+        self, sink: Sink, source: Source, codec: Codec | None, key: str | None, follow: Follow | None = None
     ) -> None:
-        super().__init__(sidecar, source, codec, follow)
+        super().__init__(sink, source, codec, follow)
         self.session_id = source.session_id or source.path.name
         self.session_key = session_key_for(key, source.agent_id, self.session_id)
         self.recorded_key = key
@@ -295,7 +292,7 @@ class JsonlReader(Reader):
             return 0
         try:
             stat = self.source.path.stat()
-            cursor = load_cursor(self.sidecar, self.source.source_id)
+            cursor = load_cursor(self.sink.db, self.source.source_id)
             if (cursor.get("size"), cursor.get("mtimeNs")) == (stat.st_size, stat.st_mtime_ns):
                 return 0
             with self._stream() as stream:
@@ -327,7 +324,7 @@ class JsonlReader(Reader):
                 if self.messages_before is not None:
                     cursor["messages"] = self.messages_before + messages
             save_cursor(
-                self.sidecar, self.source.source_id, cursor | {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}
+                self.sink.db, self.source.source_id, cursor | {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}
             )
         except OSError as exc:
             self.report.error = f"reading {self.source.source_id} stopped: {exc}"
@@ -340,7 +337,7 @@ class JsonlReader(Reader):
 
         A last line without its newline is consumed only when it parses: OpenClaw may be writing it.
         """
-        feed = Feed(self.sidecar, self.session_id, self.session_key, self.report)
+        feed = Feed(self.sink, self.session_id, self.session_key, self.report)
         if self.shrink is not None:
             feed.shrank(self.shrink.key, self.shrink.before, self.shrink.after)
         stream.seek(start)

@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from openclaw_lossless.errors import BadRequest, InvalidSessionKey
+from openclaw_lossless.errors import BadRequest, InvalidSessionKey, NotFound
 from openclaw_lossless.store.connection import Connection
 
 DEFAULT_AGENT = "main"
@@ -151,6 +151,32 @@ def _unused_spawned(conn: Connection, child_key: str) -> int | None:
 def find_session(conn: Connection, session_id: str) -> SessionRef | None:
     row = conn.execute("SELECT id, session_key, agent_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     return None if row is None else SessionRef(int(row[0]), session_id, row[1], str(row[2]))
+
+
+def require_session(conn: Connection, session_id: str) -> SessionRef:
+    """The session an operator named; not stored is their mistake to fix (404), so it says so."""
+    found = find_session(conn, session_id)
+    if found is None:
+        raise NotFound(f"no session {session_id[:80]!r} is stored")
+    return found
+
+
+def latest_session(conn: Connection) -> SessionRef:
+    """The most recently active session: what ``recover`` and ``snapshot create`` mean when none is named."""
+    row = conn.execute("SELECT session_id FROM sessions ORDER BY last_seen_at DESC LIMIT 1").fetchone()
+    if row is None:
+        raise NotFound("the store holds no sessions yet")
+    return require_session(conn, str(row[0]))
+
+
+def agent_ids(conn: Connection) -> frozenset[str]:
+    """Every agent the store holds a session of: the scope ``all`` stands for."""
+    return frozenset(str(row[0]) for row in conn.execute("SELECT DISTINCT agent_id FROM sessions"))
+
+
+def session_ids(conn: Connection) -> dict[int, str]:
+    """Each session's row id to its OpenClaw ``sessionId``, to name the session of many hits at once."""
+    return {int(row[0]): str(row[1]) for row in conn.execute("SELECT id, session_id FROM sessions")}
 
 
 def session_by_rowid(conn: Connection, rowid: int) -> SessionRef:

@@ -1,0 +1,201 @@
+"""Every write of the conversation record: turns, messages outside a turn, a first session's history,
+compactions, subagents and named snapshots.
+
+Why one room: the writes share one discipline. Every message is captured before anything is written (one bad
+message rejects the whole request), each request is one transaction, and after it the embedding worker is
+woken and, now and then, the size cap checked; nothing heavy runs on the turn's path. The history import
+(``history/``) writes through this same object (``history.sink.Sink``), so an imported message and a
+committed one are captured, redacted and selected alike, and catch-up (which it owns) is told what the hooks
+saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from openclaw_lossless.activity import Activity
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
+from openclaw_lossless.config import RecallSettings, Settings
+from openclaw_lossless.embed.worker import EmbeddingWorker
+from openclaw_lossless.history import import_session, skipped
+from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.history.feed import claim_imported
+from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.selection import SessionSelection
+from openclaw_lossless.service.size_cap import SizeCap
+from openclaw_lossless.store import messages, snapshots, subagents
+from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sessions import (
+    agent_of,
+    check_identifier,
+    ensure_session,
+    find_session,
+    latest_session,
+    require_session,
+)
+
+
+class Ingest:
+    """The write side: what the host's write hooks and the operator's ``snapshot create`` do to the store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        *,
+        selection: SessionSelection,
+        capture_options: CaptureOptions,
+        activity: Activity,
+        metrics: Metrics,
+        worker: EmbeddingWorker | None,
+        size_cap: SizeCap,
+    ) -> None:
+        self.db = db
+        self.openclaw_state = settings.openclaw_state
+        self.selection = selection
+        self.capture_options = capture_options
+        self.activity = activity
+        self.metrics = metrics
+        self.worker = worker
+        self.size_cap = size_cap
+        # Catch-up imports through this object; its thread starts with the server (app.py).
+        self.catch_up = CatchUp(self, settings, activity, enabled=settings.catch_up)
+
+    # -- what follows a write (also ``history.sink.Sink``) -------------------------------------------------
+
+    def wake_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.notify()
+
+    def after_write(self, stored: int) -> None:
+        """Stored messages wait on the backlog for the worker; the size check runs in a thread of its own."""
+        if stored:
+            self.wake_worker()
+        self.size_cap.check_soon()
+
+    def _records(self, raw: Sequence[Any]) -> list[MessageRecord]:
+        """Capture every message before any write: one bad message rejects the whole request."""
+        now = time.time()
+        return [capture(message, self.capture_options, now=now) for message in raw]
+
+    # -- the host's hooks ----------------------------------------------------------------------------------
+
+    def commit_turn(
+        self,
+        advancement_key: str,
+        session_id: str,
+        session_key: str | None,
+        raw: Sequence[Any],
+        *,
+        heartbeat: bool,
+        recall: RecallSettings,
+    ) -> dict[str, Any]:
+        """Store a turn's messages and its advancement key in one transaction; a replayed key writes nothing."""
+        check_identifier(advancement_key, "advancementKey")
+        if not self.selection.captures(session_id, session_key):  # committed: the host must not retry it
+            return {"status": "committed", "stored": 0, "skippedHeartbeat": False}
+        skip = heartbeat and recall.skip_heartbeats
+        records = [] if skip else messages.turn_identities(self._records(raw), advancement_key)
+        agent: list[str] = []
+
+        def work(conn: Connection) -> tuple[str, list[int]]:
+            session = ensure_session(conn, session_id, session_key)
+            agent[:] = [session.agent_id]
+            status, ids = messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
+            if skip and status == "committed":  # so that catch-up and import leave them out too
+                skipped.remember(conn, session_id, raw)
+            return status, ids
+
+        began = time.perf_counter()
+        status, ids = self.db.write(work)
+        if status == "committed":
+            self.activity.committed(agent[0], time.time())
+        self._count_commit(status, len(ids), time.perf_counter() - began)
+        self.after_write(len(ids))
+        if status == "committed" and records:  # a late or out-of-order turn: the host may hold more we missed
+            self.catch_up.after_commit(session_id, session_key, max(record.created_at for record in records))
+        return {"status": status, "stored": len(ids), "skippedHeartbeat": skip}
+
+    def _count_commit(self, status: str, stored: int, seconds: float) -> None:
+        self.metrics.observe("commit-turn", seconds)
+        self.metrics.counters[f"turns_{status}"] += 1
+        self.metrics.stored["commit-turn"] += stored
+
+    def ingest(
+        self, session_id: str, session_key: str | None, raw: Sequence[Any], *, heartbeat: bool, recall: RecallSettings
+    ) -> int:
+        """Store messages outside a durable turn; re-sent messages are stored once (content identity)."""
+        if not self.selection.captures(session_id, session_key):
+            return 0
+        if heartbeat and recall.skip_heartbeats:  # recorded, so that catch-up and import leave them out too
+            check_identifier(session_id, "sessionId")
+            self.db.write(lambda conn: skipped.remember(conn, session_id, raw))
+            return 0
+        records = self._records(raw)
+
+        def work(conn: Connection) -> list[int]:
+            return messages.insert_records(conn, ensure_session(conn, session_id, session_key), records)
+
+        ids = self.db.write(work)
+        self.metrics.stored["ingest"] += len(ids)
+        self.after_write(len(ids))
+        return len(ids)
+
+    def bootstrap(self, session_id: str, session_key: str | None) -> dict[str, Any]:
+        """Register the session, importing its existing OpenClaw history the first time it is seen.
+
+        Cheap when the session is already known: one read, no write.
+        """
+        check_identifier(session_id, "sessionId")
+        if not self.selection.captures(session_id, session_key):
+            return {"bootstrapped": True, "importedMessages": 0, "reason": "excluded"}
+        known = find_session(self.db.reader(), session_id)
+        if known is not None and (known.session_key is not None or session_key is None):
+            self.catch_up.after_bootstrap(session_id, known.session_key)  # seen again after a gap? (in its thread)
+            return {"bootstrapped": True, "importedMessages": 0, "reason": "known"}
+        imported = 0
+        if known is None:
+            imported = import_session(self, self.openclaw_state, session_id, agent_of(session_key))
+            self.after_write(imported)
+        self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
+        return {"bootstrapped": True, "importedMessages": imported, "reason": "imported" if imported else "registered"}
+
+    def compact(self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord) -> dict[str, Any]:
+        """Record the host's compaction. Its summary is the host model's retelling of the turns it replaced, so it
+        can quote whatever they held: it is redacted like a message before it is stored, and so is the reason."""
+        redact = self.capture_options.redactor.redact_optional
+        record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
+
+        def work(conn: Connection) -> dict[str, Any]:
+            session = ensure_session(conn, session_id, session_key)  # a catch-up may have imported it already
+            return claim_imported(conn, session, record) or snapshots.record_compaction(conn, session, record)
+
+        return {"recorded": True, **self.db.write(work)}
+
+    def subagent_spawn(self, parent_key: str, child_key: str, context_mode: str | None) -> int:
+        """Link the child's session to its parent's (the spawn id); recall then follows the link."""
+        return self.db.write(lambda conn: subagents.link(conn, parent_key, child_key, context_mode))
+
+    def subagent_rollback(self, spawn_id: int | None, child_key: str | None) -> bool:
+        """Undo a spawn the host gave up on: the link and the child's registered session both go."""
+        return self.db.write(lambda conn: subagents.unlink(conn, spawn_id, child_key))
+
+    def subagent_ended(self, child_key: str, reason: str) -> dict[str, Any]:
+        """Copy the child's outcome into its parent's recall; the parent's announce turn is caught up later."""
+        reason = self.capture_options.redactor.redact(reason)  # free text from the host, stored: redacted
+        linked, copied = self.db.write(lambda conn: subagents.end(conn, child_key, reason))
+        self.after_write(copied)
+        self.catch_up.after_subagent_ended(child_key)  # the parent's announce turn is never committed
+        return {"ended": linked, "outcomesCopied": copied}
+
+    # -- the operator's -------------------------------------------------------------------------------------
+
+    def snapshot_create(self, name: str, session_id: str | None) -> dict[str, Any]:
+        """Name the point a session has reached (the most recently active one when none is named)."""
+        conn = self.db.reader()
+        session = require_session(conn, session_id) if session_id else latest_session(conn)
+        last = self.db.write(lambda conn: snapshots.create_snapshot(conn, session, name))
+        return {"name": name, "sessionId": session.session_id, "lastMessageId": last}

@@ -1,0 +1,241 @@
+"""Every read: the recall assemble adds to a turn, and what an operator or an agent tool asks of the store.
+
+Why one room: these all read the store through the one ``Assembler`` (hybrid search, scoring, budgets) or
+the store's own lookups, and none of them writes the conversation record. ``assemble`` is the hot path: it
+does its reading here and leaves anything heavy (catch-up's checks) to catch-up's thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from openclaw_lossless.activity import Activity
+from openclaw_lossless.config import RecallSettings, Settings
+from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
+from openclaw_lossless.recall.window import Descriptor
+from openclaw_lossless.selection import SessionSelection
+from openclaw_lossless.store import messages, snapshots
+from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sessions import (
+    Scope,
+    agent_ids,
+    agent_of,
+    check_identifier,
+    find_session,
+    latest_session,
+    require_session,
+    session_by_rowid,
+    session_ids,
+)
+
+
+class Queries:
+    """The read side: assemble's recall, search, pack, recover, a cited message, snapshots, compactions."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        *,
+        selection: SessionSelection,
+        assembler: Assembler,
+        activity: Activity,
+        metrics: Metrics,
+        catch_up: CatchUp,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.selection = selection
+        self.assembler = assembler
+        self.activity = activity
+        self.metrics = metrics
+        self.catch_up = catch_up
+
+    # -- the host's turn -----------------------------------------------------------------------------------
+
+    def assemble(
+        self,
+        session_id: str,
+        session_key: str | None,
+        descriptors: Sequence[Descriptor],
+        prompt: str | None,
+        token_budget: int | None,
+        recall: RecallSettings,
+        now: float | None = None,
+    ) -> AssembleResult:
+        """The window and the recalled block for a turn; an excluded session gets its window and no recall."""
+        check_identifier(session_id, "sessionId")
+        began = time.perf_counter()
+        excluded = not self.selection.captures(session_id, session_key)
+        if excluded:  # the recent window as the host sent it, and no recall
+            recall = recall.model_copy(update={"retrieval_count": 0})
+        request = AssembleInput(
+            session_id=session_id,
+            session_key=session_key,
+            descriptors=descriptors,
+            prompt=prompt,
+            token_budget=token_budget or self.settings.default_token_budget,
+            settings=recall,
+            now=time.time() if now is None else now,
+            deadline_s=self.settings.assemble_deadline_ms / 1000,
+            recalled_text_chars=self.settings.recalled_text_chars,
+        )
+        result = self.assembler.assemble(self.db.reader(), request)
+        if excluded:
+            result.skipped = "excluded_session"
+        else:
+            self.catch_up.after_assemble(session_id, session_key, descriptors)
+        self.activity.assembled(self._agent_of(session_id, session_key), session_id, result, time.time())
+        self.metrics.observe("assemble", time.perf_counter() - began)
+        if result.skipped:
+            self.metrics.recall_skips[result.skipped] += 1
+        return result
+
+    def _agent_of(self, session_id: str, session_key: str | None) -> str:
+        """The agent a turn belongs to: from its key (validated by the route), else from its stored session."""
+        if session_key is not None:
+            return agent_of(session_key)
+        known = find_session(self.db.reader(), session_id)
+        return known.agent_id if known is not None else agent_of(None)
+
+    # -- search and pack -----------------------------------------------------------------------------------
+
+    def search(self, text: str, scope: str, k: int, mode: str) -> list[dict[str, Any]]:
+        """The ``k`` best hits for ``text`` in ``scope``, each with the score parts a caller may weigh."""
+        began = time.perf_counter()
+        conn = self.db.reader()
+        hits = self.assembler.search(
+            conn,
+            text,
+            self.scope(conn, scope),
+            k,
+            mode,
+            self.settings.recall,
+            time.time(),
+            self.settings.assemble_deadline_ms / 1000,
+        )
+        sessions = session_ids(conn) if hits else {}
+        self.metrics.observe("search", time.perf_counter() - began)
+        return [
+            {
+                "id": m.id,
+                "citation": m.citation,
+                "role": m.role,
+                "kind": m.kind,
+                "createdAt": m.created_at,
+                "sessionId": sessions.get(m.session_rowid),
+                "agentId": m.agent_id,
+                "text": m.text,
+                "score": round(c.relevance * c.weight, 6),
+                "relevance": round(c.relevance, 6),
+                "similarity": round(c.similarity, 6),
+                "cosine": c.cosine,
+                "keyword": c.keyword,
+                "lanes": sorted(c.lanes),
+            }
+            for c, m in hits
+        ]
+
+    def scope(self, conn: Connection, spec: str) -> Scope:
+        """Parse a search scope: 'all', 'agent:<agentId>' or 'session:<sessionId>'."""
+        if spec == "all":
+            return Scope(agent_ids=agent_ids(conn))
+        kind, _, value = spec.partition(":")
+        if kind == "agent" and value:
+            return Scope(agent_ids=frozenset({value}))
+        if kind == "session" and value:
+            return Scope(session_rowids=frozenset({require_session(conn, value).rowid}))
+        raise BadRequest("scope must be 'all', 'agent:<agentId>' or 'session:<sessionId>'")
+
+    def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> dict[str, Any]:
+        """The bounded, cited context bundle for a query: what assemble would recall with an empty window."""
+        conn = self.db.reader()
+        # The caller's budget is the bundle's cap: the per-turn recallTokenBudget does not shrink it.
+        recall = self.settings.recall.model_copy(update={"recall_token_budget": budget_tokens})
+        if count is not None:
+            recall = recall.model_copy(update={"retrieval_count": count})
+        request = AssembleInput(
+            session_id="pack",
+            session_key=None,
+            descriptors=[],
+            prompt=query,
+            token_budget=budget_tokens,
+            settings=recall,
+            now=time.time(),
+            deadline_s=self.settings.assemble_deadline_ms / 1000,
+            recalled_text_chars=self.settings.recalled_text_chars,
+            scope=self.scope(conn, scope),
+        )
+        result = self.assembler.assemble(conn, request)
+        texts = messages.fetch(conn, [item["id"] for item in result.recalled])
+        items = [item | {"text": texts[item["id"]].text} for item in result.recalled]
+        return {
+            "query": query,
+            "budgetTokens": budget_tokens,
+            "estimatedTokens": result.estimated_tokens,
+            "items": items,
+            "block": result.system_prompt_addition,
+            "recallSkipped": result.skipped,
+            "trace": {"query": result.query, "candidates": result.trace()},
+        }
+
+    # -- the record as stored ------------------------------------------------------------------------------
+
+    def recover(self, session_id: str | None, last: int, up_to: int | None = None) -> dict[str, Any]:
+        """A session's last messages (the most recently active session when none is named)."""
+        conn = self.db.reader()
+        session = require_session(conn, session_id) if session_id else latest_session(conn)
+        return {
+            "sessionId": session.session_id,
+            "sessionKey": session.session_key,
+            "agentId": session.agent_id,
+            "upTo": None if up_to is None else f"msg:{up_to}",
+            "messages": messages.recent(self.db.reader(), session.rowid, last, up_to),
+        }
+
+    def message(self, message_id: int, context: int) -> dict[str, Any]:
+        """The message a citation ``msg:<id>`` names, with ``context`` messages of its session either side."""
+        conn = self.db.reader()
+        found = messages.around(conn, message_id, context)
+        if found is None:
+            raise NotFound(
+                f"no message msg:{message_id} is in the store; archived messages live in the JSONL archive "
+                "under the state dir ('openclaw-lossless stats' shows how many were archived)"
+            )
+        session = session_by_rowid(conn, found.session_rowid)
+        return {
+            "sessionId": session.session_id,
+            "sessionKey": session.session_key,
+            "agentId": session.agent_id,
+            "message": found.message,
+            "before": found.before,
+            "after": found.after,
+        }
+
+    def snapshot(self, name: str) -> dict[str, Any]:
+        """A named snapshot: the session and the last message it marks."""
+        found = snapshots.find_snapshot(self.db.reader(), name)
+        if found is None:
+            raise NotFound(f"no snapshot named {name!r}; 'openclaw-lossless snapshot list' shows them")
+        return found
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        return snapshots.list_snapshots(self.db.reader())
+
+    def compaction(self, compaction_id: int) -> dict[str, Any]:
+        """A compaction that removed something: the point ``recover --before-compaction`` goes back to."""
+        found = snapshots.find_compaction(self.db.reader(), compaction_id)
+        if found is None:
+            raise NotFound(f"no compaction {compaction_id}; 'openclaw-lossless stats' counts them")
+        if found["status"] != snapshots.COMPACTED:  # the host removed nothing: there is no "before" to show
+            why = f" ({found['reason']})" if found["reason"] else ""
+            raise BadRequest(
+                f"compaction {compaction_id} did not compact: {found['status']}{why}; the host removed nothing"
+                f" then, so 'recover --session {found['sessionId']}' shows the whole conversation"
+            )
+        return found

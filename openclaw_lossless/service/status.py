@@ -1,0 +1,184 @@
+"""What the sidecar reports about itself: ``/healthz`` (can a turn be stored now?) and ``/stats``.
+
+Why apart from the reads of the conversation: these describe the process (embedder, index, worker, catch-up,
+latencies) more than the store, and they must answer exactly when something is broken, so a failing store
+is reported here, never raised.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from openclaw_lossless import __version__
+from openclaw_lossless.activity import Activity
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.index import VectorIndex
+from openclaw_lossless.embed.openai_compat import EmbedderStats
+from openclaw_lossless.embed.service import EmbeddingService
+from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
+from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.service.size_cap import SizeCap
+from openclaw_lossless.store import archive, counts, snapshots
+from openclaw_lossless.store.connection import Database, translate_error
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """Whether the vectors are being made again at start-up, and with what they had been made (for /stats)."""
+
+    rebuilding: bool = False
+    rebuilt_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the report reads: the sidecar's parts, as ``sidecar.py`` wired them."""
+
+    settings: Settings
+    db: Database
+    embedding: EmbeddingService
+    index: VectorIndex | None
+    worker: EmbeddingWorker | None
+    activity: Activity
+    catch_up: CatchUp
+    metrics: Metrics
+    size_cap: SizeCap
+    rebuild: Rebuild
+
+
+class Status:
+    """``health()`` for ``/healthz``, ``stats()`` for ``/stats``; both as the wire shows them (camelCase)."""
+
+    def __init__(self, parts: Parts, *, started: float) -> None:
+        self.parts = parts
+        self.started = started  # monotonic, for the uptime
+
+    def health(self) -> dict[str, Any]:
+        """Liveness and readiness: ``ok``; ``degraded`` (hooks work, recall is keyword-only); ``unavailable``.
+
+        ``unavailable`` means a turn cannot be stored now (the database takes no write lock or cannot be
+        read); the route answers it with 503, so a supervisor or the plugin's start-up wait sees it. A store
+        that fails is reported here, never raised: the operator needs this document most exactly then.
+        """
+        p = self.parts
+        problem = self._write_problem()
+        vec_version: str | None = None
+        backlog: int | None = None
+        try:
+            conn = p.db.reader()
+            vec_version = counts.sqlite_vec_version(conn)
+            backlog = backlog_size(conn)
+        except LosslessError as exc:
+            problem = problem or exc.message
+        except p.db.module.Error as exc:
+            problem = problem or str(translate_error(exc))
+        writable = problem is None
+        return {
+            "status": "unavailable" if not writable else ("ok" if p.embedding.status.ready else "degraded"),
+            "version": __version__,
+            "pid": os.getpid(),
+            "database": {"writable": writable, "problem": problem},
+            "sqliteVec": vec_version,
+            "embedder": self._embedder_view(),
+            "backlog": backlog,
+            "vectorIndex": self._index_view(),
+            "agents": p.activity.times(),
+            "catchUp": p.catch_up.view(short=True),
+        }
+
+    def _write_problem(self) -> str | None:
+        """Why the store cannot take a write now, or None: takes the write lock, as a commit would."""
+        try:
+            self.parts.db.write(counts.probe)
+        except LosslessError as exc:
+            return exc.message
+        except self.parts.db.module.Error as exc:  # not one of ours: e.g. "attempt to write a readonly database"
+            return str(exc)
+        return None
+
+    def _index_view(self) -> dict[str, Any] | None:
+        index = self.parts.index
+        if index is None:
+            return None
+        return {
+            "loaded": index.loaded.is_set(),
+            "vectors": len(index),
+            "searchesWhileLoading": index.searches_while_loading,
+        }
+
+    def _embedder_view(self) -> dict[str, Any]:
+        p = self.parts
+        status = p.embedding.status
+        api = getattr(p.embedding.provider, "stats", None)  # an API provider's requests and failures by kind
+        return {
+            "configured": status.configured,
+            "active": status.active,
+            "model": status.model,
+            "variant": status.variant,
+            "dimension": status.dimension,
+            "ready": status.ready,
+            "reason": status.reason,
+            "fallbacks": dict(status.fallbacks),
+            "rebuilding": p.rebuild.rebuilding,
+            "rebuiltFrom": p.rebuild.rebuilt_from,
+            "worker": self._worker_view(),
+            "api": api.as_dict() if isinstance(api, EmbedderStats) else None,
+        }
+
+    def _worker_view(self) -> dict[str, Any] | None:
+        if self.parts.worker is None:
+            return None
+        worker = self.parts.worker.stats
+        return {
+            "embedded": worker.embedded,
+            "failures": worker.failures,
+            "lastError": worker.last_error,
+            "backoffS": worker.backoff_s,
+            "drainRatePerS": round(worker.drain_rate(), 2),
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Counts, sizes, the embedder, latencies and catch-up: what the README says ``/stats`` shows."""
+        p = self.parts
+        conn = p.db.reader()
+        rows = counts.count_rows(conn)
+        compactions = snapshots.compaction_counts(conn)
+        return {
+            "version": __version__,
+            "uptimeS": round(time.monotonic() - self.started, 1),
+            "messages": rows.messages,
+            "sessions": rows.sessions,
+            "agents": rows.agents,
+            "turns": rows.turns,
+            "compactions": compactions[snapshots.COMPACTED],  # only those that did compact
+            "compactionFailures": compactions[snapshots.FAILED],
+            "compactionOutcomes": compactions,  # every status, failed and skipped (nothing to compact) too
+            "snapshots": rows.snapshots,
+            "forgotten": rows.forgotten,  # tombstones: messages forgotten on request
+            "subagents": rows.subagents,
+            "vectors": len(p.index) if p.index is not None else 0,
+            "vectorIndex": self._index_view(),
+            "backlog": backlog_size(conn),
+            "embedder": self._embedder_view(),
+            "database": {
+                "path": str(p.db.path),
+                "bytes": p.db.file_bytes(),
+                "usedBytes": archive.used_bytes(conn),
+                "maxDbSizeMb": p.settings.max_db_size_mb,
+            },
+            "archive": {
+                "archivedMessages": rows.archived_messages,
+                "archives": rows.archives,
+                "last": p.size_cap.last,
+            },
+            "latency": p.metrics.latency(),
+            "recallSkips": dict(p.metrics.recall_skips),
+            "counters": dict(p.metrics.counters),
+            "agentActivity": p.activity.times(),
+            "catchUp": p.catch_up.view(),
+        }
