@@ -29,6 +29,7 @@ from openclaw_lossless.store.connection import Connection, Database
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
+WINDOW_BATCHES = 8  # batches of the backlog read at once and regrouped by length: see _next_batch
 
 
 @dataclass
@@ -63,6 +64,8 @@ class EmbeddingWorker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lossless-embed", daemon=True)
         self._use_cache = provider.identity.provider != "local"
+        self._pending: list[list[tuple[int, str, str, int]]] = []
+        self._pending_lock = threading.Lock()
 
     def start(self) -> None:
         self._thread.start()
@@ -130,11 +133,27 @@ class EmbeddingWorker:
         return len(ids)
 
     def _next_batch(self) -> list[tuple[int, str, str, int]]:
+        """The next batch: from the oldest ``WINDOW_BATCHES`` batches of the backlog, texts of similar length.
+
+        A batch is padded to its longest text, so a backlog read in id order (a short reply, a pasted log, a
+        short reply...) spends much of the model's time on padding. The window is read once, sorted by length
+        and handed out a batch at a time; every message of a window is embedded before the next window is read,
+        so nothing old waits behind newer messages for more than one window. A message changed or forgotten
+        meanwhile is caught by ``_persist``.
+        """
+        with self._pending_lock:
+            if not self._pending:
+                window = sorted(self._read_window(), key=lambda row: len(row[1]))
+                self._pending = [window[k : k + self.batch_size] for k in range(0, len(window), self.batch_size)]
+                self._pending.reverse()  # popped from the end: shortest first
+            return self._pending.pop() if self._pending else []
+
+    def _read_window(self) -> list[tuple[int, str, str, int]]:
         conn = self.db.reader()
         rows = conn.execute(
             "SELECT b.message_id, m.text, m.agent_id, m.session_rowid FROM embedding_backlog b"
             " LEFT JOIN messages m ON m.id = b.message_id ORDER BY b.message_id LIMIT ?",
-            (self.batch_size,),
+            (self.batch_size * WINDOW_BATCHES,),
         ).fetchall()
         orphans = [int(r[0]) for r in rows if r[1] is None]
         if orphans:  # messages pruned while queued
