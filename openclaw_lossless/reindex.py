@@ -16,7 +16,7 @@ from tqdm import tqdm
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import fulltext, messages
+from openclaw_lossless.store import fulltext, messages, vectors
 from openclaw_lossless.store.connection import Connection, Database
 
 FTS_BATCH = 5000
@@ -52,12 +52,7 @@ def rebuild_vectors(sidecar: Sidecar, *, missing_only: bool, drain: bool, progre
 
 
 def _queue(conn: Connection, missing_only: bool) -> int:
-    has_vectors = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone()
-    if missing_only and has_vectors:
-        cursor = conn.execute(
-            "INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages m"
-            " WHERE NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id)"
-        )
-    else:
-        cursor = conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
+    if missing_only and vectors.exists(conn):
+        return vectors.queue_missing(conn)
+    cursor = conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
     return int(cursor.rowcount)

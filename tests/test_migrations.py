@@ -37,7 +37,20 @@ TABLES = {
     "archives",
     "forgotten",
     "message_days",
+    # m009: the vectors' sqlite-vec table and the ordinary tables sqlite-vec keeps it in
+    "message_vectors",
+    "message_vectors_info",
+    "message_vectors_chunks",
+    "message_vectors_rowids",
+    "message_vectors_vector_chunks00",
+    "message_vectors_metadatachunks00",
+    "message_vectors_metadatachunks01",
+    "sqlite_sequence",
 }
+VECTOR_TABLE = (
+    "CREATE VIRTUAL TABLE message_vectors USING vec0(message_id INTEGER PRIMARY KEY,"
+    " embedding int8[384] distance_metric=cosine, session_rowid INTEGER, scale FLOAT)"
+)
 
 # (name, type, not null, default, primary-key position) as PRAGMA table_info reports them
 COLUMNS: dict[str, list[tuple[Any, ...]]] = {
@@ -200,6 +213,7 @@ def test_migrated_schema_is_pinned(tmp_path: Path) -> None:
     assert generated == [("date_terms", "TEXT", 0, None, 0, 2)]
     fts = _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'messages_fts'")[0][0]
     assert "text, date_terms, content='messages', content_rowid='id'" in fts
+    assert _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'message_vectors'")[0][0] == VECTOR_TABLE
 
 
 def test_messages_are_unique_per_session_by_content(tmp_path: Path) -> None:
@@ -211,12 +225,12 @@ def test_messages_are_unique_per_session_by_content(tmp_path: Path) -> None:
     assert ["session_rowid", "content_hash"] in columns
 
 
-def test_a_running_sidecar_adds_only_the_vector_table(sidecar: LiveSidecar) -> None:
+def test_a_running_sidecar_adds_no_table(sidecar: LiveSidecar) -> None:
+    """The vector table is the migrations' (m009): a provider of another dimension only recreates it."""
     path = sidecar.settings.database_path
     tables = {row[0] for row in _rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    extra = tables - TABLES
-    assert "message_vectors" in extra
-    assert all(name.startswith("message_vectors") or name == "sqlite_sequence" for name in extra), extra
+    assert tables == TABLES
+    assert "int8[64]" in _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'message_vectors'")[0][0]
 
 
 def test_migrating_twice_changes_nothing(sidecar: LiveSidecar) -> None:
@@ -274,6 +288,7 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
     # m008 leaves the old messages' days to the server's backfill, and records where it starts (meta)
     counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "message_days": 0, "meta": before["counts"]["meta"] + 1}
+    counts["sqlite_sequence"] = 0  # m009's vec0 table numbers its chunks with AUTOINCREMENT
     assert after["counts"] == before["counts"] | counts
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...

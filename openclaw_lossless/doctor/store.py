@@ -20,6 +20,7 @@ from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.store import vectors
 from openclaw_lossless.store.connection import Connection, open_connection, sqlite_module, translate_error
 from openclaw_lossless.store.forget import resurrected
 from openclaw_lossless.store.migrations import MIGRATIONS
@@ -198,15 +199,11 @@ def _forgotten(conn: Connection) -> Finding:
 
 
 def _vectors(conn: Connection) -> Finding:
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
-        return Finding("vectors", True, "no vector table yet (created on first start)")
-    orphans = conn.execute(
-        "SELECT count(*) FROM message_vectors v WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = v.message_id)"
-    ).fetchone()[0]
-    missing = conn.execute(
-        "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id)"
-        " AND NOT EXISTS (SELECT 1 FROM embedding_backlog b WHERE b.message_id = m.id)"
-    ).fetchone()[0]
+    if not vectors.in_current_format(conn):
+        return Finding("vectors", True, "no sqlite-vec vector table yet (made or converted at the next start)")
+    if recorded_identity(conn) is None:
+        return Finding("vectors", True, "no vectors built yet")
+    missing, orphans = vectors.unaccounted(conn)
     if orphans or missing:
         return Finding(
             "vectors",

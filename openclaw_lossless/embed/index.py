@@ -1,14 +1,13 @@
-"""Message vectors: int8 codes persisted in SQLite, searched from compact in-memory arrays kept in step.
+"""Message vectors: int8 codes persisted in a sqlite-vec table, searched from compact in-memory arrays.
 
-SQLite is the source of truth: ``message_vectors`` holds each message's int8 codes and scale
-(``quantize.py`` says why int8 keeps the ranking) and its session, so the index loads with one sequential
-read and no join. The in-memory ``VectorIndex`` is a cache of that table, loaded at start and appended to by
-the backlog worker after each committed batch.
+SQLite is the source of truth: ``message_vectors`` (``store/vectors.py``, a ``vec0`` table any SQLite shell
+with sqlite-vec can search) holds each message's int8 codes and scale (``quantize.py`` says why int8 keeps
+the ranking) and its session. The in-memory ``VectorIndex`` is a cache of that table, loaded at start and
+appended to by the backlog worker after each committed batch.
 
-Why not search a ``vec0`` table: a float32 full scan there costs ~0.7 µs per vector (~690 ms at 1M); a
-float32 matrix in RAM is 1.5 GB at 1M and slow to load. Here a search scans sign bits (48 bytes a vector)
-for a shortlist and ranks it exactly with the int8 codes: ~440 bytes a vector in RAM and ~400 on disk.
-Databases written by an older version (float32 ``vec0``) are converted in place on first start.
+Why not search with sqlite-vec itself: its KNN scans every vector exactly (~130 ms for 100,000 int8 vectors
+on one core, ``benchmarks/vec_knn.py``), too slow for a turn. Here a search scans sign bits (48 bytes a
+vector) for a shortlist and ranks it exactly with the int8 codes: ~440 bytes a vector in RAM.
 
 ``meta`` records the provider identity the vectors were built with. When the configured provider differs
 (another model, variant or dimension), the old vectors are dropped and every message goes back on the
@@ -29,13 +28,14 @@ import numpy.typing as npt
 
 from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
+from openclaw_lossless.store import vectors as stored
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.sessions import Scope
 
 IDENTITY_KEY = "embedding.identity"
 FORMAT_KEY = "embedding.format"
-FORMAT = "int8-scaled-v1"
-TABLE = "message_vectors"
+FORMAT = "vec0-int8-v1"  # what migration m009 writes: int8 codes in a sqlite-vec ``vec0`` table
+TABLE = stored.TABLE
 DEFAULT_SHORTLIST = 10000
 # The shortlist is also at least this share of the vectors in scope. The true neighbours' rank by sign bits
 # grows with the collection, so a fixed shortlist keeps fewer of them as the history grows (top-20 overlap
@@ -56,46 +56,21 @@ def prepare_table(db: Database, identity: ProviderIdentity) -> bool:
 
 
 def _prepare(conn: Connection, identity: ProviderIdentity) -> bool:
+    """Keep the vectors when ``identity`` built them; otherwise start an empty table and queue every message.
+
+    The table itself comes from migration m009 (with the recorded provider's dimension); only a change of
+    provider, or a first provider, recreates it here, at the new provider's dimension.
+    """
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (IDENTITY_KEY,)).fetchone()
-    stored_format = conn.execute("SELECT value FROM meta WHERE key = ?", (FORMAT_KEY,)).fetchone()
     wanted = json.dumps(asdict(identity), sort_keys=True)
     same_model = row is not None and row[0] == wanted
-    if same_model and stored_format is not None and stored_format[0] == FORMAT:
+    if same_model and stored.exists(conn):
         return False
-    if same_model and _is_vec0(conn):
-        _convert_vec0(conn)
-    else:
-        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        _create(conn)
-        conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
+    stored.recreate(conn, identity.dimension)
+    conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (IDENTITY_KEY, wanted))
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (FORMAT_KEY, FORMAT))
     return row is not None and not same_model
-
-
-def _create(conn: Connection, name: str = TABLE) -> None:
-    conn.execute(
-        f"CREATE TABLE {name} (message_id INTEGER PRIMARY KEY, session_rowid INTEGER NOT NULL,"
-        " scale REAL NOT NULL, codes BLOB NOT NULL)"
-    )
-
-
-def _is_vec0(conn: Connection) -> bool:
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()
-    return row is not None and "vec0" in str(row[0]).lower()
-
-
-def _convert_vec0(conn: Connection, batch: int = 20000) -> None:
-    """Rewrite an older version's float32 ``vec0`` vectors as int8 codes, keeping every vector (no re-embed)."""
-    _create(conn, f"{TABLE}_new")
-    cursor = conn.execute(
-        f"SELECT v.message_id, m.session_rowid, v.embedding FROM {TABLE} v JOIN messages m ON m.id = v.message_id"
-    )
-    while rows := cursor.fetchmany(batch):
-        floats = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        store_vectors(conn, [r[0] for r in rows], floats, [r[1] for r in rows], table=f"{TABLE}_new")
-    conn.execute(f"DROP TABLE {TABLE}")
-    conn.execute(f"ALTER TABLE {TABLE}_new RENAME TO {TABLE}")
 
 
 def recorded_identity(conn: Connection) -> ProviderIdentity | None:
@@ -103,19 +78,10 @@ def recorded_identity(conn: Connection) -> ProviderIdentity | None:
     return None if row is None else ProviderIdentity(**json.loads(row[0]))
 
 
-def store_vectors(
-    conn: Connection, ids: Sequence[int], vectors: Vectors, sessions: Sequence[int], *, table: str = TABLE
-) -> None:
+def store_vectors(conn: Connection, ids: Sequence[int], vectors: Vectors, sessions: Sequence[int]) -> None:
     """Persist vectors as int8 codes and take their messages off the backlog (inside the caller's transaction)."""
     codes, scales = quantize.quantize(vectors)
-    conn.executemany(  # not for a message forgotten while it was being embedded
-        f"INSERT OR REPLACE INTO {table} (message_id, session_rowid, scale, codes)"
-        " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?)",
-        [
-            (int(i), int(s), float(scale), code.tobytes(), int(i))
-            for i, s, scale, code in zip(ids, sessions, scales, codes, strict=True)
-        ],
-    )
+    stored.write(conn, ids, codes, scales, sessions)  # not for a message forgotten while it was being embedded
     conn.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(int(i),) for i in ids])
 
 
@@ -153,23 +119,17 @@ class VectorIndex:
         arrays = (self._ids, self._codes, self._scales, self._bits, self._agents, self._sessions, self._slots)
         return sum(array.nbytes for array in arrays)
 
-    def load(self, conn: Connection, batch: int = 50000) -> None:
+    def load(self, conn: Connection) -> None:
         """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded."""
         agents = {int(r[0]): str(r[1]) for r in conn.execute("SELECT id, agent_id FROM sessions")}
-        low, high = conn.execute(f"SELECT min(message_id), max(message_id) FROM {TABLE}").fetchone()
-        if high is not None:
-            self._reserve(int(high) - int(low) + 1, int(high))
-        cursor = conn.execute(f"SELECT message_id, session_rowid, scale, codes FROM {TABLE}")
-        while rows := cursor.fetchmany(batch):
-            codes = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.int8).reshape(len(rows), -1)
-            sessions = [int(r[1]) for r in rows]
-            self._append(
-                np.array([r[0] for r in rows], dtype=np.int64),
-                codes,
-                np.array([r[2] for r in rows], dtype=np.float32),
-                [agents.get(s, "") for s in sessions],
-                sessions,
-            )
+        span = stored.id_range(conn)
+        if span is not None:
+            self._reserve(span[1] - span[0] + 1, span[1])
+        for block in stored.read_all(conn, self.dimension):
+            if not len(block.ids):
+                continue
+            sessions = block.sessions.tolist()
+            self._append(block.ids, block.codes, block.scales, [agents.get(s, "") for s in sessions], sessions)
         self.loaded.set()
 
     def add(self, ids: Sequence[int], vectors: Vectors, agents: Sequence[str], sessions: Sequence[int]) -> None:

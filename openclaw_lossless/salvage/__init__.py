@@ -40,8 +40,9 @@ from openclaw_lossless.store.rebuild import (
 SHAPED = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "archives")
 TABLES = (*SHAPED, "meta")
 # Tables keyed by message id that are not copied but witness which messages existed: one row per live
-# message in the full-text index, and one per embedded message.
-WITNESSES = ("messages_fts_docsize", "message_vectors")
+# message in the full-text index, and one per embedded message (sqlite-vec's rowids table, keyed by message id;
+# ``message_vectors`` itself in a store written before migration m009).
+WITNESSES = ("messages_fts_docsize", "message_vectors_rowids", "message_vectors")
 
 Progress = Callable[[int, int], None]
 

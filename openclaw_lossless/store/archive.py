@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openclaw_lossless.store import vectors
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.transfer import export_records
 
@@ -121,8 +122,7 @@ def _write_archive(
 
 def _remove(conn: Connection, path: Path, last_id: int) -> int:
     first = conn.execute("SELECT min(id) FROM messages").fetchone()[0]
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
-        conn.execute("DELETE FROM message_vectors WHERE message_id <= ?", (last_id,))
+    vectors.delete_through(conn, last_id)  # before the messages: it finds the vectors by their messages' ids
     conn.execute("DELETE FROM embedding_backlog WHERE message_id <= ?", (last_id,))
     removed = int(conn.execute("DELETE FROM messages WHERE id <= ?", (last_id,)).rowcount)
     conn.execute(

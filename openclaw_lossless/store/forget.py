@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.store import vectors
 from openclaw_lossless.store.connection import Connection, Database
 
 EXCERPT_CHARS = 80
@@ -297,8 +298,7 @@ def delete_messages(conn: Connection, ids: Sequence[int]) -> int:
     """Delete messages with their vectors and backlog entries (the FTS trigger drops their index rows)."""
     conn.execute("PRAGMA secure_delete = ON")
     marks = json.dumps(list(ids))
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
-        conn.execute("DELETE FROM message_vectors WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
+    vectors.delete(conn, ids)  # sqlite-vec zeroes the deleted codes in place; secure_delete wipes freed pages
     conn.execute("DELETE FROM embedding_backlog WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
     return int(conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (marks,)).rowcount)
 

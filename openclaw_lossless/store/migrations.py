@@ -4,15 +4,19 @@ Rules: a migration that has shipped is never edited; a change is a new function 
 A database that records a migration this code does not know was written by a newer version: we refuse to
 touch it (``SchemaTooNew``) rather than guess.
 
-The vector table is not created here: its dimension depends on the embedding provider, so ``embed/index.py``
-creates it and records what built it in ``meta``.
+The vector table is created here (m009), with the dimension of the provider recorded in ``meta`` (or the
+default model's for a new store); a later change of provider recreates it empty (``embed/index.py``), since
+another model's vectors cannot be converted.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable
+
+import numpy as np
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.store.connection import Connection, Database
@@ -312,6 +316,78 @@ def m008_message_days(conn: Connection) -> None:
         conn.execute("INSERT INTO meta (key, value) VALUES ('message_days_backfill_below', ?)", (str(int(last) + 1),))
 
 
+DEFAULT_DIMENSION = 384  # the default local model's (all-MiniLM-L6-v2)
+
+
+def m009_vectors_in_vec0(conn: Connection) -> None:
+    """The message vectors become a sqlite-vec ``vec0`` table (``store/vectors.py``), keeping every vector.
+
+    Why: the store is meant to be searchable by other tools with sqlite-vec (``MATCH ... AND k = 10`` in any
+    SQLite shell), and the int8 codes had been kept in an ordinary table that sqlite-vec cannot search.
+    Nothing is embedded again: each message's int8 codes, scale and session are copied as they are, so the
+    index and recall are the same before and after. A store of the version before (float32 vectors in a
+    ``vec0`` table) has its vectors quantized here, by the rule this migration was written with. Vectors
+    whose length does not match the recorded dimension, or that belong to no message, are not copied; such a
+    message is queued to be embedded again. A store with no recorded provider has no vectors to keep.
+    """
+    identity = conn.execute("SELECT value FROM meta WHERE key = 'embedding.identity'").fetchone()
+    dimension = int(json.loads(identity[0])["dimension"]) if identity else DEFAULT_DIMENSION
+    old = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'message_vectors'").fetchone()
+    if old is not None and identity is not None:
+        if "vec0" in str(old[0]).lower():
+            _m009_quantize_float_vec0(conn)
+        else:
+            conn.execute("ALTER TABLE message_vectors RENAME TO message_vectors_m008")
+    elif old is not None:
+        conn.execute("DROP TABLE message_vectors")
+    conn.execute(  # as written here, not ``vectors.create``: a later migration may change that one's table
+        "CREATE VIRTUAL TABLE message_vectors USING vec0(message_id INTEGER PRIMARY KEY,"
+        f" embedding int8[{dimension}] distance_metric=cosine, session_rowid INTEGER, scale FLOAT)"
+    )
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors_m008'").fetchone():
+        conn.execute(
+            "INSERT INTO message_vectors (message_id, embedding, session_rowid, scale)"
+            " SELECT v.message_id, vec_int8(v.codes), v.session_rowid, v.scale FROM message_vectors_m008 v"
+            " WHERE length(v.codes) = ? AND EXISTS (SELECT 1 FROM messages m WHERE m.id = v.message_id)"
+            " ORDER BY v.message_id",
+            (dimension,),
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT v.message_id FROM message_vectors_m008 v"
+            " WHERE length(v.codes) != ? AND EXISTS (SELECT 1 FROM messages m WHERE m.id = v.message_id)",
+            (dimension,),
+        )
+        conn.execute("DROP TABLE message_vectors_m008")
+    if identity is not None:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('embedding.format', 'vec0-int8-v1')")
+
+
+def _m009_quantize_float_vec0(conn: Connection, batch: int = 20000) -> None:
+    """Rewrite float32 ``vec0`` vectors as int8 codes with a per-vector scale into ``message_vectors_m008``.
+
+    The rule (each vector scaled by its largest component / 127, rounded) is this migration's own copy of
+    ``embed/quantize.py``'s: a migration that has shipped never changes, whatever that module becomes.
+    """
+    conn.execute(
+        "CREATE TABLE message_vectors_m008 (message_id INTEGER PRIMARY KEY, session_rowid INTEGER NOT NULL,"
+        " scale REAL NOT NULL, codes BLOB NOT NULL)"
+    )
+    cursor = conn.execute(
+        "SELECT v.message_id, m.session_rowid, v.embedding FROM message_vectors v"
+        " JOIN messages m ON m.id = v.message_id"
+    )
+    while rows := cursor.fetchmany(batch):
+        floats = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        largest = np.abs(floats).max(axis=1)
+        scales = np.where(largest > 0, largest / 127.0, 1.0).astype(np.float32)
+        codes = np.clip(np.rint(floats / scales[:, None]), -127, 127).astype(np.int8)
+        conn.executemany(
+            "INSERT INTO message_vectors_m008 (message_id, session_rowid, scale, codes) VALUES (?, ?, ?, ?)",
+            [(r[0], r[1], float(s), c.tobytes()) for r, s, c in zip(rows, scales, codes, strict=True)],
+        )
+    conn.execute("DROP TABLE message_vectors")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
@@ -321,6 +397,7 @@ MIGRATIONS: list[Migration] = [
     m006_compaction_status,
     m007_forgotten,
     m008_message_days,
+    m009_vectors_in_vec0,
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from openclaw_lossless.store import message_days
+from openclaw_lossless.store import message_days, vectors
 from openclaw_lossless.store.connection import Connection
 
 Row = tuple[Any, ...]
@@ -116,8 +116,7 @@ def _fts_delete(conn: Connection, message_id: int, text: str, date_terms: str | 
 
 def _drop_vector(conn: Connection, message_id: int, old_text: str) -> None:
     """The message's vector and the cached embedding of its old text go; it is queued to be embedded again."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'message_vectors'").fetchone():
-        conn.execute("DELETE FROM message_vectors WHERE message_id = ?", (message_id,))
+    vectors.delete(conn, [message_id])
     old_hash = hashlib.sha256(old_text.encode("utf-8", "surrogatepass")).digest()
     conn.execute("DELETE FROM embedding_cache WHERE text_hash = ?", (old_hash,))
     conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) VALUES (?)", (message_id,))

@@ -1,0 +1,199 @@
+"""The message vectors' table: a sqlite-vec ``vec0`` table any SQLite shell with sqlite-vec can search.
+
+Each row is one message's vector as int8 codes (``embedding int8[N]``, cosine distance), with its session
+and the per-vector scale that turns the codes back into floats (``embed/quantize.py`` says why int8 with a
+scale keeps the ranking); both are ``vec0`` metadata columns, so a KNN query can filter by session. Cosine
+ignores the scale, so sqlite-vec's own KNN on the codes ranks as the sidecar does.
+
+Why not an ordinary table: the store is meant to be readable by other tools, and a ``vec0`` table is what
+sqlite-vec's ``MATCH ... AND k = N`` searches. Why the sidecar still keeps its own index in RAM
+(``embed/index.py``): sqlite-vec 0.1.9 scans every vector exactly (~130 ms for 100,000 int8 vectors here,
+``benchmarks/vec_knn.py``), too slow for a turn's recall.
+
+Loading: ``vec0`` returns its rows one at a time through the virtual-table interface (~2-3 s per 100,000
+vectors), so ``read_all`` reads its chunk tables directly (a chunk holds 1,024 rows: validity bits, rowids,
+the codes and each metadata column as one blob apiece): ~0.1 s per 100,000. When those tables are not laid
+out as expected (another sqlite-vec version), it falls back to the plain ``SELECT``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from openclaw_lossless.store.connection import Connection
+
+TABLE = "message_vectors"
+# The vec0 rowids table: one ordinary row per stored vector whose rowid is the message id (its ``id`` column is
+# NULL for an INTEGER PRIMARY KEY table); read directly, it answers "which messages have a vector" at B-tree
+# speed, where a correlated lookup through ``vec0`` costs a virtual-table call per message. Salvage reads it as
+# a witness.
+ROWIDS_TABLE = f"{TABLE}_rowids"
+_BATCH = 50000
+
+
+@dataclass(frozen=True)
+class StoredVectors:
+    """A block of stored vectors, as arrays: what the in-memory index appends in one step."""
+
+    ids: npt.NDArray[np.int64]
+    codes: npt.NDArray[np.int8]
+    scales: npt.NDArray[np.float32]
+    sessions: npt.NDArray[np.int64]
+
+
+def create(conn: Connection, dimension: int) -> None:
+    """Create the empty vector table for vectors of ``dimension`` components."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {TABLE} USING vec0(message_id INTEGER PRIMARY KEY,"
+        f" embedding int8[{int(dimension)}] distance_metric=cosine, session_rowid INTEGER, scale FLOAT)"
+    )
+
+
+def recreate(conn: Connection, dimension: int) -> None:
+    """Drop every stored vector and start an empty table (another model's vectors are never mixed in)."""
+    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    create(conn, dimension)
+
+
+def exists(conn: Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone() is not None
+
+
+def write(
+    conn: Connection,
+    ids: Sequence[int],
+    codes: npt.NDArray[np.int8],
+    scales: npt.NDArray[np.float32],
+    sessions: Sequence[int],
+) -> None:
+    """Store (or replace) these messages' vectors, skipping a message forgotten while it was being embedded.
+
+    ``vec0`` has no ``INSERT OR REPLACE``: a message embedded again (its text was redacted) loses its old row
+    first.
+    """
+    marks = json.dumps([int(i) for i in ids])
+    conn.execute(f"DELETE FROM {TABLE} WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
+    conn.executemany(
+        f"INSERT INTO {TABLE} (message_id, embedding, session_rowid, scale)"
+        " SELECT ?, vec_int8(?), ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?)",
+        [
+            (int(i), code.tobytes(), int(s), float(scale), int(i))
+            for i, code, scale, s in zip(ids, codes, scales, sessions, strict=True)
+        ],
+    )
+
+
+def delete(conn: Connection, ids: Sequence[int]) -> None:
+    """Delete these messages' vectors (each by its key: a range condition would scan the whole table)."""
+    if exists(conn):
+        marks = json.dumps([int(i) for i in ids])
+        conn.execute(f"DELETE FROM {TABLE} WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
+
+
+def delete_through(conn: Connection, last_id: int) -> None:
+    """Delete the vectors of every message up to ``last_id`` (archiving), looked up by key from ``messages``."""
+    if exists(conn):
+        conn.execute(f"DELETE FROM {TABLE} WHERE message_id IN (SELECT id FROM messages WHERE id <= ?)", (last_id,))
+
+
+def in_current_format(conn: Connection) -> bool:
+    """Whether the vectors are in this version's ``vec0`` table (a store not yet migrated has an older one)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (ROWIDS_TABLE,)).fetchone() is not None
+
+
+def id_range(conn: Connection) -> tuple[int, int] | None:
+    """The lowest and highest message id holding a vector (None when there is none)."""
+    low, high = conn.execute(f"SELECT min(rowid), max(rowid) FROM {ROWIDS_TABLE}").fetchone()
+    return None if high is None else (int(low), int(high))
+
+
+def count(conn: Connection) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {ROWIDS_TABLE}").fetchone()[0]) if exists(conn) else 0
+
+
+def queue_missing(conn: Connection) -> int:
+    """Queue every message that has no vector; returns how many were queued."""
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages m"
+        f" WHERE NOT EXISTS (SELECT 1 FROM {ROWIDS_TABLE} v WHERE v.rowid = m.id)"
+    )
+    return int(cursor.rowcount)
+
+
+def unaccounted(conn: Connection) -> tuple[int, int]:
+    """(messages with no vector that are not queued, vectors of no stored message): both 0 in a sound store."""
+    missing = conn.execute(
+        f"SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM {ROWIDS_TABLE} v WHERE v.rowid = m.id)"
+        " AND NOT EXISTS (SELECT 1 FROM embedding_backlog b WHERE b.message_id = m.id)"
+    ).fetchone()[0]
+    orphans = conn.execute(
+        f"SELECT count(*) FROM {ROWIDS_TABLE} v WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = v.rowid)"
+    ).fetchone()[0]
+    return int(missing), int(orphans)
+
+
+def read_all(conn: Connection, dimension: int) -> Iterator[StoredVectors]:
+    """Every stored vector, in blocks: from the chunk tables when they read as expected, else row by row."""
+    if _chunks_readable(conn, dimension):
+        yield from _chunk_blocks(conn, dimension)
+    else:
+        yield from _select_blocks(conn, dimension)
+
+
+_SHADOW_COLUMNS = {
+    "chunks": ["chunk_id", "size", "validity", "rowids"],
+    "vector_chunks00": ["rowid", "vectors"],
+    "metadatachunks00": ["rowid", "data"],
+    "metadatachunks01": ["rowid", "data"],
+}
+
+
+def _chunks_readable(conn: Connection, dimension: int) -> bool:
+    """Whether the chunk tables have the layout ``_chunk_blocks`` reads and account for every stored vector."""
+    for suffix, wanted in _SHADOW_COLUMNS.items():
+        columns = [str(r[1]) for r in conn.execute(f"PRAGMA table_info({TABLE}_{suffix})")]
+        if columns[: len(wanted)] != wanted:
+            return False
+    valid = 0
+    for size, validity in conn.execute(f"SELECT size, validity FROM {TABLE}_chunks"):
+        if len(validity) * 8 < size:
+            return False
+        valid += int(np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[:size].sum())
+    return valid == count(conn)
+
+
+def _chunk_blocks(conn: Connection, dimension: int) -> Iterator[StoredVectors]:
+    """One block per ``vec0`` chunk, read from its shadow tables (a chunk of another shape is skipped)."""
+    cursor = conn.execute(
+        f"SELECT c.size, c.validity, c.rowids, v.vectors, s.data, k.data FROM {TABLE}_chunks c"
+        f" JOIN {TABLE}_vector_chunks00 v ON v.rowid = c.chunk_id"
+        f" JOIN {TABLE}_metadatachunks00 s ON s.rowid = c.chunk_id"
+        f" JOIN {TABLE}_metadatachunks01 k ON k.rowid = c.chunk_id ORDER BY c.chunk_id"
+    )
+    for size, validity, rowids, vectors, sessions, scales in cursor:
+        if not (len(vectors) == size * dimension and len(rowids) == len(sessions) == len(scales) == 8 * size):
+            raise ValueError(f"a {TABLE} chunk of an unexpected size: run 'openclaw-lossless doctor'")
+        valid = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[:size].astype(bool)
+        yield StoredVectors(
+            np.frombuffer(rowids, dtype="<i8")[valid].astype(np.int64),
+            np.frombuffer(vectors, dtype=np.int8).reshape(size, dimension)[valid],
+            np.frombuffer(scales, dtype="<f8")[valid].astype(np.float32),
+            np.frombuffer(sessions, dtype="<i8")[valid].astype(np.int64),
+        )
+
+
+def _select_blocks(conn: Connection, dimension: int) -> Iterator[StoredVectors]:
+    """The rows through ``vec0`` itself: slower (~2-3 s per 100,000), but needs no knowledge of its layout."""
+    cursor = conn.execute(f"SELECT message_id, session_rowid, scale, embedding FROM {TABLE}")
+    while rows := cursor.fetchmany(_BATCH):
+        yield StoredVectors(
+            np.array([r[0] for r in rows], dtype=np.int64),
+            np.frombuffer(b"".join(r[3] for r in rows), dtype=np.int8).reshape(len(rows), dimension),
+            np.array([r[2] for r in rows], dtype=np.float32),
+            np.array([r[1] for r in rows], dtype=np.int64),
+        )
