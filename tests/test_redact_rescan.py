@@ -321,7 +321,7 @@ def test_a_message_redacted_while_its_batch_is_embedded_keeps_no_vector_of_its_o
         conn = sidecar.db.reader()
         ((stored,),) = conn.execute("SELECT text FROM messages").fetchall()
         assert GITHUB not in stored and conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0] == 0
-        ((scale, codes),) = conn.execute("SELECT scale, codes FROM message_vectors").fetchall()
+        ((scale, codes),) = conn.execute("SELECT scale, embedding FROM message_vectors").fetchall()
         vector = np.frombuffer(codes, dtype=np.int8).astype(np.float32) * scale
         new, old = HashEmbedder().embed([stored, text])
         assert float(vector @ new) > float(vector @ old)  # the vector is of the redacted text

@@ -170,7 +170,7 @@ def test_an_older_float32_vec0_table_is_converted_without_re_embedding(tmp_path:
     try:
         conn = upgraded.db.reader()
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()[0]
-        assert "vec0" not in sql
+        assert "embedding int8[64]" in sql  # the int8 vec0 table of migration m009
         assert conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0] == 0
         assert [i for i, _ in _search(upgraded, "the postgres migration keeps failing")] == before
         assert embedder.batches == 0 and not upgraded.rebuild.rebuilding
@@ -179,10 +179,10 @@ def test_an_older_float32_vec0_table_is_converted_without_re_embedding(tmp_path:
 
 
 def _rewrite_as_vec0(path: Path) -> None:
-    """Put the store back in the shape the previous version wrote: float32 vectors in a vec0 table."""
+    """Put the store back in the shape the version before last wrote: float32 vectors in a vec0 table."""
     conn = open_connection(path)
     try:
-        rows = conn.execute(f"SELECT message_id, scale, codes FROM {TABLE}").fetchall()
+        rows = conn.execute(f"SELECT message_id, scale, embedding FROM {TABLE}").fetchall()
         conn.execute(f"DROP TABLE {TABLE}")
         conn.execute(
             f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
@@ -192,6 +192,7 @@ def _rewrite_as_vec0(path: Path) -> None:
             floats = np.frombuffer(codes, dtype=np.int8).astype(np.float32) * np.float32(scale)
             conn.execute(f"INSERT INTO {TABLE} (message_id, embedding) VALUES (?, ?)", (message_id, floats.tobytes()))
         conn.execute("DELETE FROM meta WHERE key = ?", (FORMAT_KEY,))
+        conn.execute("DELETE FROM migrations WHERE name = 'm009_vectors_in_vec0'")
     finally:
         conn.close()
 
