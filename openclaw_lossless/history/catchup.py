@@ -47,7 +47,9 @@ from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import agent_of, find_session
+from openclaw_lossless.store.imported import newest_time
+from openclaw_lossless.store.messages import newest_window_keys
+from openclaw_lossless.store.sessions import agent_ids, agent_of, find_session, parent_key
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +280,7 @@ class CatchUp:
         if not state.is_dir():
             return 0
         conn = self.sink.db.reader()
-        agents = [str(row[0]) for row in conn.execute("SELECT DISTINCT agent_id FROM sessions")]
+        agents = sorted(agent_ids(conn))
         stored, now, coverage = 0, time.time(), None
         for agent in agents:
             if self._stop.is_set():
@@ -389,11 +391,7 @@ class CatchUp:
         session = find_session(conn, check.session_id)
         if session is None:
             return keys
-        rows = conn.execute(
-            "SELECT window_key FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT ?",
-            (session.rowid, len(keys) + STORED_SLACK),
-        )
-        stored = Counter(str(row[0]) for row in rows)
+        stored = Counter(key for _, key in newest_window_keys(conn, session.rowid, len(keys) + STORED_SLACK))
         missing = []
         for key in keys:
             if stored[key] > 0:
@@ -449,10 +447,8 @@ def _parent_agents(conn: Connection, checks: Sequence[Check]) -> set[str]:
     for check in checks:
         if check.kind != "subagent" or check.child_key is None:
             continue
-        row = conn.execute(
-            "SELECT parent_session_key FROM subagent_links WHERE child_session_key = ?", (check.child_key,)
-        ).fetchone()
-        agent = _agent(str(row[0])) if row is not None else None
+        parent = parent_key(conn, check.child_key)
+        agent = _agent(parent) if parent is not None else None
         if agent is not None:
             parents.add(agent)
     return parents
@@ -472,22 +468,15 @@ def _holds_newer(conn: Connection, session_id: str | None, newest: float) -> boo
     session = find_session(conn, session_id) if session_id is not None else None
     if session is None:
         return False
-    row = conn.execute(
-        "SELECT max(created_at) FROM (SELECT created_at FROM messages WHERE session_rowid = ? ORDER BY id DESC"
-        " LIMIT ?)",
-        (session.rowid, STORED_SLACK),
-    ).fetchone()
-    return row[0] is not None and float(row[0]) > newest + 0.001
+    latest = newest_time(conn, session.rowid, among=STORED_SLACK)
+    return latest is not None and latest > newest + 0.001
 
 
 def _newest_stored(conn: Connection, session_id: str | None) -> float | None:
     session = find_session(conn, session_id) if session_id is not None else None
     if session is None:
         return None
-    row = conn.execute(
-        "SELECT created_at FROM messages WHERE session_rowid = ? ORDER BY id DESC LIMIT 1", (session.rowid,)
-    ).fetchone()
-    return None if row is None else float(row[0])
+    return newest_time(conn, session.rowid)
 
 
 def _reason(exc: Exception) -> str:

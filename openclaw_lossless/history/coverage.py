@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.imported import first_contact, held_session_ids
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,7 @@ class StoreCoverage:
 
     @staticmethod
     def load(conn: Connection) -> StoreCoverage:
-        sessions = frozenset(str(row[0]) for row in conn.execute("SELECT session_id FROM sessions"))
-        rows = conn.execute("SELECT agent_id, min(created_at) FROM sessions GROUP BY agent_id")
-        return StoreCoverage(sessions, {str(row[0]): float(row[1]) for row in rows if row[1] is not None})
+        return StoreCoverage(held_session_ids(conn), first_contact(conn))
 
     @property
     def agents(self) -> list[str]:

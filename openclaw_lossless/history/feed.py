@@ -24,7 +24,7 @@ from openclaw_lossless.history.entries import (
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.history.transcript_only import transcript_only
-from openclaw_lossless.store import messages, snapshots
+from openclaw_lossless.store import imported, messages, meta, snapshots
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.sessions import SessionRef, ensure_session
 
@@ -102,10 +102,9 @@ class Feed:
 
         def work(conn: Connection) -> int:
             session = ensure_session(conn, self.session_id, self.session_key)
-            if conn.execute(
-                "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?",
-                (session.rowid, record.content_hash),
-            ).fetchone() or messages.adopt_committed(conn, session, undated, record):
+            if imported.holds_content(conn, session.rowid, record.content_hash) or messages.adopt_committed(
+                conn, session, undated, record
+            ):
                 return 0
             return len(messages.insert_records(conn, session, [record]))
 
@@ -159,36 +158,22 @@ class Feed:
         record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
         def work(conn: Connection) -> int:
-            if conn.execute("SELECT 1 FROM meta WHERE key = ?", (meta_key,)).fetchone():
+            if meta.get(conn, meta_key) is not None:
                 return 0
             session = ensure_session(conn, self.session_id, self.session_key)
-            live = _live_compaction(conn, session.rowid, record)
+            live = imported.live_compaction(conn, session.rowid, record)
             if live is not None:
                 compaction_id = live
             else:
                 compaction_id = int(snapshots.record_compaction(conn, session, record)["compactionId"])
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (meta_key, str(compaction_id)))
+            meta.put(conn, meta_key, str(compaction_id))
             return 0 if live is not None else 1
 
         return self.sink.db.write(work)
 
 
-def _live_compaction(conn: Connection, session_rowid: int, record: snapshots.CompactionRecord) -> int | None:
-    """The id of a compaction the ``compact`` hook already recorded for this one, if any."""
-    same: str | int | None
-    # Only one that did compact: a failed attempt the hook recorded at the same point is not this compaction.
-    if record.summary is not None:
-        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ? AND status = 'compacted'"
-        same = record.summary
-    else:
-        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND last_message_id IS ? AND status = 'compacted'"
-        same = snapshots.last_message_id(conn, session_rowid)
-    row = conn.execute(sql, (session_rowid, same)).fetchone()
-    return None if row is None else int(row[0])
-
-
 def claim_imported(conn: Connection, session: SessionRef, record: snapshots.CompactionRecord) -> dict[str, Any] | None:
-    """The ``compact`` hook's side of ``_live_compaction``: a compaction a catch-up already imported.
+    """The ``compact`` hook's side of ``imported.live_compaction``: a compaction a catch-up already imported.
 
     A catch-up may run between OpenClaw writing the compaction entry and the hook arriving (milliseconds). The
     hook then takes the imported record (same session, same redacted summary, compacted, recorded by the import
@@ -198,30 +183,16 @@ def claim_imported(conn: Connection, session: SessionRef, record: snapshots.Comp
     """
     if record.status != snapshots.COMPACTED or record.summary is None:
         return None
-    row = conn.execute(
-        "SELECT id, tokens_before, last_message_id FROM compactions WHERE session_rowid = ? AND summary = ?"
-        " AND status = 'compacted' AND reason = ? ORDER BY id DESC LIMIT 1",
-        (session.rowid, record.summary, IMPORTED_REASON),
-    ).fetchone()
-    if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
-        return None
-    conn.execute(
-        "UPDATE compactions SET reason = ?, tokens_before = coalesce(?, tokens_before),"
-        " tokens_after = coalesce(?, tokens_after) WHERE id = ?",
-        (record.reason, record.tokens_before, record.tokens_after, row[0]),
-    )
-    named = conn.execute("SELECT name FROM snapshots WHERE compaction_id = ?", (row[0],)).fetchone()
-    last_id = None if row[2] is None else int(row[2])
-    snapshot = None if named is None else str(named[0])
-    return {"compactionId": int(row[0]), "status": snapshots.COMPACTED, "snapshot": snapshot, "lastMessageId": last_id}
+    return imported.claim_compaction(conn, session, record, IMPORTED_REASON)
 
 
 def load_cursor(db: Database, name: str) -> dict[str, Any]:
-    row = db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_PREFIX + name,)).fetchone()
-    value = parse_entry(row[0]) if row is not None else None
+    """Where a source's last import stopped (``{}``: read it from the start)."""
+    stored = meta.get(db.reader(), CURSOR_PREFIX + name)
+    value = parse_entry(stored) if stored is not None else None
     return value or {}
 
 
 def save_cursor(db: Database, name: str, value: dict[str, Any]) -> None:
-    params = (CURSOR_PREFIX + name, json.dumps(value, sort_keys=True))
-    db.write(lambda conn: conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", params))
+    text = json.dumps(value, sort_keys=True)
+    db.write(lambda conn: meta.put(conn, CURSOR_PREFIX + name, text))

@@ -43,7 +43,9 @@ from openclaw_lossless.history.readers import (
 from openclaw_lossless.history.sources import Source, discover, is_identifier
 from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.selection import SessionSelection
+from openclaw_lossless.store import counts
 from openclaw_lossless.store.connection import Connection, sqlite_module
+from openclaw_lossless.store.imported import keys_and_times
 from openclaw_lossless.store.sessions import find_session
 
 
@@ -149,7 +151,7 @@ class _Checker:
         self.selection = selection
         self.report = report
         self.coverage = StoreCoverage.load(conn)
-        self.archives = int(conn.execute("SELECT count(*) FROM archives").fetchone()[0]) > 0
+        self.archives = counts.any_archived(conn)
         self.module = sqlite_module()
         self.legacy: dict[Path, dict[str, str]] = {}
 
@@ -243,14 +245,11 @@ class _Checker:
         session = find_session(self.conn, session_id)
         if session is None:
             return Counter(), None
-        rows = self.conn.execute(
-            "SELECT window_key, created_at FROM messages WHERE session_rowid = ?", (session.rowid,)
-        )
         keys: Counter[str] = Counter()
         oldest: float | None = None
-        for key, created_at in rows:
-            keys[str(key)] += 1
-            oldest = float(created_at) if oldest is None else min(oldest, float(created_at))
+        for key, created_at in keys_and_times(self.conn, session.rowid):
+            keys[key] += 1
+            oldest = created_at if oldest is None else min(oldest, created_at)
         return keys, oldest
 
 

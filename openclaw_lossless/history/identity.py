@@ -22,6 +22,7 @@ from typing import Any
 
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.imported import with_window_keys
 
 MARK_FIELDS = ("toolCallId", "idempotencyKey", "responseId")
 
@@ -65,19 +66,11 @@ def held_otherwise(
 
 
 def _stored_like(conn: Connection, session_rowid: int, keys: set[str]) -> list[tuple[bytes, str, tuple[str, ...]]]:
-    """(content hash, window key, ids) of the session's messages with one of these window keys.
-
-    One read of the session's rows per batch (``messages_by_session``); only the matching rows are parsed.
-    """
-    if not keys:
-        return []
-    marks_sql = ",".join("?" * len(keys))
-    rows = conn.execute(
-        "SELECT content_hash, window_key, original FROM messages"
-        f" WHERE session_rowid = ? AND window_key IN ({marks_sql})",
-        (session_rowid, *keys),
-    )
-    return [(bytes(row[0]), str(row[1]), marks(_parsed(str(row[2])))) for row in rows]
+    """(content hash, window key, ids) of the session's messages with one of these window keys; only the
+    matching rows are parsed."""
+    return [
+        (hashed, key, marks(_parsed(original))) for hashed, key, original in with_window_keys(conn, session_rowid, keys)
+    ]
 
 
 def _parsed(original: str) -> Any:

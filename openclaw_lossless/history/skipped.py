@@ -14,6 +14,7 @@ from typing import Any
 
 from openclaw_lossless.capture.text import window_key
 from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.imported import keys_under, mark_all
 
 PREFIX = "skipped.heartbeat."
 
@@ -21,13 +22,10 @@ PREFIX = "skipped.heartbeat."
 def remember(conn: Connection, session_id: str, raw: Sequence[Any]) -> None:
     """Record the messages of a heartbeat turn committed without them."""
     keys = {window_key(message) for message in raw if isinstance(message, dict)}
-    conn.executemany(
-        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, '1')", [(f"{PREFIX}{session_id}.{key}",) for key in keys]
-    )
+    mark_all(conn, (f"{PREFIX}{session_id}.{key}" for key in keys))
 
 
 def keys_of(conn: Connection, session_id: str) -> frozenset[str]:
     """The window keys of the session's left-out heartbeat messages (one range of meta's primary key)."""
     prefix = f"{PREFIX}{session_id}."
-    rows = conn.execute("SELECT key FROM meta WHERE key >= ? AND key < ?", (prefix, prefix[:-1] + "/"))
-    return frozenset(str(row[0])[len(prefix) :] for row in rows)
+    return frozenset(key[len(prefix) :] for key in keys_under(conn, prefix))

@@ -44,6 +44,11 @@ def count_rows(conn: Connection) -> StoreCounts:
     return StoreCounts(**{name: int(conn.execute(sql).fetchone()[0]) for name, sql in _COUNTS.items()})
 
 
+def any_archived(conn: Connection) -> bool:
+    """Whether messages were ever archived: a gap may then be in the archive, not lost."""
+    return conn.execute("SELECT 1 FROM archives LIMIT 1").fetchone() is not None
+
+
 def sqlite_vec_version(conn: Connection) -> str:
     """The loaded sqlite-vec's version; raises the driver's error when the extension is not there."""
     return str(conn.execute("SELECT vec_version()").fetchone()[0])

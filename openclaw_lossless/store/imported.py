@@ -1,0 +1,127 @@
+"""The store's side of reading the host's history back (``history/``): what a session already holds, the
+import's marks in ``meta``, and compactions recorded twice over (live by the hook, and from the transcript).
+
+Why a module of its own: the import and catch-up decide *what* to read from OpenClaw's files; *how* the
+lossless store answers "do we hold this already?" is SQL over its own tables, and that stays in ``store/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from openclaw_lossless.store import snapshots
+from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sessions import SessionRef
+
+# -- sessions and messages -----------------------------------------------------------------------------------
+
+
+def held_session_ids(conn: Connection) -> frozenset[str]:
+    """Every session the store holds: catch-up follows these whatever their age."""
+    return frozenset(str(row[0]) for row in conn.execute("SELECT session_id FROM sessions"))
+
+
+def first_contact(conn: Connection) -> dict[str, float]:
+    """Agent id to when the store first registered one of its sessions (epoch s)."""
+    rows = conn.execute("SELECT agent_id, min(created_at) FROM sessions GROUP BY agent_id")
+    return {str(row[0]): float(row[1]) for row in rows if row[1] is not None}
+
+
+def holds_content(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
+    """Whether the session holds a message with this content hash (the message identity)."""
+    row = conn.execute(
+        "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?", (session_rowid, content_hash)
+    ).fetchone()
+    return row is not None
+
+
+def newest_time(conn: Connection, session_rowid: int, among: int = 1) -> float | None:
+    """The latest ``created_at`` among the session's ``among`` newest messages (by id); None when it has none.
+
+    With ``among`` 1 that is when its newest message was written; more finds a turn that arrived out of order.
+    """
+    row = conn.execute(
+        "SELECT max(created_at) FROM (SELECT created_at FROM messages WHERE session_rowid = ? ORDER BY id DESC"
+        " LIMIT ?)",
+        (session_rowid, among),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def keys_and_times(conn: Connection, session_rowid: int) -> list[tuple[str, float]]:
+    """``(window_key, created_at)`` of every message of the session: what the gap report compares."""
+    rows = conn.execute("SELECT window_key, created_at FROM messages WHERE session_rowid = ?", (session_rowid,))
+    return [(str(row[0]), float(row[1])) for row in rows]
+
+
+def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) -> list[tuple[bytes, str, str]]:
+    """``(content_hash, window_key, original)`` of the session's messages with one of these window keys.
+
+    One read of the session's rows (``messages_by_session``); the caller parses only these originals.
+    """
+    wanted = sorted(set(keys))
+    if not wanted:
+        return []
+    marks = ",".join("?" * len(wanted))
+    rows = conn.execute(
+        f"SELECT content_hash, window_key, original FROM messages WHERE session_rowid = ? AND window_key IN ({marks})",
+        (session_rowid, *wanted),
+    )
+    return [(bytes(row[0]), str(row[1]), str(row[2])) for row in rows]
+
+
+# -- marks in meta ---------------------------------------------------------------------------------------------
+
+
+def mark_all(conn: Connection, keys: Iterable[str]) -> None:
+    """Set each key in ``meta`` (value '1'); a key already there stays as it is."""
+    conn.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, '1')", [(key,) for key in keys])
+
+
+def keys_under(conn: Connection, prefix: str) -> list[str]:
+    """The ``meta`` keys that start with ``prefix`` (which ends in '.'): one range of meta's primary key."""
+    rows = conn.execute("SELECT key FROM meta WHERE key >= ? AND key < ?", (prefix, prefix[:-1] + "/"))
+    return [str(row[0]) for row in rows]
+
+
+# -- compactions ---------------------------------------------------------------------------------------------
+
+
+def live_compaction(conn: Connection, session_rowid: int, record: snapshots.CompactionRecord) -> int | None:
+    """The id of a compaction the ``compact`` hook already recorded for this imported one, if any: same
+    session and summary, or, for one inferred without a summary, one recorded where the session now ends."""
+    same: str | int | None
+    # Only one that did compact: a failed attempt the hook recorded at the same point is not this compaction.
+    if record.summary is not None:
+        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND summary = ? AND status = 'compacted'"
+        same = record.summary
+    else:
+        sql = "SELECT id FROM compactions WHERE session_rowid = ? AND last_message_id IS ? AND status = 'compacted'"
+        same = snapshots.last_message_id(conn, session_rowid)
+    row = conn.execute(sql, (session_rowid, same)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def claim_compaction(
+    conn: Connection, session: SessionRef, record: snapshots.CompactionRecord, imported_reason: str
+) -> dict[str, Any] | None:
+    """The ``compact`` hook takes a compaction the import recorded (reason ``imported_reason``, not yet
+    claimed, same redacted summary, ``tokensBefore`` equal when both say): its reason and token counts
+    replace the import's, which also marks it claimed. Returns what ``record_compaction`` would, or None."""
+    row = conn.execute(
+        "SELECT id, tokens_before, last_message_id FROM compactions WHERE session_rowid = ? AND summary = ?"
+        " AND status = 'compacted' AND reason = ? ORDER BY id DESC LIMIT 1",
+        (session.rowid, record.summary, imported_reason),
+    ).fetchone()
+    if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
+        return None
+    conn.execute(
+        "UPDATE compactions SET reason = ?, tokens_before = coalesce(?, tokens_before),"
+        " tokens_after = coalesce(?, tokens_after) WHERE id = ?",
+        (record.reason, record.tokens_before, record.tokens_after, row[0]),
+    )
+    named = conn.execute("SELECT name FROM snapshots WHERE compaction_id = ?", (row[0],)).fetchone()
+    last_id = None if row[2] is None else int(row[2])
+    snapshot = None if named is None else str(named[0])
+    return {"compactionId": int(row[0]), "status": snapshots.COMPACTED, "snapshot": snapshot, "lastMessageId": last_id}
