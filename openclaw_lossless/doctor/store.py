@@ -19,10 +19,11 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
+from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store import vectors
+from openclaw_lossless.store import checks, messages, vectors
 from openclaw_lossless.store.connection import Connection, open_connection, sqlite_module, translate_error
-from openclaw_lossless.store.forget import resurrected
+from openclaw_lossless.store.forget import forgotten_count, resurrected
 from openclaw_lossless.store.migrations import MIGRATIONS
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
@@ -62,17 +63,10 @@ def _guarded(check: Callable[[Connection], Finding], conn: Connection) -> Findin
 
 
 def _binding() -> Finding:
-    module = sqlite_module()
-    conn = module.connect(":memory:")
-    try:
-        conn.enable_load_extension(True)
-        import sqlite_vec
-
-        sqlite_vec.load(conn)
-        version = conn.execute("SELECT sqlite_version(), vec_version()").fetchone()
-    finally:
-        conn.close()
-    return Finding("binding", True, f"{module.__name__} with SQLite {version[0]}, sqlite-vec {version[1]}")
+    sqlite_version, vec_version = checks.library_versions()
+    return Finding(
+        "binding", True, f"{sqlite_module().__name__} with SQLite {sqlite_version}, sqlite-vec {vec_version}"
+    )
 
 
 def _embedder(settings: Settings) -> Finding:
@@ -139,9 +133,9 @@ def _index_identity(conn: Connection, settings: Settings) -> Finding:
 def _schema(conn: Connection) -> Finding:
     """A database a newer version wrote is never touched by this one: say which migrations it has."""
     known = {fn.__name__ for fn in MIGRATIONS}
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'migrations'").fetchone():
+    applied = checks.applied_migrations(conn)
+    if applied is None:
         return Finding("schema", True, "not migrated yet (done on first start)")
-    applied = {str(row[0]) for row in conn.execute("SELECT name FROM migrations")}
     unknown = sorted(applied - known)
     if unknown:
         return Finding(
@@ -154,7 +148,7 @@ def _schema(conn: Connection) -> Finding:
 
 
 def _integrity(conn: Connection) -> Finding:
-    result = [line for row in conn.execute("PRAGMA integrity_check(20)") for line in str(row[0]).splitlines()]
+    result = checks.integrity_problems(conn, 20)
     if result == ["ok"]:
         return Finding("integrity", True, "integrity_check ok")
     more = f" (and {len(result) - 5} more problems)" if len(result) > 5 else ""
@@ -162,31 +156,22 @@ def _integrity(conn: Connection) -> Finding:
 
 
 def _fts(conn: Connection) -> Finding:
-    """FTS5's own check against the content table. It is spelled as an INSERT but writes nothing, so it runs
-    on a plain connection of its own (the doctor's is read-only) inside a transaction that is rolled back."""
-    messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
-    checker = sqlite_module().connect(path, isolation_level=None)
-    try:
-        checker.execute("BEGIN")
-        checker.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
-    except sqlite_module().DatabaseError as exc:
+    """FTS5's own check against the content table (``store/checks.fts_problem``: it writes nothing)."""
+    stored = messages.count(conn)
+    problem = checks.fts_problem(conn)
+    if problem is not None:
         return Finding(
-            "fts", False, f"full-text index out of step with messages: {exc}", "openclaw-lossless reindex --fts"
+            "fts", False, f"full-text index out of step with messages: {problem}", "openclaw-lossless reindex --fts"
         )
-    finally:
-        if checker.in_transaction:
-            checker.execute("ROLLBACK")
-        checker.close()
-    return Finding("fts", True, f"full-text index covers {messages} messages")
+    return Finding("fts", True, f"full-text index covers {stored} messages")
 
 
 def _forgotten(conn: Connection) -> Finding:
     """No message a tombstone names is stored again (``store/forget.py``): forgetting held."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'forgotten'").fetchone():
+    if not checks.has_table(conn, "forgotten"):
         return Finding("forgotten", True, "nothing forgotten yet")
     back = resurrected(conn)
-    count = conn.execute("SELECT count(*) FROM forgotten").fetchone()[0]
+    count = forgotten_count(conn)
     if back:
         return Finding(
             "forgotten",
@@ -216,7 +201,7 @@ def _vectors(conn: Connection) -> Finding:
 
 def _backlog(conn: Connection, settings: Settings) -> Finding:
     """How many messages wait for a vector; a large backlog is a note saying what drains it."""
-    backlog = int(conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0])
+    backlog = backlog_size(conn)
     detail = f"{backlog} messages waiting to be embedded"
     if backlog <= BACKLOG_LARGE:
         return Finding("backlog", True, detail)
