@@ -167,12 +167,6 @@ def turn_identities(records: Sequence[MessageRecord], advancement_key: str) -> l
     ]
 
 
-def in_turn(records: Sequence[MessageRecord], raw: Sequence[Any], advancement_key: str) -> list[MessageRecord]:
-    """``turn_identities`` under its former signature, for callers not yet moved (the raw messages are unused)."""
-    del raw  # the records say whether each message was dated
-    return turn_identities(records, advancement_key)
-
-
 def _turn_identified(record: MessageRecord) -> bool:
     """Whether ``turn_identities`` gave the record its turn identity (it carried no timestamp)."""
     return record.content_hash != hashlib.sha256(record.original.encode("utf-8", "surrogatepass")).digest()
