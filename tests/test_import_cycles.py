@@ -1,4 +1,4 @@
-"""The package's modules import each other without a cycle.
+"""The package's modules import each other without a cycle, and its layers import only downwards.
 
 Why it matters to a user: a cycle is where a change to one part breaks another that seemed unrelated (the
 sidecar and the history import each called the other; the CLI and the MCP server borrowed each other's
@@ -16,6 +16,9 @@ import grimp
 import pytest
 
 PACKAGE = "openclaw_lossless"
+# Highest first: the composition root wires the jobs; the jobs use the history import, recall, embeddings and
+# the store; the store keeps what capture made of a message. A lower layer never reaches a higher one.
+LAYERS = ("sidecar", "service", "history", "recall", "embed", "store", "capture")
 
 
 def import_cycles(package: str) -> list[list[str]]:
@@ -56,6 +59,13 @@ def import_cycles(package: str) -> list[list[str]]:
 
 def test_the_package_has_no_import_cycle() -> None:
     assert import_cycles(PACKAGE) == []
+
+
+def test_a_lower_layer_never_imports_a_higher_one() -> None:
+    """Directly or through another module: capture parses messages for the store and never reaches into it."""
+    graph = grimp.build_graph(PACKAGE, cache_dir=None)
+    illegal = graph.find_illegal_dependencies_for_layers(layers=tuple(f"{PACKAGE}.{layer}" for layer in LAYERS))
+    assert sorted(f"{d.importer} -> {d.imported}" for d in illegal) == []
 
 
 def test_a_cycle_is_found_also_when_it_hides_under_type_checking_or_in_a_function(
