@@ -163,6 +163,7 @@ class Sidecar:
                 log.exception("the days older messages refer to could not be read")
 
     def _load_index(self, start_worker: bool) -> None:
+        """Read the stored vectors into the index, then start the worker (never before: see ``__init__``)."""
         assert self.index is not None and self.worker is not None
         began = time.monotonic()
         try:

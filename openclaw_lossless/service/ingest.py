@@ -67,6 +67,7 @@ class Ingest:
     # -- what follows a write (also ``history.sink.Sink``) -------------------------------------------------
 
     def wake_worker(self) -> None:
+        """New messages wait on the backlog: the worker embeds them now instead of at its next poll."""
         if self.worker is not None:
             self.worker.notify()
 
@@ -120,6 +121,7 @@ class Ingest:
         return {"status": status, "stored": len(ids), "skippedHeartbeat": skip}
 
     def _count_commit(self, status: str, stored: int, seconds: float) -> None:
+        """The turn's latency and outcome for ``/stats`` and ``/metrics`` (counters only: no I/O on the turn)."""
         self.metrics.observe("commit-turn", seconds)
         self.metrics.counters[f"turns_{status}"] += 1
         self.metrics.stored["commit-turn"] += stored

@@ -225,6 +225,7 @@ class Queries:
         return found
 
     def snapshots(self) -> list[dict[str, Any]]:
+        """Every named snapshot, for ``snapshot list`` and ``GET /v1/snapshots``."""
         return snapshots.list_snapshots(self.db.reader())
 
     def compaction(self, compaction_id: int) -> dict[str, Any]:
