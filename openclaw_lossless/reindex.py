@@ -16,7 +16,7 @@ from tqdm import tqdm
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import fulltext, messages, vectors
+from openclaw_lossless.store import backlog, fulltext, messages, vectors
 from openclaw_lossless.store.connection import Connection, Database
 
 FTS_BATCH = 5000
@@ -54,5 +54,4 @@ def rebuild_vectors(sidecar: Sidecar, *, missing_only: bool, drain: bool, progre
 def _queue(conn: Connection, missing_only: bool) -> int:
     if missing_only and vectors.exists(conn):
         return vectors.queue_missing(conn)
-    cursor = conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
-    return int(cursor.rowcount)
+    return backlog.queue_all(conn)

@@ -24,6 +24,7 @@ import numpy as np
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
+from openclaw_lossless.store import backlog, messages
 from openclaw_lossless.store.connection import Connection, Database
 
 log = logging.getLogger(__name__)
@@ -195,19 +196,11 @@ class EmbeddingWorker:
             texts = [texts[k] for k in kept]
         store_vectors(conn, ids, vectors, sessions)
         if self._use_cache:
-            identity = self.provider.identity
-            conn.executemany(
-                "INSERT OR IGNORE INTO embedding_cache (provider, model, variant, dimension, text_hash, vector)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+            backlog.cache_vectors(
+                conn,
+                _model_key(self.provider.identity),
                 [
-                    (
-                        identity.provider,
-                        identity.model,
-                        identity.variant,
-                        identity.dimension,
-                        hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest(),
-                        v.astype(np.float32).tobytes(),
-                    )
+                    (hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest(), v.astype(np.float32).tobytes())
                     for t, v in zip(texts, vectors, strict=True)
                 ],
             )
@@ -216,8 +209,7 @@ class EmbeddingWorker:
 
 def _unchanged(conn: Connection, ids: list[int], texts: list[str]) -> list[int]:
     """The positions of the messages still stored with the text that was embedded."""
-    marks = ",".join("?" * len(ids))
-    current = {int(r[0]): str(r[1]) for r in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({marks})", ids)}
+    current = messages.texts(conn, ids)
     return [k for k, (ident, text) in enumerate(zip(ids, texts, strict=True)) if current.get(ident) == text]
 
 
@@ -234,17 +226,15 @@ def _cached_vectors(conn: Connection, identity: ProviderIdentity, hashes: list[b
     The size check is the last line of defence: a wrong-sized vector would fail the whole batch on every
     retry and stop the backlog for good.
     """
-    if not hashes:
-        return {}
-    marks = ",".join("?" * len(hashes))
-    rows = conn.execute(
-        "SELECT text_hash, vector FROM embedding_cache WHERE provider = ? AND model = ? AND variant = ?"
-        f" AND dimension = ? AND text_hash IN ({marks})",
-        [identity.provider, identity.model, identity.variant, identity.dimension, *hashes],
-    )
+    rows = backlog.cached_vectors(conn, _model_key(identity), hashes)
     size = identity.dimension * np.dtype(np.float32).itemsize
-    return {bytes(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows if len(r[1]) == size}
+    return {digest: np.frombuffer(vector, dtype=np.float32) for digest, vector in rows if len(vector) == size}
+
+
+def _model_key(identity: ProviderIdentity) -> backlog.ModelKey:
+    return (identity.provider, identity.model, identity.variant, identity.dimension)
 
 
 def backlog_size(conn: Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0])
+    """Messages waiting to be embedded (``store/backlog.size``; kept here for the modules that report it)."""
+    return backlog.size(conn)

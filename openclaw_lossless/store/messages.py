@@ -266,6 +266,12 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
     return [n for n in found if scope.contains(n.message.agent_id, n.message.session_rowid)]
 
 
+def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    """The stored text of each message still stored."""
+    marks = ",".join("?" * len(ids))
+    return {int(r[0]): str(r[1]) for r in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({marks})", ids)}
+
+
 def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, window_key FROM messages WHERE id IN ({marks})", list(ids))
