@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import machine  # noqa: E402
+from benchmarks.harness import percentile  # noqa: E402
 from openclaw_lossless.capture.redact import build_redactor, builtin_rules  # noqa: E402
 from tests.redaction_corpus import credential_cases, ordinary_texts  # noqa: E402
 
@@ -212,11 +213,10 @@ def timings(texts: Iterable[str], redact: Callable[[str], str]) -> dict[str, flo
             redact(text)
             best = min(best, time.perf_counter() - start)
         samples.append(best * 1e6)
-    samples.sort()
     return {
         "n": len(samples),
-        "p50_us": round(samples[len(samples) // 2], 1),
-        "p95_us": round(samples[min(len(samples) - 1, int(len(samples) * 0.95))], 1),
+        "p50_us": round(percentile(samples, 50), 1),
+        "p95_us": round(percentile(samples, 95), 1),
         "mean_us": round(sum(samples) / len(samples), 1),
     }
 
