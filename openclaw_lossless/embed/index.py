@@ -28,6 +28,8 @@ import numpy.typing as npt
 
 from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
+from openclaw_lossless.store import agents as store_agents
+from openclaw_lossless.store import backlog, meta
 from openclaw_lossless.store import vectors as stored
 from openclaw_lossless.store.connection import Connection, Database
 from openclaw_lossless.store.sessions import Scope
@@ -61,28 +63,28 @@ def _prepare(conn: Connection, identity: ProviderIdentity) -> bool:
     The table itself comes from migration m009 (with the recorded provider's dimension); only a change of
     provider, or a first provider, recreates it here, at the new provider's dimension.
     """
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (IDENTITY_KEY,)).fetchone()
+    recorded = meta.get(conn, IDENTITY_KEY)
     wanted = json.dumps(asdict(identity), sort_keys=True)
-    same_model = row is not None and row[0] == wanted
+    same_model = recorded == wanted
     if same_model and stored.exists(conn):
         return False
     stored.recreate(conn, identity.dimension)
-    conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages")
-    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (IDENTITY_KEY, wanted))
-    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (FORMAT_KEY, FORMAT))
-    return row is not None and not same_model
+    backlog.queue_all(conn)
+    meta.put(conn, IDENTITY_KEY, wanted)
+    meta.put(conn, FORMAT_KEY, FORMAT)
+    return recorded is not None and not same_model
 
 
 def recorded_identity(conn: Connection) -> ProviderIdentity | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (IDENTITY_KEY,)).fetchone()
-    return None if row is None else ProviderIdentity(**json.loads(row[0]))
+    recorded = meta.get(conn, IDENTITY_KEY)
+    return None if recorded is None else ProviderIdentity(**json.loads(recorded))
 
 
 def store_vectors(conn: Connection, ids: Sequence[int], vectors: Vectors, sessions: Sequence[int]) -> None:
     """Persist vectors as int8 codes and take their messages off the backlog (inside the caller's transaction)."""
     codes, scales = quantize.quantize(vectors)
     stored.write(conn, ids, codes, scales, sessions)  # not for a message forgotten while it was being embedded
-    conn.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(int(i),) for i in ids])
+    backlog.remove(conn, ids)
 
 
 class VectorIndex:
@@ -121,7 +123,7 @@ class VectorIndex:
 
     def load(self, conn: Connection) -> None:
         """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded."""
-        agents = {int(r[0]): str(r[1]) for r in conn.execute("SELECT id, agent_id FROM sessions")}
+        agents = store_agents.agents_by_session(conn)
         span = stored.id_range(conn)
         if span is not None:
             self._reserve(span[1] - span[0] + 1, span[1])

@@ -30,3 +30,8 @@ def session_count(conn: Connection, agent_id: str) -> int:
 
 def message_count(conn: Connection, agent_id: str) -> int:
     return int(conn.execute("SELECT count(*) FROM messages WHERE agent_id = ?", (agent_id,)).fetchone()[0])
+
+
+def agents_by_session(conn: Connection) -> dict[int, str]:
+    """Each session's row id to its agent, for the vector index to tag every row it loads."""
+    return {int(row[0]): str(row[1]) for row in conn.execute("SELECT id, agent_id FROM sessions")}

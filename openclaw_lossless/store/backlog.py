@@ -25,6 +25,11 @@ def queue_all(conn: Connection) -> int:
     return int(conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages").rowcount)
 
 
+def remove(conn: Connection, message_ids: Sequence[int]) -> None:
+    """Take messages off the backlog (their vectors are stored)."""
+    conn.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(int(i),) for i in message_ids])
+
+
 def cached_vectors(conn: Connection, model: ModelKey, text_hashes: Sequence[bytes]) -> list[tuple[bytes, bytes]]:
     """``(text hash, vector bytes)`` the model already made for these texts (the caller checks each size)."""
     if not text_hashes:
