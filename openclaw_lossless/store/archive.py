@@ -2,7 +2,7 @@
 
 When the database outgrows its limit, its oldest messages are first written, with their full original
 objects and metadata, to a gzip-compressed JSONL file next to the database (fsynced), and only then removed
-from the hot store in one transaction. The archive is a normal export (``transfer.py``): ``import --jsonl``
+from the hot store in one transaction. The archive is a normal export (``store/transfer/``): ``import --jsonl``
 brings it back.
 """
 
