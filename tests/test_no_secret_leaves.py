@@ -10,10 +10,6 @@ it) and none of the secrets, including those typed into the prompt and the searc
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,11 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.helpers import free_port
 from tests.redaction_corpus import credential_cases, present
+from tests.reliability import SidecarProcess
 
 MARKER = "wombatlighthouse"
 SECRETS = {
@@ -87,20 +82,6 @@ def embedding_api() -> Iterator[tuple[FakeEmbeddingAPI, str]]:
         server.server_close()
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"sidecar exited: {process.stdout.read() if process.stdout else ''}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("sidecar did not become healthy")
-
-
 def _turns() -> list[dict[str, Any]]:
     lines = [
         f"my github token is {SECRETS['github']}",
@@ -127,23 +108,18 @@ def test_no_message_text_secret_or_token_in_logs_or_at_the_embedding_api(
     tmp_path: Path, embedding_api: tuple[FakeEmbeddingAPI, str]
 ) -> None:
     api, base_url = embedding_api
-    port = free_port()
-    env = os.environ | {
+    env = {
         "LOSSLESS_EMBEDDING_PROVIDER": "openai-compatible",
         "EMBEDDING_BASE_URL": base_url,
         "EMBEDDING_MODEL": "test-model",
         "EMBEDDING_DIMENSIONS": str(DIMENSION),
         "OPENAI_API_KEY": API_KEY,
-        "LOSSLESS_OPENCLAW_STATE": str(tmp_path / "openclaw"),
     }
-    state = tmp_path / "state"
-    command = [sys.executable, "-m", "openclaw_lossless", "serve", "--port", str(port), "--state-dir", str(state)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    server = SidecarProcess(tmp_path / "state", env=env, args=["--log-level", "info"]).spawn()  # serve's default
     try:
-        _wait_healthy(url, process)
-        token = (state / "token").read_text().strip()
-        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        server.wait_healthy()
+        token = server.token()
+        client = server.client(timeout=30)
         for turn in _turns():
             assert client.post("/v1/hooks/commit-turn", json=turn).json()["status"] == "committed"
         deadline = time.monotonic() + 60
@@ -159,8 +135,8 @@ def test_no_message_text_secret_or_token_in_logs_or_at_the_embedding_api(
         assert client.get("/v1/search", params={"q": "x", "scope": "planet:mars"}).status_code == 422
         client.close()
     finally:
-        process.send_signal(signal.SIGTERM)
-        log, _ = process.communicate(timeout=30)
+        server.stop()  # SIGTERM, as a supervisor stops it
+    log = server.log.read_text()
 
     assert "Application startup complete" in log or "Uvicorn running" in log  # the log was captured
     for forbidden in [MARKER, *SECRETS.values(), token, API_KEY]:
