@@ -24,6 +24,7 @@ from openclaw_lossless.store.transfer import export_records
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
 MAX_ROUNDS = 4
+VECTOR_SLICE = 500  # vectors deleted per transaction while archiving: ~0.25 s of vec0 deletes, then commits run
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ def prune(
     for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
         last_id = todo.last_message_id or 0
         path = _write_archive(db.reader(), archive_dir, last_id, progress)
+        while db.write(functools.partial(vectors.delete_through, last_id=last_id, limit=VECTOR_SLICE)):
+            pass  # vectors first, a slice per transaction: commits go on between slices (``vectors.delete_through``)
         pruned += db.write(functools.partial(_remove, path=path, last_id=last_id))
         paths.append(str(path))
         _reclaim(db)
@@ -122,7 +125,7 @@ def _write_archive(
 
 def _remove(conn: Connection, path: Path, last_id: int) -> int:
     first = conn.execute("SELECT min(id) FROM messages").fetchone()[0]
-    vectors.delete_through(conn, last_id)  # before the messages: it finds the vectors by their messages' ids
+    vectors.delete_through(conn, last_id)  # any a slice left (embedded since): none in the common case
     conn.execute("DELETE FROM embedding_backlog WHERE message_id <= ?", (last_id,))
     removed = int(conn.execute("DELETE FROM messages WHERE id <= ?", (last_id,)).rowcount)
     conn.execute(

@@ -76,8 +76,7 @@ def write(
     ``vec0`` has no ``INSERT OR REPLACE``: a message embedded again (its text was redacted) loses its old row
     first.
     """
-    marks = json.dumps([int(i) for i in ids])
-    conn.execute(f"DELETE FROM {TABLE} WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
+    _delete_each(conn, _present(conn, ids))
     conn.executemany(
         f"INSERT INTO {TABLE} (message_id, embedding, session_rowid, scale)"
         " SELECT ?, vec_int8(?), ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?)",
@@ -89,16 +88,37 @@ def write(
 
 
 def delete(conn: Connection, ids: Sequence[int]) -> None:
-    """Delete these messages' vectors (each by its key: a range condition would scan the whole table)."""
+    """Delete these messages' vectors."""
     if exists(conn):
-        marks = json.dumps([int(i) for i in ids])
-        conn.execute(f"DELETE FROM {TABLE} WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
+        _delete_each(conn, _present(conn, ids))
 
 
-def delete_through(conn: Connection, last_id: int) -> None:
-    """Delete the vectors of every message up to ``last_id`` (archiving), looked up by key from ``messages``."""
-    if exists(conn):
-        conn.execute(f"DELETE FROM {TABLE} WHERE message_id IN (SELECT id FROM messages WHERE id <= ?)", (last_id,))
+def delete_through(conn: Connection, last_id: int, limit: int | None = None) -> int:
+    """Delete the vectors of messages up to ``last_id`` (archiving), at most ``limit`` of them; returns how many.
+
+    ``vec0`` deletes a row at a time (~0.5 ms each here: it rewrites the row's slot in its chunk), so the
+    archive deletes a large range in slices of its own transactions (``archive.prune``) and commits keep
+    going in between.
+    """
+    if not exists(conn):
+        return 0
+    sql = f"SELECT rowid FROM {ROWIDS_TABLE} WHERE rowid <= ? ORDER BY rowid" + (" LIMIT ?" if limit else "")
+    found = [int(r[0]) for r in conn.execute(sql, (last_id, limit) if limit else (last_id,))]
+    _delete_each(conn, found)
+    return len(found)
+
+
+def _present(conn: Connection, ids: Sequence[int]) -> list[int]:
+    """Those of ``ids`` that hold a vector, read from the rowids table by key."""
+    marks = json.dumps([int(i) for i in ids])
+    found = conn.execute(f"SELECT rowid FROM {ROWIDS_TABLE} WHERE rowid IN (SELECT value FROM json_each(?))", (marks,))
+    return [int(r[0]) for r in found]
+
+
+def _delete_each(conn: Connection, ids: Sequence[int]) -> None:
+    """One ``DELETE ... WHERE message_id = ?`` per id: a point delete in ``vec0``. A condition on a set of ids
+    (``IN (...)``) makes SQLite scan the whole virtual table instead (0.7 s for 100 ids among 100,000)."""
+    conn.executemany(f"DELETE FROM {TABLE} WHERE message_id = ?", [(int(i),) for i in ids])
 
 
 def in_current_format(conn: Connection) -> bool:
