@@ -5,9 +5,9 @@ with sqlite-vec can search) holds each message's int8 codes and scale (``quantiz
 the ranking) and its session. The in-memory ``VectorIndex`` is a cache of that table, loaded at start and
 appended to by the backlog worker after each committed batch.
 
-Why not search with sqlite-vec itself: its KNN scans every vector exactly (~130 ms for 100,000 int8 vectors
-on one core, ``benchmarks/vec_knn.py``), too slow for a turn. Here a search scans sign bits (48 bytes a
-vector) for a shortlist and ranks it exactly with the int8 codes: ~440 bytes a vector in RAM.
+Why not search with sqlite-vec itself: its KNN scans every vector exactly, about ten times as long as this
+index on the same 100,000 vectors (``benchmarks/vec_knn.py``), too slow for a turn. Here a search scans sign
+bits (48 bytes a vector) for a shortlist and ranks it exactly with the int8 codes: ~440 bytes a vector in RAM.
 
 ``meta`` records the provider identity the vectors were built with. When the configured provider differs
 (another model, variant or dimension), the old vectors are dropped and every message goes back on the
