@@ -171,6 +171,16 @@ def test_a_release_store_is_migrated_in_place_without_re_embedding(
         upgraded.close()
 
 
+def _messages(conn: Any, count: int) -> None:
+    """``count`` bare messages in one session of agent ``a`` (the vector functions need only their ids)."""
+    conn.execute("INSERT INTO sessions (id, session_id, agent_id, created_at, last_seen_at) VALUES (1, 's', 'a', 0, 0)")
+    conn.executemany(
+        "INSERT INTO messages (id, session_rowid, agent_id, role, created_at, stored_at, text, original,"
+        " content_hash, window_key, tokens) VALUES (?, 1, 'a', 'user', 0, 0, ?, ?, ?, ?, 1)",
+        [(i, f"m{i}", f"m{i}", f"h{i}".encode(), f"w{i}") for i in range(1, count + 1)],
+    )
+
+
 def test_the_index_reads_the_chunk_tables_as_sqlite_vec_reads_its_rows(tmp_path: Path) -> None:
     """The start-up load reads sqlite-vec's chunk tables directly (fast); it must see exactly the rows the
     ``vec0`` table answers through SQLite, also after deletions leave holes in the chunks."""
@@ -182,14 +192,7 @@ def test_the_index_reads_the_chunk_tables_as_sqlite_vec_reads_its_rows(tmp_path:
         codes, scales = quantize.quantize(floats)
 
         def fill(conn: Any) -> None:
-            conn.execute(
-                "INSERT INTO sessions (id, session_id, agent_id, created_at, last_seen_at) VALUES (1, 's', 'a', 0, 0)"
-            )
-            conn.executemany(
-                "INSERT INTO messages (id, session_rowid, agent_id, role, created_at, stored_at, text, original,"
-                " content_hash, window_key, tokens) VALUES (?, 1, 'a', 'user', 0, 0, ?, ?, ?, ?, 1)",
-                [(i, f"m{i}", f"m{i}", f"h{i}".encode(), f"w{i}") for i in range(1, 2101)],
-            )
+            _messages(conn, 2100)
             stored.write(conn, list(range(1, 2101)), codes, scales, [1 + i % 5 for i in range(2100)])
             stored.delete(conn, [3, 500, 1024, 1025, *range(1100, 1300)])
 
@@ -201,6 +204,35 @@ def test_the_index_reads_the_chunk_tables_as_sqlite_vec_reads_its_rows(tmp_path:
         key, got = _rows_of(slow), _rows_of(fast)
         assert got == key and len(got) == 2100 - 204
         assert got[2100] == (1 + 2099 % 5, codes[2099].tobytes(), float(scales[2099]))
+    finally:
+        db.close()
+
+
+def test_missing_vectors_are_found_by_message_and_archiving_deletes_only_its_range(tmp_path: Path) -> None:
+    """What ``reindex --vectors --missing`` queues and ``doctor`` counts, and what archiving removes."""
+    db = Database(tmp_path / "db.sqlite")
+    try:
+        migrate(db)
+        codes, scales = quantize.quantize(np.random.default_rng(3).standard_normal((30, 384)).astype(np.float32))
+
+        def fill(conn: Any) -> None:
+            _messages(conn, 40)
+            stored.write(conn, list(range(1, 31)), codes, scales, [1] * 30)  # 31..40 have none
+            stored.write(conn, [5], codes[:1], scales[:1], [1])  # embedded again: replaced, not doubled
+            stored.write(conn, [99], codes[:1], scales[:1], [1])  # no such message (forgotten meanwhile): skipped
+
+        db.write(fill)
+        assert db.write(stored.unaccounted) == (10, 0)
+        assert db.write(stored.queue_missing) == 10
+        assert db.write(stored.unaccounted) == (0, 0) and stored.count(db.reader()) == 30
+        replaced = db.reader().execute("SELECT embedding FROM message_vectors WHERE message_id = 5").fetchone()[0]
+        assert replaced == codes[0].tobytes()
+        assert db.write(lambda conn: stored.delete_through(conn, 12, limit=5)) == 5
+        assert db.write(lambda conn: stored.delete_through(conn, 12)) == 7
+        left = {int(r[0]) for r in db.reader().execute("SELECT message_id FROM message_vectors")}
+        assert left == set(range(13, 31))
+        kept = db.reader().execute("SELECT embedding FROM message_vectors WHERE message_id = 13").fetchone()[0]
+        assert kept == codes[12].tobytes()
     finally:
         db.close()
 
