@@ -150,18 +150,11 @@ class EmbeddingWorker:
             return self._pending.pop() if self._pending else []
 
     def _read_window(self) -> list[tuple[int, str, str, int]]:
-        conn = self.db.reader()
-        rows = conn.execute(
-            "SELECT b.message_id, m.text, m.agent_id, m.session_rowid FROM embedding_backlog b"
-            " LEFT JOIN messages m ON m.id = b.message_id ORDER BY b.message_id LIMIT ?",
-            (self.batch_size * WINDOW_BATCHES,),
-        ).fetchall()
-        orphans = [int(r[0]) for r in rows if r[1] is None]
+        rows = backlog.oldest(self.db.reader(), self.batch_size * WINDOW_BATCHES)
+        orphans = [r[0] for r in rows if r[1] is None]
         if orphans:  # messages pruned while queued
-            self.db.write(
-                lambda c: c.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(i,) for i in orphans])
-            )
-        return [(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows if r[1] is not None]
+            self.db.write(lambda conn: backlog.remove(conn, orphans))
+        return [(r[0], str(r[1]), str(r[2]), int(r[3] or 0)) for r in rows if r[1] is not None]
 
     def _embed(self, texts: list[str]) -> Vectors:
         if not self._use_cache:

@@ -25,6 +25,18 @@ def queue_all(conn: Connection) -> int:
     return int(conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) SELECT id FROM messages").rowcount)
 
 
+def oldest(conn: Connection, limit: int) -> list[tuple[int, str | None, str | None, int | None]]:
+    """The ``limit`` oldest queued messages as (id, text, agent, session row); text None: no longer stored."""
+    return [
+        (int(r[0]), r[1], r[2], r[3])
+        for r in conn.execute(
+            "SELECT b.message_id, m.text, m.agent_id, m.session_rowid FROM embedding_backlog b"
+            " LEFT JOIN messages m ON m.id = b.message_id ORDER BY b.message_id LIMIT ?",
+            (limit,),
+        )
+    ]
+
+
 def remove(conn: Connection, message_ids: Sequence[int]) -> None:
     """Take messages off the backlog (their vectors are stored)."""
     conn.executemany("DELETE FROM embedding_backlog WHERE message_id = ?", [(int(i),) for i in message_ids])
