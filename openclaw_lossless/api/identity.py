@@ -18,11 +18,12 @@ import hmac
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
 from openclaw_lossless import __version__
+from openclaw_lossless.api.responses import IdentityResponse
 from openclaw_lossless.errors import BadRequest
 
 router = APIRouter()
@@ -52,11 +53,11 @@ def store_id(database: Path) -> str | None:
 
 
 @router.get("/v1/identity")
-def identity(request: Request, challenge: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+def identity(request: Request, challenge: Annotated[str | None, Query()] = None) -> IdentityResponse:
     """Who answers on this port: the service, its version, pid and store, and the proof for ``challenge``."""
     if challenge is None or not _CHALLENGE.fullmatch(challenge):
         raise BadRequest("challenge must be 32 to 128 hex characters (a fresh random value per check)")
     token: str = request.app.state.identity_token
     store: str | None = getattr(request.app.state, "store_id", None)
     proof = identity_proof(token, challenge)
-    return {"service": SERVICE, "version": __version__, "pid": os.getpid(), "store": store, "proof": proof}
+    return IdentityResponse(service=SERVICE, version=__version__, pid=os.getpid(), store=store, proof=proof)

@@ -7,31 +7,35 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from openclaw_lossless.api.deps import StatusDep
+from openclaw_lossless.api.responses import HealthResponse, StatsResponse
 from openclaw_lossless.prometheus import metrics_response
 
 router = APIRouter(tags=["ops"])
 
 UNAVAILABLE: dict[int | str, dict[str, Any]] = {
-    503: {"description": "The store cannot take a turn now: the same document, status 'unavailable'."}
+    503: {
+        "description": "The store cannot take a turn now: the same document, status 'unavailable'.",
+        "model": HealthResponse,
+    }
 }
 
 
 @router.get("/healthz", responses=UNAVAILABLE)
-def healthz(status: StatusDep, response: Response) -> dict[str, Any]:
+def healthz(status: StatusDep, response: Response) -> HealthResponse:
     """Public (no token): DB writable, sqlite-vec loaded, embedder ready, backlog size.
 
     200 while hooks work (``ok``, or ``degraded``: keyword-only recall); 503 when ``unavailable``, because
     supervisors and the plugin's start-up wait read the status code, not the body.
     """
-    health = status.health()
-    if health["status"] == "unavailable":
+    health = HealthResponse.model_validate(status.health())
+    if health.status == "unavailable":
         response.status_code = 503
     return health
 
 
 @router.get("/stats")
-def stats(status: StatusDep) -> dict[str, Any]:
-    return status.stats()
+def stats(status: StatusDep) -> StatsResponse:
+    return StatsResponse.model_validate(status.stats())
 
 
 # Not in the OpenAPI schema: its answer is Prometheus' text format, not JSON (README: Metrics).

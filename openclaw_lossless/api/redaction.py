@@ -8,12 +8,11 @@ whose vector it drops.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.responses import RescanResponse
 from openclaw_lossless.rescan import rescan_store
 
 router = APIRouter(prefix="/v1", tags=["redaction"])
@@ -28,7 +27,7 @@ class RescanRequest(BaseModel):
 
 
 @router.post("/redact/rescan")
-def redact_rescan(sidecar: SidecarDep, body: RescanRequest | None = None) -> dict[str, Any]:
+def redact_rescan(sidecar: SidecarDep, body: RescanRequest | None = None) -> RescanResponse:
     """Rescan messages, originals, summaries, reasons, snapshot names and archives; report the changes by
     placeholder kind and by place. 409 ``rescan_running`` while another rescan runs."""
-    return rescan_store(sidecar, dry_run=body.dry_run if body is not None else False)
+    return RescanResponse.model_validate(rescan_store(sidecar, dry_run=body.dry_run if body is not None else False))
