@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from openclaw_lossless import __version__, readable
+from openclaw_lossless.api.responses import StatsResponse, wire
 from openclaw_lossless.cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -138,7 +139,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    data = ask(settings, "/stats", {}, lambda s: s.status.stats())
+    data = ask(settings, "/stats", {}, lambda s: wire(StatsResponse, s.status.stats()))
     emit(data, args.json, readable.stats)
     return EXIT_OK
 

@@ -113,12 +113,14 @@ def cmd_salvage(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    from openclaw_lossless.api.responses import PrunedView, WouldPruneView, wire
     from openclaw_lossless.store import archive
 
     settings = settings_of(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb
     with open_file_store(settings) as sidecar, tqdm(desc="archive", unit="msg", disable=None, file=sys.stderr) as bar:
-        data = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update)
+        result = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update)
+    data = wire(PrunedView if isinstance(result, archive.Pruned) else WouldPruneView, result)
     verb = "would archive" if args.dry_run else "archived"
     emit(data, args.json, lambda d: f"{verb} {d['pruned']} messages (limit {limit} MB)")
     return EXIT_OK

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
 
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import VectorIndex
@@ -23,6 +23,16 @@ log = logging.getLogger(__name__)
 
 CHECK_EVERY_S = 30.0
 CLOSE_WAIT_S = 10.0  # close waits this long at most for a size check (archiving) under way
+
+
+@dataclass(frozen=True)
+class Archiving:
+    """The last archiving since the start, for ``/stats``: what ``archive.prune`` did, and when (epoch seconds)."""
+
+    pruned: int
+    archives: list[str]
+    last_message_id: int | None
+    at: float
 
 
 class SizeCap:
@@ -42,7 +52,7 @@ class SizeCap:
         self.metrics = metrics
         self.index = index
         self.terms = terms
-        self.last: dict[str, Any] | None = None  # the last archiving, for /stats
+        self.last: Archiving | None = None
         self._last_check = 0.0
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -77,12 +87,12 @@ class SizeCap:
     def _archive(self) -> None:
         """Archive, then forget the archived messages' vectors and the keyword statistics they counted in."""
         result = archive.prune(self.db, self.archive_dir, self.max_db_size_mb)
-        if not result["pruned"]:
+        if not isinstance(result, archive.Pruned) or not result.pruned or result.last_message_id is None:
             return
-        self.last = result | {"at": time.time()}
-        self.metrics.counters["messages_archived"] += int(result["pruned"])
+        self.last = Archiving(result.pruned, result.archives, result.last_message_id, time.time())
+        self.metrics.counters["messages_archived"] += result.pruned
         if self.index is not None:
-            self.index.forget_through(int(result["lastMessageId"]))
+            self.index.forget_through(result.last_message_id)
         if self.terms is not None:
             self.terms.clear()
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from openclaw_lossless.store import vectors
 from openclaw_lossless.store.connection import Connection, Database
@@ -33,6 +32,23 @@ class PrunePlan:
     limit_bytes: int
     message_count: int
     last_message_id: int | None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What an archiving did: the messages it removed, the archive files it wrote, the newest id they hold."""
+
+    pruned: int
+    archives: list[str]
+    last_message_id: int | None
+
+
+@dataclass(frozen=True)
+class WouldPrune:
+    """What an archiving would do (a dry run): the messages it would archive, the bytes the store uses now."""
+
+    pruned: int
+    used_bytes: int
 
 
 def used_bytes(conn: Connection) -> int:
@@ -66,7 +82,7 @@ def prune(
     *,
     dry_run: bool = False,
     progress: Callable[[int], object] | None = None,
-) -> dict[str, Any]:
+) -> Pruned | WouldPrune:
     """Archive then remove the oldest messages until the store is under ``limit_mb``.
 
     ``progress`` is told of every message written to an archive (the CLI's bar; archiving a large store takes
@@ -74,9 +90,9 @@ def prune(
     """
     todo = plan(db.reader(), limit_mb)
     if todo is None or todo.last_message_id is None:
-        return {"pruned": 0, "archives": [], "lastMessageId": None}
+        return Pruned(0, [], None)
     if dry_run:
-        return {"pruned": todo.message_count, "usedBytes": todo.used_bytes, "dryRun": True}
+        return WouldPrune(todo.message_count, todo.used_bytes)
     pruned, paths = 0, []
     for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
         last_id = todo.last_message_id or 0
@@ -89,7 +105,7 @@ def prune(
         todo = plan(db.reader(), limit_mb)
         if todo is None or todo.last_message_id is None:
             break
-    return {"pruned": pruned, "archives": paths, "lastMessageId": last_id}
+    return Pruned(pruned, paths, last_id)
 
 
 def _reclaim(db: Database) -> None:
