@@ -29,6 +29,8 @@ from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorize
 from openclaw_lossless.prometheus import Exposition, RequestMetrics
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.connection import sqlite_module, translate_error
+from openclaw_lossless.ui import install as install_ui
+from openclaw_lossless.ui import is_ui_path
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if scope["path"] not in PUBLIC_PATHS and not hmac.compare_digest(
+        # /ui: the UI's gate (ui/gate.py) checks its own session cookie; a browser cannot send the header
+        if scope["path"] not in PUBLIC_PATHS and not is_ui_path(scope["path"]) and not hmac.compare_digest(
             headers.get(b"authorization", b""), self.expected
         ):
             await _reject(
@@ -175,6 +178,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
         app.include_router(router)
     app.include_router(redaction_router)
     install_error_handlers(app)
+    install_ui(app, settings, token)  # before the guard, so the UI's gate sits inside it
     app.add_middleware(Guard, token=token, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetrics, exposition=app.state.exposition)  # outside the guard: a 401 is counted
     return app

@@ -1,0 +1,142 @@
+"""The web UI's pages: log in and out, status, search, a message in its context, snapshots.
+
+Thin routes over the same read side the HTTP API uses (``service/queries.py``, ``service/status.py``), so a
+page shows exactly what ``/stats``, ``/v1/search`` and ``/v1/messages/{id}`` answer. None is in the OpenAPI
+schema: they are for a person's browser, not for clients. The gate (``gate.py``) has checked the host, the
+session and, for a post, the origin and CSRF token before any route here runs.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from openclaw_lossless.api.deps import QueriesDep, StatusDep
+from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
+from openclaw_lossless.ui.render import page, session_of
+from openclaw_lossless.ui.sessions import Sessions
+
+MODES = ("hybrid", "keyword", "vector")
+ROLES = ("", "user", "assistant", "system", "tool")
+MAX_QUERY_CHARS = 20_000
+ROLE_POOL = 200  # like the CLI: a role filter chooses among the best 200 hits
+
+
+def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
+    """The routes, bound to this app's sessions, token and cookie name."""
+    router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+    @router.get("/login")
+    def login_form(request: Request) -> Response:
+        if session_of(request) is not None:
+            return RedirectResponse(PREFIX, status_code=303)
+        return page(request, "login.html")
+
+    @router.post("/login")
+    async def login(request: Request) -> Response:
+        submitted = _form(await request.body()).get("token", "")
+        if not hmac.compare_digest(submitted.encode(), token.encode()):
+            return page(request, "login.html", status=401, error="That is not this sidecar's token.")
+        session = sessions.create()
+        response = RedirectResponse(PREFIX, status_code=303)
+        response.set_cookie(
+            cookie,
+            session.session_id,
+            max_age=int(sessions.ttl_s),
+            path=PREFIX,
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    @router.post("/logout")
+    def logout(request: Request) -> Response:
+        session = session_of(request)
+        if session is not None:
+            sessions.end(session.session_id)
+        response = RedirectResponse(LOGIN_PATH, status_code=303)
+        response.delete_cookie(cookie, path=PREFIX, httponly=True, samesite="strict")
+        return response
+
+    @router.get("")
+    def status_page(request: Request, status: StatusDep) -> HTMLResponse:
+        return page(request, "status.html", stats=status.stats())
+
+    @router.get("/search")
+    def search_page(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return _search(request, queries)
+
+    @router.get("/messages/{message_id}")
+    def message_page(
+        request: Request, queries: QueriesDep, message_id: Annotated[int, Path(ge=1, le=2**62)]
+    ) -> HTMLResponse:
+        context = _int(request.query_params.get("context", "3"), 0, 50)
+        try:
+            found = queries.message(message_id, 3 if context is None else context)
+        except LosslessError as exc:
+            return page(request, "error.html", status=exc.status, error=exc.message)
+        return page(request, "message.html", found=found)
+
+    @router.get("/snapshots")
+    def snapshots_page(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return page(request, "snapshots.html", snapshots=queries.snapshots())
+
+    return router
+
+
+def _search(request: Request, queries: QueriesDep) -> HTMLResponse:
+    """The search form and, when it holds a query, the hits; bad input is said on the page, with a 422."""
+    params = request.query_params
+    form = {
+        "q": params.get("q", ""),
+        "scope": params.get("scope", "all") or "all",
+        "mode": params.get("mode", "hybrid"),
+        "k": params.get("k", "10"),
+        "role": params.get("role", ""),
+    }
+    problem = _search_problem(form)
+    hits: list[dict[str, Any]] | None = None
+    status = 200
+    if problem is None and form["q"].strip():
+        k = int(form["k"])
+        try:
+            hits = queries.search(form["q"], form["scope"], ROLE_POOL if form["role"] else k, form["mode"])
+        except LosslessError as exc:
+            problem, status = exc.message, exc.status
+        else:
+            hits = [h for h in hits if not form["role"] or h["role"] == form["role"]][:k]
+    elif problem is not None:
+        status = 422
+    return page(request, "search.html", status=status, form=form, hits=hits, error=problem, modes=MODES, roles=ROLES)
+
+
+def _search_problem(form: dict[str, str]) -> str | None:
+    if len(form["q"]) > MAX_QUERY_CHARS:
+        return f"the query is longer than {MAX_QUERY_CHARS} characters: shorten it"
+    if form["mode"] not in MODES:
+        return "mode must be hybrid, keyword or vector"
+    if _int(form["k"], 1, 200) is None:
+        return "k (hits) must be a whole number from 1 to 200"
+    if form["role"] not in ROLES:
+        return "role must be user, assistant, system or tool"
+    if len(form["scope"]) > 600:
+        return "scope must be 'all', 'agent:<agentId>' or 'session:<sessionId>'"
+    return None
+
+
+def _int(text: str, low: int, high: int) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def _form(body: bytes) -> dict[str, str]:
+    """An urlencoded form's fields, the first value of each."""
+    return {key: values[0] for key, values in parse_qs(body.decode("utf-8", "replace")).items()}
