@@ -97,7 +97,7 @@ def configurations(defaults: RecallSettings) -> dict[str, RecallSettings]:
 def ask(store: Sidecar, asked: Asked, recall: RecallSettings) -> Block:
     queries = store.queries
     result = queries.assemble(asked.session_id, asked.session_key, [], asked.prompt, None, recall, asked.now_ms / 1000)
-    found = {asked.dia[int(r["id"])] for r in result.recalled if int(r["id"]) in asked.dia}
+    found = {asked.dia[r.id] for r in result.recalled if r.id in asked.dia}
     tokens = render.estimate_tokens(result.system_prompt_addition)
     return Block(bool(found & asked.evidence), asked.evidence <= found, tokens)
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from openclaw_lossless.recall.assemble import AssembleResult
+from openclaw_lossless.recall.assemble import AssembleResult, Recalled
 from openclaw_lossless.recall.scoring import Candidate
 from openclaw_lossless.store import agents
 from openclaw_lossless.store.connection import Connection
@@ -49,7 +49,7 @@ class Recall:
     at: float
     session_id: str
     block: str
-    recalled: list[dict[str, Any]]
+    recalled: list[Recalled]
     candidates: list[Candidate]
     skipped: str | None
     estimated_tokens: int
@@ -62,7 +62,7 @@ class Recall:
 
     def summary(self) -> dict[str, Any]:
         """What ``/lossless`` shows: when, how many lines (hits and their neighbours), how many tokens."""
-        neighbours = sum(1 for item in self.recalled if item.get("neighbourOf"))
+        neighbours = sum(1 for item in self.recalled if item.neighbour_of)
         return {
             "at": iso(self.at),
             "sessionId": self.session_id,

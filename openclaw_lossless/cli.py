@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from openclaw_lossless import __version__, readable
-from openclaw_lossless.api.responses import StatsResponse, wire
+from openclaw_lossless.api.responses import PackResponse, StatsResponse, wire
 from openclaw_lossless.cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -114,7 +114,10 @@ def cmd_pack(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     params = {"q": args.query, "budgetTokens": args.budget_tokens, "scope": _scope(args), "k": args.k}
     data = ask(
-        settings, "/v1/pack", params, lambda s: s.queries.pack(args.query, args.budget_tokens, params["scope"], args.k)
+        settings,
+        "/v1/pack",
+        params,
+        lambda s: wire(PackResponse, s.queries.pack(args.query, args.budget_tokens, params["scope"], args.k)),
     )
     if not args.trace:
         data.pop("trace", None)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openclaw_lossless import __version__
 from openclaw_lossless.activity import iso
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.schemas import RecalledItem
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.sidecar import Sidecar
@@ -42,7 +43,7 @@ class RecallSummary(Out):
 
 class RecallDetail(RecallSummary):
     block: str = Field(description="The Recalled Context block handed to the host ('' when nothing was recalled).")
-    recalled: list[dict[str, Any]]
+    recalled: list[RecalledItem]
     window_tokens: int = Field(alias="windowTokens")
     lanes: list[str] = Field(description="The search lanes that ran: vector, keyword.")
     decisions: dict[str, int] = Field(description="Candidates per decision: kept, neighbour, over_budget, ...")

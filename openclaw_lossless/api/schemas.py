@@ -129,6 +129,9 @@ class AssembleRequest(SessionFields):
 
 
 class RecalledItem(Wire):
+    # Read from the assembler's ``Recalled`` lines: the wire names them here, not in recall/.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", from_attributes=True)
+
     id: int
     citation: str
     role: str

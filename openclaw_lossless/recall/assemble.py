@@ -65,13 +65,30 @@ class AssembleInput:
     scope: Scope | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """One hit or neighbour in the Recalled Context block: which message, its score, whose neighbour it is.
+
+    ``text`` is filled only by ``pack``, which hands the texts out; assemble's answer names the lines only.
+    """
+
+    id: int
+    citation: str
+    role: str
+    created_at: float
+    score: float
+    kind: str
+    neighbour_of: str | None
+    text: str | None = None
+
+
 @dataclass
 class AssembleResult:
     window_start: int
     window_tokens: int
     estimated_tokens: int
     system_prompt_addition: str
-    recalled: list[dict[str, Any]] = field(default_factory=list)
+    recalled: list[Recalled] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     skipped: str | None = None
     query: str = ""
@@ -362,15 +379,15 @@ class Assembler:
         for candidate, _ in chosen:
             message = stored[candidate.message_id]
             result.recalled.append(
-                {
-                    "id": message.id,
-                    "citation": message.citation,
-                    "role": message.role,
-                    "createdAt": message.created_at,
-                    "score": round(candidate.score, 6),
-                    "kind": message.kind,
-                    "neighbourOf": candidate.neighbour_of if candidate.decision == "neighbour" else None,
-                }
+                Recalled(
+                    id=message.id,
+                    citation=message.citation,
+                    role=message.role,
+                    created_at=message.created_at,
+                    score=round(candidate.score, 6),
+                    kind=message.kind,
+                    neighbour_of=candidate.neighbour_of if candidate.decision == "neighbour" else None,
+                )
             )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from openclaw_lossless.activity import Activity
@@ -172,8 +173,8 @@ class Queries:
             scope=self.scope(conn, scope),
         )
         result = self.assembler.assemble(conn, request)
-        texts = messages.fetch(conn, [item["id"] for item in result.recalled])
-        items = [item | {"text": texts[item["id"]].text} for item in result.recalled]
+        texts = messages.fetch(conn, [item.id for item in result.recalled])
+        items = [replace(item, text=texts[item.id].text) for item in result.recalled]
         return {
             "query": query,
             "budgetTokens": budget_tokens,
