@@ -5,6 +5,7 @@ Handlers are plain ``def``: they run in the threadpool, and all writes funnel th
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter
@@ -109,7 +110,7 @@ def compact(body: schemas.CompactRequest, ingest: IngestDep) -> dict[str, Any]:
     record = CompactionRecord(
         body.tokens_before, body.tokens_after, body.compacted, body.summary, body.reason, ok=body.ok
     )
-    return ingest.compact(body.session_id, body.session_key, record)
+    return {"recorded": True, **asdict(ingest.compact(body.session_id, body.session_key, record))}
 
 
 @router.post("/subagent-spawn", response_model=schemas.SubagentSpawnResponse)

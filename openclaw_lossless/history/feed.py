@@ -165,14 +165,16 @@ class Feed:
             if live is not None:
                 compaction_id = live
             else:
-                compaction_id = int(snapshots.record_compaction(conn, session, record)["compactionId"])
+                compaction_id = snapshots.record_compaction(conn, session, record).compaction_id
             meta.put(conn, meta_key, str(compaction_id))
             return 0 if live is not None else 1
 
         return self.sink.db.write(work)
 
 
-def claim_imported(conn: Connection, session: SessionRef, record: snapshots.CompactionRecord) -> dict[str, Any] | None:
+def claim_imported(
+    conn: Connection, session: SessionRef, record: snapshots.CompactionRecord
+) -> snapshots.Compaction | None:
     """The ``compact`` hook's side of ``imported.live_compaction``: a compaction a catch-up already imported.
 
     A catch-up may run between OpenClaw writing the compaction entry and the hook arriving (milliseconds). The

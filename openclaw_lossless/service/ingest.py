@@ -165,17 +165,19 @@ class Ingest:
         self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
         return {"bootstrapped": True, "importedMessages": imported, "reason": "imported" if imported else "registered"}
 
-    def compact(self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord) -> dict[str, Any]:
+    def compact(
+        self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord
+    ) -> snapshots.Compaction:
         """Record the host's compaction. Its summary is the host model's retelling of the turns it replaced, so it
         can quote whatever they held: it is redacted like a message before it is stored, and so is the reason."""
         redact = self.capture_options.redactor.redact_optional
         record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
-        def work(conn: Connection) -> dict[str, Any]:
+        def work(conn: Connection) -> snapshots.Compaction:
             session = ensure_session(conn, session_id, session_key)  # a catch-up may have imported it already
             return claim_imported(conn, session, record) or snapshots.record_compaction(conn, session, record)
 
-        return {"recorded": True, **self.db.write(work)}
+        return self.db.write(work)
 
     def subagent_spawn(self, parent_key: str, child_key: str, context_mode: str | None) -> int:
         """Link the child's session to its parent's (the spawn id); recall then follows the link."""

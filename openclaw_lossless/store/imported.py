@@ -8,7 +8,6 @@ lossless store answers "do we hold this already?" is SQL over its own tables, an
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from openclaw_lossless.store import snapshots
 from openclaw_lossless.store.connection import Connection
@@ -105,7 +104,7 @@ def live_compaction(conn: Connection, session_rowid: int, record: snapshots.Comp
 
 def claim_compaction(
     conn: Connection, session: SessionRef, record: snapshots.CompactionRecord, imported_reason: str
-) -> dict[str, Any] | None:
+) -> snapshots.Compaction | None:
     """The ``compact`` hook takes a compaction the import recorded (reason ``imported_reason``, not yet
     claimed, same redacted summary, ``tokensBefore`` equal when both say): its reason and token counts
     replace the import's, which also marks it claimed. Returns what ``record_compaction`` would, or None."""
@@ -124,4 +123,4 @@ def claim_compaction(
     named = conn.execute("SELECT name FROM snapshots WHERE compaction_id = ?", (row[0],)).fetchone()
     last_id = None if row[2] is None else int(row[2])
     snapshot = None if named is None else str(named[0])
-    return {"compactionId": int(row[0]), "status": snapshots.COMPACTED, "snapshot": snapshot, "lastMessageId": last_id}
+    return snapshots.Compaction(int(row[0]), snapshots.COMPACTED, snapshot, last_id)

@@ -46,6 +46,17 @@ class CompactionRecord:
         return SKIPPED if self.ok else FAILED
 
 
+@dataclass(frozen=True)
+class Compaction:
+    """A compaction as recorded: its id, what it came to, the snapshot before it (if it did compact), and the
+    last message the session held then."""
+
+    compaction_id: int
+    status: str
+    snapshot: str | None
+    last_message_id: int | None
+
+
 def _storable(text: str | None) -> str | None:
     return None if text is None else storable(text)
 
@@ -64,7 +75,7 @@ def last_message_id(conn: Connection, session_rowid: int) -> int | None:
     return None if row is None or row[0] is None else int(row[0])
 
 
-def record_compaction(conn: Connection, session: SessionRef, record: CompactionRecord) -> dict[str, Any]:
+def record_compaction(conn: Connection, session: SessionRef, record: CompactionRecord) -> Compaction:
     """Record the host's compaction; snapshot the session as it stood before it, if it did compact."""
     last_id = last_message_id(conn, session.rowid)
     status = record.status
@@ -88,7 +99,7 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
     if status == COMPACTED:
         name = f"pre-compaction-{compaction_id}"
         create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id)
-    return {"compactionId": compaction_id, "status": status, "snapshot": name, "lastMessageId": last_id}
+    return Compaction(compaction_id, status, name, last_id)
 
 
 def create_snapshot(
