@@ -107,6 +107,7 @@ def test_a_ui_session_does_not_open_the_api(stored: LiveSidecar, client: httpx.C
     assert client.get("/ui").status_code == 200
     assert client.get("/stats").status_code == 401
     assert client.get("/v1/search", params={"q": "staging"}).status_code == 401
+    assert client.get("/uix").status_code == 401  # only /ui and /ui/... are the gate's, not every path like it
     cookie = client.get("/ui").request.headers["cookie"]
     for path in ("/ui/../stats", "/ui/%2e%2e/stats", "/ui/..%2fstats"):  # the prefix must not lead round the token
         answer = raw_get(stored, path, cookie)
