@@ -184,7 +184,7 @@ def test_every_ui_answer_forbids_inline_script_and_framing(stored: LiveSidecar, 
 
 def test_a_foreign_host_name_is_refused(sidecar: LiveSidecar, client: httpx.Client) -> None:
     port = sidecar.settings.port
-    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}", f"localhost:{port + 1}"):
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}", "[::2]", "0.0.0.0"):
         response = client.get("/ui/login", headers={"Host": host})
         assert response.status_code == 403, host
         assert "Log in" not in response.text
@@ -193,7 +193,9 @@ def test_a_foreign_host_name_is_refused(sidecar: LiveSidecar, client: httpx.Clie
         )
         assert refused.status_code == 403
         assert "set-cookie" not in refused.headers
-    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}", "localhost"):
+    loopback = (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}", "localhost")
+    tunnelled = (f"localhost:{port + 1}", f"127.0.0.2:{port}")  # an SSH tunnel's local port, all of 127/8
+    for host in (*loopback, *tunnelled):
         assert client.get("/ui/login", headers={"Host": host}).status_code == 200, host
 
 

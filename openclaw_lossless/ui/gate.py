@@ -12,6 +12,7 @@ The bearer-token guard in ``app.py`` lets ``/ui`` through to this gate: a browse
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from html import escape
 from typing import Any
@@ -28,7 +29,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PREFIX = "/ui"
 LOGIN_PATH = "/ui/login"
 STATIC_PREFIX = "/ui/static/"
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none';"
@@ -54,15 +54,20 @@ def cookie_name(port: int) -> str:
     return f"lossless_ui_{port}"
 
 
-def loopback_host(host: str, port: int | None) -> bool:
-    """``host`` (the Host header) names this machine by a loopback name, on the port served when it has one."""
-    if host.endswith("]") or ":" not in host:
-        name, given_port = host, ""
-    else:
-        name, _, given_port = host.rpartition(":")
-    if name.lower() not in LOOPBACK_NAMES:
+def loopback_host(host: str) -> bool:
+    """``host`` (the Host header) names this machine: ``localhost`` or a loopback address (127.0.0.0/8, ::1).
+
+    A rebinding page reaches the port under its own name, so the name is what tells it apart; the port is not
+    checked, so the UI still opens through an SSH tunnel or port forward to another local port.
+    """
+    name = host[: host.rindex(":")] if host.count(":") == 1 or (host.startswith("[") and "]:" in host) else host
+    name = name.lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
         return False
-    return not given_port or port is None or given_port == str(port)
 
 
 def same_origin(headers: dict[bytes, bytes], origin: str) -> bool:
@@ -98,8 +103,7 @@ class UiGate:
         send = _with_security_headers(send)
         headers = dict(scope.get("headers") or [])
         host = headers.get(b"host", b"").decode("latin-1")
-        server = scope.get("server")
-        if not self.allow_remote and not loopback_host(host, server[1] if server else None):
+        if not self.allow_remote and not loopback_host(host):
             await _refuse(
                 send,
                 403,
