@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conversation import commit_body, conversation
-from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings, run_cli_json
 
 PAGES = ("/ui", "/ui/search?q=staging", "/ui/messages/1", "/ui/snapshots")
 SCRIPT = "<script>alert(1)</script>"
@@ -284,3 +284,14 @@ def test_the_status_page_shows_the_stores_counts(sidecar: LiveSidecar, client: h
 def test_the_ui_is_not_in_the_api_schema(sidecar: LiveSidecar) -> None:
     paths = sidecar.client.get("/openapi.json").json()["paths"]
     assert not [p for p in paths if p.startswith("/ui")]
+
+
+def test_the_snapshots_page_lists_them_with_a_link_to_where_each_ends(
+    stored: LiveSidecar, client: httpx.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log_in(client, stored)
+    assert "No snapshots yet" in client.get("/ui/snapshots").text
+    created = run_cli_json(capsys, stored.settings.state_dir, "snapshot", "create", "before-refactor")
+    page = client.get("/ui/snapshots").text
+    assert "before-refactor" in page
+    assert f'href="/ui/messages/{created["lastMessageId"]}"' in page
