@@ -25,7 +25,14 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from openclaw_lossless import __version__, readable
-from openclaw_lossless.api.responses import PackResponse, StatsResponse, wire
+from openclaw_lossless.api.responses import (
+    PackResponse,
+    RecoverResponse,
+    SnapshotsResponse,
+    SnapshotView,
+    StatsResponse,
+    wire,
+)
 from openclaw_lossless.cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -131,11 +138,11 @@ def cmd_recover(args: argparse.Namespace) -> int:
         session, up_to = args.session, None
         if args.snapshot:
             snap = sidecar.queries.snapshot(args.snapshot)
-            session, up_to = snap["sessionId"], snap["lastMessageId"]
+            session, up_to = snap.session_id, snap.last_message_id
         elif args.before_compaction is not None:
             point = sidecar.queries.compaction(args.before_compaction)
-            session, up_to = point["sessionId"], point["lastMessageId"]
-        data = sidecar.queries.recover(session, args.last, up_to)
+            session, up_to = point.session_id, point.last_message_id
+        data = wire(RecoverResponse, sidecar.queries.recover(session, args.last, up_to))
     emit(data, args.json, readable.conversation)
     return EXIT_OK
 
@@ -156,12 +163,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             data: Any = sidecar.ingest.snapshot_create(args.name, args.session)
             human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
         elif args.snapshot_command == "list":
-            data = {"snapshots": sidecar.queries.snapshots()}
+            data = wire(SnapshotsResponse, {"snapshots": sidecar.queries.snapshots()})
             human = readable.snapshots
         else:
             snap = sidecar.queries.snapshot(args.name)
-            recovered = sidecar.queries.recover(snap["sessionId"], args.last, snap["lastMessageId"])
-            data = snap | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
+            recovered = wire(RecoverResponse, sidecar.queries.recover(snap.session_id, args.last, snap.last_message_id))
+            data = wire(SnapshotView, snap) | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
             human = readable.snapshot
     emit(data, args.json, human)
     return EXIT_OK

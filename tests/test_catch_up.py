@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -322,7 +323,7 @@ def test_a_compaction_the_hook_recorded_is_not_recorded_again_by_catch_up_even_w
     stats = sidecar.client.get("/stats").json()
     assert stats["compactions"] == 1
     stored = sidecar.sidecar.queries.compaction(1)
-    assert "ghp_R4nd0m" not in json.dumps(stored)
+    assert "ghp_R4nd0m" not in json.dumps(asdict(stored))
     assert_exactly_once(sidecar, host, main.session_id)
 
 

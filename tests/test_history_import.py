@@ -542,7 +542,7 @@ def test_a_legacy_transcript_rewritten_shorter_is_recorded_as_a_compaction(
     stored = recover(sidecar, LEGACY_ID)["messages"]
     assert [m["original"] for m in stored] == messages_of([*said, gist, *after])
     point = sidecar.sidecar.queries.compaction(1)
-    assert (point["sessionId"], point["lastMessageId"]) == (LEGACY_ID, stored[5]["id"]), "before the shorter file"
+    assert (point.session_id, point.last_message_id) == (LEGACY_ID, stored[5]["id"]), "before the shorter file"
     assert sidecar.client.get("/v1/snapshots").json()["snapshots"][0]["name"] == "pre-compaction-1"
     assert import_history(sidecar.sidecar.ingest, openclaw).compactions == 0
     write_jsonl(transcript, [live.header() | {"cwd": "/elsewhere"}, gist, *said[-2:], *after])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openclaw_lossless.activity import Activity
@@ -33,6 +33,30 @@ from openclaw_lossless.store.sessions import (
     session_by_rowid,
     session_ids,
 )
+from openclaw_lossless.store.snapshots import CompactionPoint, Snapshot
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A session's messages as stored, oldest first, up to a message when one was named (``msg:<id>``)."""
+
+    session_id: str
+    session_key: str | None
+    agent_id: str
+    up_to: str | None
+    messages: list[messages.MessageView]
+
+
+@dataclass(frozen=True)
+class Cited:
+    """The message a citation names, with messages of its session either side."""
+
+    session_id: str
+    session_key: str | None
+    agent_id: str
+    message: messages.MessageView
+    before: list[messages.MessageView]
+    after: list[messages.MessageView]
 
 
 class Queries:
@@ -187,19 +211,19 @@ class Queries:
 
     # -- the record as stored ------------------------------------------------------------------------------
 
-    def recover(self, session_id: str | None, last: int, up_to: int | None = None) -> dict[str, Any]:
+    def recover(self, session_id: str | None, last: int, up_to: int | None = None) -> Recovered:
         """A session's last messages (the most recently active session when none is named)."""
         conn = self.db.reader()
         session = require_session(conn, session_id) if session_id else latest_session(conn)
-        return {
-            "sessionId": session.session_id,
-            "sessionKey": session.session_key,
-            "agentId": session.agent_id,
-            "upTo": None if up_to is None else f"msg:{up_to}",
-            "messages": messages.recent(self.db.reader(), session.rowid, last, up_to),
-        }
+        return Recovered(
+            session.session_id,
+            session.session_key,
+            session.agent_id,
+            None if up_to is None else f"msg:{up_to}",
+            messages.recent(self.db.reader(), session.rowid, last, up_to),
+        )
 
-    def message(self, message_id: int, context: int) -> dict[str, Any]:
+    def message(self, message_id: int, context: int) -> Cited:
         """The message a citation ``msg:<id>`` names, with ``context`` messages of its session either side."""
         conn = self.db.reader()
         found = messages.around(conn, message_id, context)
@@ -209,35 +233,30 @@ class Queries:
                 "under the state dir ('openclaw-lossless stats' shows how many were archived)"
             )
         session = session_by_rowid(conn, found.session_rowid)
-        return {
-            "sessionId": session.session_id,
-            "sessionKey": session.session_key,
-            "agentId": session.agent_id,
-            "message": found.message,
-            "before": found.before,
-            "after": found.after,
-        }
+        return Cited(
+            session.session_id, session.session_key, session.agent_id, found.message, found.before, found.after
+        )
 
-    def snapshot(self, name: str) -> dict[str, Any]:
+    def snapshot(self, name: str) -> Snapshot:
         """A named snapshot: the session and the last message it marks."""
         found = snapshots.find_snapshot(self.db.reader(), name)
         if found is None:
             raise NotFound(f"no snapshot named {name!r}; 'openclaw-lossless snapshot list' shows them")
         return found
 
-    def snapshots(self) -> list[dict[str, Any]]:
+    def snapshots(self) -> list[Snapshot]:
         """Every named snapshot, for ``snapshot list`` and ``GET /v1/snapshots``."""
         return snapshots.list_snapshots(self.db.reader())
 
-    def compaction(self, compaction_id: int) -> dict[str, Any]:
+    def compaction(self, compaction_id: int) -> CompactionPoint:
         """A compaction that removed something: the point ``recover --before-compaction`` goes back to."""
         found = snapshots.find_compaction(self.db.reader(), compaction_id)
         if found is None:
             raise NotFound(f"no compaction {compaction_id}; 'openclaw-lossless stats' counts them")
-        if found["status"] != snapshots.COMPACTED:  # the host removed nothing: there is no "before" to show
-            why = f" ({found['reason']})" if found["reason"] else ""
+        if found.status != snapshots.COMPACTED:  # the host removed nothing: there is no "before" to show
+            why = f" ({found.reason})" if found.reason else ""
             raise BadRequest(
-                f"compaction {compaction_id} did not compact: {found['status']}{why}; the host removed nothing"
-                f" then, so 'recover --session {found['sessionId']}' shows the whole conversation"
+                f"compaction {compaction_id} did not compact: {found.status}{why}; the host removed nothing"
+                f" then, so 'recover --session {found.session_id}' shows the whole conversation"
             )
         return found

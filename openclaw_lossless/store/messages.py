@@ -294,7 +294,23 @@ def count(conn: Connection) -> int:
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 
 
-def recent(conn: Connection, session_rowid: int, last: int, up_to: int | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """One stored message as recovery shows it: its text as recalled, and the host's original verbatim."""
+
+    id: int
+    citation: str
+    role: str
+    kind: str
+    created_at: float
+    text: str
+    original: Any
+    importance: float | None
+    importance_label: str | None
+    cites: str | None
+
+
+def recent(conn: Connection, session_rowid: int, last: int, up_to: int | None = None) -> list[MessageView]:
     """The last ``last`` messages of a session (up to message ``up_to``), oldest first, originals included."""
     rows = conn.execute(
         f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id <= ? ORDER BY id DESC LIMIT ?",
@@ -308,9 +324,9 @@ class Around:
     """One stored message with up to N messages of its session either side (oldest first)."""
 
     session_rowid: int
-    message: dict[str, Any]
-    before: list[dict[str, Any]]
-    after: list[dict[str, Any]]
+    message: MessageView
+    before: list[MessageView]
+    after: list[MessageView]
 
 
 def around(conn: Connection, message_id: int, context: int) -> Around | None:
@@ -335,16 +351,16 @@ def around(conn: Connection, message_id: int, context: int) -> Around | None:
     )
 
 
-def message_view(row: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "id": int(row[0]),
-        "citation": f"msg:{row[0]}",
-        "role": row[1],
-        "kind": row[2],
-        "createdAt": float(row[3]),
-        "text": row[4],
-        "original": json.loads(row[5]),
-        "importance": row[6],
-        "importanceLabel": row[7],
-        "cites": None if row[8] is None else f"msg:{row[8]}",
-    }
+def message_view(row: Sequence[Any]) -> MessageView:
+    return MessageView(
+        id=int(row[0]),
+        citation=f"msg:{row[0]}",
+        role=row[1],
+        kind=row[2],
+        created_at=float(row[3]),
+        text=row[4],
+        original=json.loads(row[5]),
+        importance=row[6],
+        importance_label=row[7],
+        cites=None if row[8] is None else f"msg:{row[8]}",
+    )

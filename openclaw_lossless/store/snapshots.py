@@ -57,6 +57,34 @@ class Compaction:
     last_message_id: int | None
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A named point of a session: the last message it holds (None: the session had none yet)."""
+
+    name: str
+    session_id: str
+    session_key: str | None
+    last_message_id: int | None
+    created_at: float
+    automatic: bool
+    compaction_id: int | None
+
+
+@dataclass(frozen=True)
+class CompactionPoint:
+    """A recorded compaction whole, as ``recover --before-compaction`` reads it."""
+
+    compaction_id: int
+    session_id: str
+    last_message_id: int | None
+    recorded_at: float
+    tokens_before: int | None
+    tokens_after: int | None
+    summary: str | None
+    status: str
+    reason: str | None
+
+
 def _storable(text: str | None) -> str | None:
     return None if text is None else storable(text)
 
@@ -117,7 +145,7 @@ def create_snapshot(
     return last_id
 
 
-def list_snapshots(conn: Connection) -> list[dict[str, Any]]:
+def list_snapshots(conn: Connection) -> list[Snapshot]:
     rows = conn.execute(
         "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
         " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid ORDER BY sn.id"
@@ -125,7 +153,7 @@ def list_snapshots(conn: Connection) -> list[dict[str, Any]]:
     return [_snapshot_view(row) for row in rows]
 
 
-def find_snapshot(conn: Connection, name: str) -> dict[str, Any] | None:
+def find_snapshot(conn: Connection, name: str) -> Snapshot | None:
     row = conn.execute(
         "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
         " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid WHERE sn.name = ?",
@@ -134,19 +162,11 @@ def find_snapshot(conn: Connection, name: str) -> dict[str, Any] | None:
     return None if row is None else _snapshot_view(row)
 
 
-def _snapshot_view(row: Any) -> dict[str, Any]:
-    return {
-        "name": row[0],
-        "sessionId": row[1],
-        "sessionKey": row[2],
-        "lastMessageId": row[3],
-        "createdAt": row[4],
-        "automatic": bool(row[5]),
-        "compactionId": row[6],
-    }
+def _snapshot_view(row: Any) -> Snapshot:
+    return Snapshot(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
 
 
-def find_compaction(conn: Connection, compaction_id: int) -> dict[str, Any] | None:
+def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | None:
     row = conn.execute(
         "SELECT c.id, s.session_id, c.last_message_id, c.recorded_at, c.tokens_before, c.tokens_after, c.summary,"
         " c.status, c.reason FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = ?",
@@ -154,17 +174,7 @@ def find_compaction(conn: Connection, compaction_id: int) -> dict[str, Any] | No
     ).fetchone()
     if row is None:
         return None
-    return {
-        "compactionId": row[0],
-        "sessionId": row[1],
-        "lastMessageId": row[2],
-        "recordedAt": row[3],
-        "tokensBefore": row[4],
-        "tokensAfter": row[5],
-        "summary": row[6],
-        "status": row[7],
-        "reason": row[8],
-    }
+    return CompactionPoint(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
 
 
 def compaction_counts(conn: Connection) -> dict[str, int]:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from openclaw_lossless.api.deps import QueriesDep, StatusDep
+from openclaw_lossless.api.responses import MessageResponse, SnapshotsResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.render import page, session_of
@@ -77,14 +78,15 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
     ) -> HTMLResponse:
         context = _int(request.query_params.get("context", "3"), 0, 50)
         try:
-            found = queries.message(message_id, 3 if context is None else context)
+            found = wire(MessageResponse, queries.message(message_id, 3 if context is None else context))
         except LosslessError as exc:
             return page(request, "error.html", status=exc.status, error=exc.message)
         return page(request, "message.html", found=found)
 
     @router.get("/snapshots")
     def snapshots_page(request: Request, queries: QueriesDep) -> HTMLResponse:
-        return page(request, "snapshots.html", snapshots=queries.snapshots())
+        listed = wire(SnapshotsResponse, {"snapshots": queries.snapshots()})["snapshots"]
+        return page(request, "snapshots.html", snapshots=listed)
 
     return router
 
