@@ -295,3 +295,18 @@ def test_the_snapshots_page_lists_them_with_a_link_to_where_each_ends(
     page = client.get("/ui/snapshots").text
     assert "before-refactor" in page
     assert f'href="/ui/messages/{created["lastMessageId"]}"' in page
+
+
+def test_search_filters_by_time_like_the_cli(stored: LiveSidecar, client: httpx.Client) -> None:
+    log_in(client, stored)
+    every = {"q": "zebra", "mode": "vector", "k": "200"}
+    everything = client.get("/ui/search", params=every).text.count('class="hit"')
+    # the script message is dated 2025-11-23; the three turns are from today
+    on_the_day = client.get("/ui/search", params=every | {"since": "2025-11-23", "until": "2025-11-23"})
+    assert on_the_day.text.count('class="hit"') == 1
+    assert "zebra" in on_the_day.text
+    later = client.get("/ui/search", params=every | {"since": "2025-11-24"}).text.count('class="hit"')
+    assert later == everything - 1
+    bad = client.get("/ui/search", params=every | {"until": "next week"})
+    assert bad.status_code == 422
+    assert "until must be a date" in bad.text

@@ -9,7 +9,7 @@ session and, for a post, the origin and CSRF token before any route here runs.
 from __future__ import annotations
 
 import hmac
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Path, Request
@@ -20,12 +20,8 @@ from openclaw_lossless.api.responses import MessageResponse, SnapshotsResponse, 
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.render import page, session_of
+from openclaw_lossless.ui.search import search_page
 from openclaw_lossless.ui.sessions import Sessions
-
-MODES = ("hybrid", "keyword", "vector")
-ROLES = ("", "user", "assistant", "system", "tool")
-MAX_QUERY_CHARS = 20_000
-ROLE_POOL = 200  # like the CLI: a role filter chooses among the best 200 hits
 
 
 def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
@@ -69,8 +65,8 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return page(request, "status.html", stats=status.stats())
 
     @router.get("/search")
-    def search_page(request: Request, queries: QueriesDep) -> HTMLResponse:
-        return _search(request, queries)
+    def search_form(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return search_page(request, queries)
 
     @router.get("/messages/{message_id}")
     def message_page(
@@ -89,46 +85,6 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return page(request, "snapshots.html", snapshots=listed)
 
     return router
-
-
-def _search(request: Request, queries: QueriesDep) -> HTMLResponse:
-    """The search form and, when it holds a query, the hits; bad input is said on the page, with a 422."""
-    params = request.query_params
-    form = {
-        "q": params.get("q", ""),
-        "scope": params.get("scope", "all") or "all",
-        "mode": params.get("mode", "hybrid"),
-        "k": params.get("k", "10"),
-        "role": params.get("role", ""),
-    }
-    problem = _search_problem(form)
-    hits: list[dict[str, Any]] | None = None
-    status = 200
-    if problem is None and form["q"].strip():
-        k = int(form["k"])
-        try:
-            hits = queries.search(form["q"], form["scope"], ROLE_POOL if form["role"] else k, form["mode"])
-        except LosslessError as exc:
-            problem, status = exc.message, exc.status
-        else:
-            hits = [h for h in hits if not form["role"] or h["role"] == form["role"]][:k]
-    elif problem is not None:
-        status = 422
-    return page(request, "search.html", status=status, form=form, hits=hits, error=problem, modes=MODES, roles=ROLES)
-
-
-def _search_problem(form: dict[str, str]) -> str | None:
-    if len(form["q"]) > MAX_QUERY_CHARS:
-        return f"the query is longer than {MAX_QUERY_CHARS} characters: shorten it"
-    if form["mode"] not in MODES:
-        return "mode must be hybrid, keyword or vector"
-    if _int(form["k"], 1, 200) is None:
-        return "k (hits) must be a whole number from 1 to 200"
-    if form["role"] not in ROLES:
-        return "role must be user, assistant, system or tool"
-    if len(form["scope"]) > 600:
-        return "scope must be 'all', 'agent:<agentId>' or 'session:<sessionId>'"
-    return None
 
 
 def _int(text: str, low: int, high: int) -> int | None:
