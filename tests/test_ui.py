@@ -310,3 +310,24 @@ def test_search_filters_by_time_like_the_cli(stored: LiveSidecar, client: httpx.
     bad = client.get("/ui/search", params=every | {"until": "next week"})
     assert bad.status_code == 422
     assert "until must be a date" in bad.text
+
+
+def test_a_conversation_shows_as_recover_prints_it_up_to_a_snapshot(
+    stored: LiveSidecar, client: httpx.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log_in(client, stored)
+    page = client.get("/ui/conversation", params={"session": "s-main"})
+    assert page.status_code == 200
+    assert len(re.findall(r'<li class="entry">', page.text)) == 7  # 3 turns of two messages and the script one
+    assert "# Conversation s-main (agent main)" in page.text  # the markdown recover prints, escaped
+    assert SCRIPT not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    snap = run_cli_json(capsys, stored.settings.state_dir, "snapshot", "create", "mid", "--session", "s-main")
+    snapshots = client.get("/ui/snapshots").text
+    link = re.search(r'href="(/ui/conversation\?session=s-main&amp;upTo=(\d+))"', snapshots)
+    assert link and int(link.group(2)) == snap["lastMessageId"]
+    assert client.get("/ui/conversation", params={"session": "s-main", "upTo": "2"}).text.count('class="entry"') == 2
+    assert client.get("/ui/conversation", params={"session": "s-main", "last": "3"}).text.count('class="entry"') == 3
+    assert client.get("/ui/conversation", params={"session": "nope"}).status_code == 404
+    for params in ({}, {"session": "s-main", "last": "0"}, {"session": "s-main", "upTo": "msg:x"}):
+        assert client.get("/ui/conversation", params=params).status_code == 422, params

@@ -15,8 +15,9 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from openclaw_lossless import readable
 from openclaw_lossless.api.deps import QueriesDep, StatusDep
-from openclaw_lossless.api.responses import MessageResponse, SnapshotsResponse, wire
+from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.render import page, session_of
@@ -79,12 +80,33 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
             return page(request, "error.html", status=exc.status, error=exc.message)
         return page(request, "message.html", found=found)
 
+    @router.get("/conversation")
+    def conversation_page(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return _conversation(request, queries)
+
     @router.get("/snapshots")
     def snapshots_page(request: Request, queries: QueriesDep) -> HTMLResponse:
         listed = wire(SnapshotsResponse, {"snapshots": queries.snapshots()})["snapshots"]
         return page(request, "snapshots.html", snapshots=listed)
 
     return router
+
+
+def _conversation(request: Request, queries: QueriesDep) -> HTMLResponse:
+    """A session's last messages (up to one, for a snapshot), shown and as the markdown ``recover`` prints."""
+    params = request.query_params
+    session_id, last, up_to = params.get("session", ""), _int(params.get("last", "50"), 1, 10_000), None
+    if params.get("upTo"):
+        up_to = _int(params["upTo"].removeprefix("msg:"), 1, 2**62)
+        if up_to is None:
+            return page(request, "error.html", status=422, error="upTo must be a citation msg:N")
+    if not session_id or len(session_id) > 512 or last is None:
+        return page(request, "error.html", status=422, error="name a session (session=ID) and last from 1 to 10000")
+    try:
+        data = wire(RecoverResponse, queries.recover(session_id, last, up_to))
+    except LosslessError as exc:
+        return page(request, "error.html", status=exc.status, error=exc.message)
+    return page(request, "conversation.html", data=data, markdown=readable.conversation(data), last=last)
 
 
 def _int(text: str, low: int, high: int) -> int | None:
