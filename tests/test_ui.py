@@ -331,3 +331,23 @@ def test_a_conversation_shows_as_recover_prints_it_up_to_a_snapshot(
     assert client.get("/ui/conversation", params={"session": "nope"}).status_code == 404
     for params in ({}, {"session": "s-main", "last": "0"}, {"session": "s-main", "upTo": "msg:x"}):
         assert client.get("/ui/conversation", params=params).status_code == 422, params
+
+
+def test_the_recall_page_shows_what_the_model_saw_and_why(stored: LiveSidecar, client: httpx.Client) -> None:
+    log_in(client, stored)
+    assert "No agent has assembled" in client.get("/ui/recall").text
+    prompt = "What did the deploy note say about the zebra credentials?"
+    body = {"sessionId": "s-other", "sessionKey": "agent:main:other", "prompt": prompt, "messages": []}
+    assembled = stored.post("assemble", body | {"tokenBudget": 8000}).json()
+    assert "zebra" in assembled["systemPromptAddition"]
+    page = client.get("/ui/recall").text
+    assert "&lt;recalled-context&gt;" in page  # the block as handed to the host, escaped
+    assert SCRIPT not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    rows = re.findall(
+        r'<tr class="candidate">\s*<td><a href="/ui/messages/(\d+)">msg:\d+</a></td>\s*<td>(\w+)</td>', page
+    )
+    kept = {int(i) for i, decision in rows if decision == "kept"}
+    assert kept
+    assert kept == {item["id"] for item in assembled["recalled"] if item.get("neighbourOf") is None}
+    assert client.get("/ui/recall", params={"agent": "nobody"}).status_code == 404

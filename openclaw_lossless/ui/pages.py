@@ -16,10 +16,11 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from openclaw_lossless import readable
-from openclaw_lossless.api.deps import QueriesDep, StatusDep
+from openclaw_lossless.api.deps import QueriesDep, SidecarDep, StatusDep
 from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
+from openclaw_lossless.ui.recall import recall_page
 from openclaw_lossless.ui.render import page, session_of
 from openclaw_lossless.ui.search import search_page
 from openclaw_lossless.ui.sessions import Sessions
@@ -79,6 +80,10 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         except LosslessError as exc:
             return page(request, "error.html", status=exc.status, error=exc.message)
         return page(request, "message.html", found=found)
+
+    @router.get("/recall")
+    def recall_trace(request: Request, sidecar: SidecarDep) -> HTMLResponse:
+        return recall_page(request, sidecar)
 
     @router.get("/conversation")
     def conversation_page(request: Request, queries: QueriesDep) -> HTMLResponse:
