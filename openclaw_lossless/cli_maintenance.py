@@ -50,14 +50,16 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     """Through the running sidecar when it serves this store (its vector index forgets too), else the file."""
 
     def on_file() -> Any:
-        from openclaw_lossless.api.forget import ForgetRequest
+        from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse
+        from openclaw_lossless.api.responses import wire
         from openclaw_lossless.store import forget
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
-            return forget.run(
+            done = forget.run(
                 sidecar.db, sidecar.index, settings.archive_dir, request.selector(), dry_run=request.dry_run
             )
+        return wire(ForgetResponse, done)
 
     return sidecar_or_file(settings, lambda client: client.post("/v1/forget", json=body), on_file)[1]
 

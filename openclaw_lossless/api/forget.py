@@ -55,7 +55,13 @@ class ForgetRequest(Wire):
         )
 
 
-class ForgottenMessage(Wire):
+class Answer(Wire):
+    """Read from ``store.forget``'s dataclasses: the wire names them here."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", from_attributes=True)
+
+
+class ForgottenMessage(Answer):
     id: int
     citation: str
     created_at: float = Field(alias="createdAt")
@@ -67,7 +73,7 @@ class ForgottenMessage(Wire):
     text: str | None = Field(None, description="Its whole text, for a selection by match.")
 
 
-class ForgetResponse(Wire):
+class ForgetResponse(Answer):
     dry_run: bool = Field(alias="dryRun")
     forgotten: int = Field(description="Messages forgotten (or that would be, on a dry run).")
     stored: int
@@ -82,7 +88,7 @@ class ForgetResponse(Wire):
 def _run(sidecar: Sidecar, selector: forget.Selector, dry_run: bool) -> ForgetResponse:
     result = forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
     if not dry_run:
-        sidecar.metrics.counters["messages_forgotten"] += int(result["forgotten"])
+        sidecar.metrics.counters["messages_forgotten"] += result.forgotten
     return ForgetResponse.model_validate(result)
 
 

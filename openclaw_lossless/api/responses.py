@@ -33,7 +33,7 @@ class Open(Out):
     model_config = ConfigDict(populate_by_name=True, from_attributes=True, extra="allow")
 
 
-def wire(model: type[Out], value: object) -> dict[str, Any]:
+def wire(model: type[BaseModel], value: object) -> dict[str, Any]:
     """``value`` exactly as the HTTP API answers it: what the CLI and the MCP server show when they read the
     store themselves, so an answer has one shape whether a running sidecar or the file gave it."""
     answer: dict[str, Any] = model.model_validate(value).model_dump(by_alias=True)

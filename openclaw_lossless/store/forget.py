@@ -25,7 +25,7 @@ import os
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,42 +64,76 @@ class Selector:
         return not self.ids and all(v is None for v in others) and (self.since, self.until) != (None, None)
 
 
+@dataclass(frozen=True)
+class Named:
+    """A message a selection names: a stored one, or a line of an archive file (``archive``, its ``record``)."""
+
+    id: int
+    created_at: float
+    role: str
+    session_id: str
+    agent_id: str
+    text: str
+    archive: str | None = None
+    record: dict[str, Any] | None = None  # the archive line as written (the export format)
+
+
+@dataclass(frozen=True)
+class ForgottenMessage:
+    """One message as the answer lists it: enough to recognise it, its whole text for a selection by match."""
+
+    id: int
+    citation: str
+    created_at: float
+    role: str
+    session_id: str
+    agent_id: str
+    excerpt: str
+    archived: bool
+    text: str | None
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What a forget did (or, on a dry run, would do); the counts of the removal only when it ran."""
+
+    dry_run: bool
+    forgotten: int
+    stored: int
+    archived: int
+    sessions: list[str]
+    messages: list[ForgottenMessage]
+    removed: int | None = None
+    archive_files_rewritten: int | None = None
+    wal_truncated: bool | None = None
+
+
 @dataclass
 class Plan:
     """The messages a selection names: stored ones by id, archived ones by file."""
 
-    stored: list[dict[str, Any]] = field(default_factory=list)
-    archived: list[dict[str, Any]] = field(default_factory=list)
+    stored: list[Named] = field(default_factory=list)
+    archived: list[Named] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)  # sessions forgotten whole (their summaries go too)
 
-    def view(self, *, dry_run: bool, full_text: bool) -> dict[str, Any]:
+    def view(self, *, dry_run: bool, full_text: bool) -> Forgotten:
         items = [_item(row, full_text) for row in self.stored] + [_item(row, full_text) for row in self.archived]
-        return {
-            "dryRun": dry_run,
-            "forgotten": len(items),
-            "stored": len(self.stored),
-            "archived": len(self.archived),
-            "sessions": self.sessions,
-            "messages": items,
-        }
+        return Forgotten(dry_run, len(items), len(self.stored), len(self.archived), self.sessions, items)
 
 
-def _item(row: dict[str, Any], full_text: bool) -> dict[str, Any]:
-    text = str(row["text"])
-    excerpt = " ".join(text.split())
-    item = {
-        "id": row["id"],
-        "citation": f"msg:{row['id']}",
-        "createdAt": row["createdAt"],
-        "role": row["role"],
-        "sessionId": row["sessionId"],
-        "agentId": row["agentId"],
-        "excerpt": excerpt if len(excerpt) <= EXCERPT_CHARS else excerpt[: EXCERPT_CHARS - 1] + "…",
-        "archived": bool(row.get("archive")),
-    }
-    if full_text:
-        item["text"] = text
-    return item
+def _item(row: Named, full_text: bool) -> ForgottenMessage:
+    excerpt = " ".join(row.text.split())
+    return ForgottenMessage(
+        id=row.id,
+        citation=f"msg:{row.id}",
+        created_at=row.created_at,
+        role=row.role,
+        session_id=row.session_id,
+        agent_id=row.agent_id,
+        excerpt=excerpt if len(excerpt) <= EXCERPT_CHARS else excerpt[: EXCERPT_CHARS - 1] + "…",
+        archived=row.archive is not None,
+        text=row.text if full_text else None,
+    )
 
 
 # -- planning -----------------------------------------------------------------------------------------------
@@ -109,8 +143,8 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     """What ``selector`` names, or a ``BadRequest``/``NotFound`` saying what to fix (nothing is changed)."""
     _check(conn, selector)
     found = Plan(stored=_stored(conn, selector))
-    found.archived = list(_archived(archive_dir, selector, {row["id"] for row in found.stored}))
-    missing = sorted(set(selector.ids) - {row["id"] for row in found.stored + found.archived})
+    found.archived = list(_archived(archive_dir, selector, {row.id for row in found.stored}))
+    missing = sorted(set(selector.ids) - {row.id for row in found.stored + found.archived})
     if missing:
         raise NotFound(
             "no message " + ", ".join(f"msg:{i}" for i in missing[:10]) + " is stored"
@@ -154,7 +188,7 @@ def fts_query(match: str) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in _WORD.findall(match))
 
 
-def _stored(conn: Connection, selector: Selector) -> list[dict[str, Any]]:
+def _stored(conn: Connection, selector: Selector) -> list[Named]:
     clauses, params = _where(selector)
     if selector.match is not None:
         clauses.append("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)")
@@ -165,7 +199,7 @@ def _stored(conn: Connection, selector: Selector) -> list[dict[str, Any]]:
         params,
     ).fetchall()
     selected = [_row(r) for r in rows]
-    ids = [row["id"] for row in selected]
+    ids = [row.id for row in selected]
     return selected + _outcomes(conn, ids)
 
 
@@ -187,7 +221,7 @@ def _where(selector: Selector) -> tuple[list[str], list[Any]]:
     return clauses, params
 
 
-def _outcomes(conn: Connection, ids: list[int]) -> list[dict[str, Any]]:
+def _outcomes(conn: Connection, ids: list[int]) -> list[Named]:
     """Subagent outcome records citing a selected message: copies of its text in the parent's session."""
     if not ids:
         return []
@@ -201,22 +235,15 @@ def _outcomes(conn: Connection, ids: list[int]) -> list[dict[str, Any]]:
     return [_row(r) for r in rows]
 
 
-def _row(row: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "id": int(row[0]),
-        "createdAt": float(row[1]),
-        "role": str(row[2]),
-        "sessionId": str(row[3]),
-        "agentId": str(row[4]),
-        "text": str(row[5]),
-    }
+def _row(row: Sequence[Any], archive: str | None = None, record: dict[str, Any] | None = None) -> Named:
+    return Named(int(row[0]), float(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]), archive, record)
 
 
 def archive_files(archive_dir: Path) -> list[Path]:
     return sorted(archive_dir.glob("*.jsonl.gz")) if archive_dir.is_dir() else []
 
 
-def _archived(archive_dir: Path, selector: Selector, stored: set[int]) -> Iterator[dict[str, Any]]:
+def _archived(archive_dir: Path, selector: Selector, stored: set[int]) -> Iterator[Named]:
     """Archived message lines the selection names (a keyword match looks at the hot store only)."""
     if selector.match is not None:
         return
@@ -234,8 +261,10 @@ def _archived(archive_dir: Path, selector: Selector, stored: set[int]) -> Iterat
                         record.get("sessionId", ""),
                         record.get("agentId", ""),
                         record.get("text", ""),
-                    )
-                ) | {"archive": str(path), "record": record}
+                    ),
+                    str(path),
+                    record,
+                )
 
 
 def _archived_match(record: dict[str, Any], selector: Selector, wanted: set[int]) -> bool:
@@ -263,18 +292,19 @@ def _lines(path: Path) -> Iterator[dict[str, Any] | None]:
 # -- forgetting ---------------------------------------------------------------------------------------------
 
 
-def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found: Plan) -> dict[str, Any]:
-    """Remove what ``found`` names from the store, the vector index and the archives; returns counts."""
-    ids = [row["id"] for row in found.stored]
+def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found: Plan) -> tuple[int, int, bool]:
+    """Remove what ``found`` names from the store, the vector index and the archives; returns the messages
+    removed, the archive files rewritten and whether the write-ahead log was truncated."""
+    ids = [row.id for row in found.stored]
     removed = db.write(lambda conn: _remove(conn, ids, found.sessions, found.archived))
     if index is not None:
         index.forget_ids(ids)
     truncated = scrub_files(db)
     rewritten = rewrite_archives(db.reader(), archive_dir)
-    return {"removed": removed, "archiveFilesRewritten": rewritten, "walTruncated": truncated}
+    return removed, rewritten, truncated
 
 
-def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: list[dict[str, Any]]) -> int:
+def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: list[Named]) -> int:
     conn.execute("PRAGMA secure_delete = ON")  # freed cells and pages are zeroed, not left for a hex editor
     now = time.time()
     marks = json.dumps(ids)
@@ -285,8 +315,9 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
         " WHERE m.id IN (SELECT value FROM json_each(?))",
         (now, marks),
     )
-    for record in archived:
-        _tombstone_archived(conn, record["record"], now)
+    for named in archived:
+        if named.record is not None:
+            _tombstone_archived(conn, named.record, now)
     removed = delete_messages(conn, ids)
     for session_id in sessions:
         _forget_summaries(conn, session_id)
@@ -425,10 +456,11 @@ def resurrected(conn: Connection) -> int:
 
 def run(
     db: Database, index: ForgettingIndex | None, archive_dir: Path, selector: Selector, *, dry_run: bool
-) -> dict[str, Any]:
+) -> Forgotten:
     """Plan, then (unless ``dry_run``) forget exactly what the plan shows; the view lists every message."""
     found = plan(db.reader(), archive_dir, selector)
     view = found.view(dry_run=dry_run, full_text=selector.match is not None)
     if dry_run:
         return view
-    return view | forget(db, index, archive_dir, found)
+    removed, rewritten, truncated = forget(db, index, archive_dir, found)
+    return replace(view, removed=removed, archive_files_rewritten=rewritten, wal_truncated=truncated)
