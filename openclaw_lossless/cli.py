@@ -28,6 +28,7 @@ from openclaw_lossless import __version__, readable
 from openclaw_lossless.api.responses import (
     PackResponse,
     RecoverResponse,
+    SearchResponse,
     SnapshotsResponse,
     SnapshotView,
     StatsResponse,
@@ -82,7 +83,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         settings,
         "/v1/search",
         params,
-        lambda s: {"hits": s.queries.search(args.query, params["scope"], params["k"], args.mode)},
+        lambda s: wire(SearchResponse, _search_answer(s, args.query, params["scope"], params["k"], args.mode)),
     )
     hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
     if filtered and len(hits) < args.k and _pool_may_be_cut(len(data["hits"])):
@@ -93,6 +94,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
     emit({"query": args.query, "hits": hits}, args.json, readable.hits)
     return EXIT_OK
+
+
+def _search_answer(sidecar: Any, query: str, scope: str, k: int, mode: str) -> dict[str, Any]:
+    return {"query": query, "scope": scope, "mode": mode, "hits": sidecar.queries.search(query, scope, k, mode)}
 
 
 def _filtered(args: argparse.Namespace) -> bool:

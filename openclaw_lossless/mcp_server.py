@@ -26,6 +26,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openclaw_lossless import __version__, store_access
+from openclaw_lossless.api.responses import SearchResponse, wire
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.embed.service import build_provider
@@ -105,7 +106,8 @@ class MemorySearch:
 
         def on_file(sidecar: Sidecar) -> dict[str, Any]:
             try:
-                return {"hits": sidecar.queries.search(query, scope, k, mode)}
+                hits = sidecar.queries.search(query, scope, k, mode)
+                return wire(SearchResponse, {"query": query, "scope": scope, "mode": mode, "hits": hits})
             except NotFound:
                 return {"hits": []}
 

@@ -37,6 +37,26 @@ from openclaw_lossless.store.snapshots import CompactionPoint, Snapshot
 
 
 @dataclass(frozen=True)
+class Hit:
+    """One search hit, with the score parts a caller may weigh (``score`` orders the hits)."""
+
+    id: int
+    citation: str
+    role: str
+    kind: str
+    created_at: float
+    session_id: str | None
+    agent_id: str
+    text: str
+    score: float
+    relevance: float
+    similarity: float
+    cosine: float | None
+    keyword: float | None
+    lanes: list[str]
+
+
+@dataclass(frozen=True)
 class Recovered:
     """A session's messages as stored, oldest first, up to a message when one was named (``msg:<id>``)."""
 
@@ -130,7 +150,7 @@ class Queries:
 
     # -- search and pack -----------------------------------------------------------------------------------
 
-    def search(self, text: str, scope: str, k: int, mode: str) -> list[dict[str, Any]]:
+    def search(self, text: str, scope: str, k: int, mode: str) -> list[Hit]:
         """The ``k`` best hits for ``text`` in ``scope``, each with the score parts a caller may weigh."""
         began = time.perf_counter()
         conn = self.db.reader()
@@ -147,22 +167,22 @@ class Queries:
         sessions = session_ids(conn) if hits else {}
         self.metrics.observe("search", time.perf_counter() - began)
         return [
-            {
-                "id": m.id,
-                "citation": m.citation,
-                "role": m.role,
-                "kind": m.kind,
-                "createdAt": m.created_at,
-                "sessionId": sessions.get(m.session_rowid),
-                "agentId": m.agent_id,
-                "text": m.text,
-                "score": round(c.relevance * c.weight, 6),
-                "relevance": round(c.relevance, 6),
-                "similarity": round(c.similarity, 6),
-                "cosine": c.cosine,
-                "keyword": c.keyword,
-                "lanes": sorted(c.lanes),
-            }
+            Hit(
+                id=m.id,
+                citation=m.citation,
+                role=m.role,
+                kind=m.kind,
+                created_at=m.created_at,
+                session_id=sessions.get(m.session_rowid),
+                agent_id=m.agent_id,
+                text=m.text,
+                score=round(c.relevance * c.weight, 6),
+                relevance=round(c.relevance, 6),
+                similarity=round(c.similarity, 6),
+                cosine=c.cosine,
+                keyword=c.keyword,
+                lanes=sorted(c.lanes),
+            )
             for c, m in hits
         ]
 

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from openclaw_lossless.api.responses import SearchResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.ui.render import page
@@ -48,7 +49,9 @@ def _hits(queries: Queries, form: dict[str, str]) -> list[dict[str, Any]]:
     k = int(form["k"])
     since, until = moment(form["since"]), moment(form["until"], end_of_day=True)
     filtered = bool(form["role"]) or since is not None or until is not None
-    hits = queries.search(form["q"], form["scope"], FILTER_POOL if filtered else k, form["mode"])
+    found = queries.search(form["q"], form["scope"], FILTER_POOL if filtered else k, form["mode"])
+    answer = {"query": form["q"], "scope": form["scope"], "mode": form["mode"], "hits": found}
+    hits: list[dict[str, Any]] = wire(SearchResponse, answer)["hits"]
     return [
         hit
         for hit in hits
