@@ -17,7 +17,7 @@ from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.metrics import Metrics
-from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult
+from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult, Recalled
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.store import messages, snapshots
@@ -54,6 +54,19 @@ class Hit:
     cosine: float | None
     keyword: float | None
     lanes: list[str]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A bounded, cited context bundle: its lines with their texts, the block, and the full trace."""
+
+    query: str
+    budget_tokens: int
+    estimated_tokens: int
+    items: list[Recalled]
+    block: str
+    recall_skipped: str | None
+    trace: dict[str, Any]  # {"query": what was searched, "candidates": every candidate's score parts}
 
 
 @dataclass(frozen=True)
@@ -197,7 +210,7 @@ class Queries:
             return Scope(session_rowids=frozenset({require_session(conn, value).rowid}))
         raise BadRequest("scope must be 'all', 'agent:<agentId>' or 'session:<sessionId>'")
 
-    def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> dict[str, Any]:
+    def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> Packed:
         """The bounded, cited context bundle for a query: what assemble would recall with an empty window."""
         conn = self.db.reader()
         # The caller's budget is the bundle's cap: the per-turn recallTokenBudget does not shrink it.
@@ -219,15 +232,10 @@ class Queries:
         result = self.assembler.assemble(conn, request)
         texts = messages.fetch(conn, [item.id for item in result.recalled])
         items = [replace(item, text=texts[item.id].text) for item in result.recalled]
-        return {
-            "query": query,
-            "budgetTokens": budget_tokens,
-            "estimatedTokens": result.estimated_tokens,
-            "items": items,
-            "block": result.system_prompt_addition,
-            "recallSkipped": result.skipped,
-            "trace": {"query": result.query, "candidates": result.trace()},
-        }
+        trace = {"query": result.query, "candidates": result.trace()}
+        return Packed(
+            query, budget_tokens, result.estimated_tokens, items, result.system_prompt_addition, result.skipped, trace
+        )
 
     # -- the record as stored ------------------------------------------------------------------------------
 
