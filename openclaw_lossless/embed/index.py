@@ -5,8 +5,8 @@ with sqlite-vec can search) holds each message's int8 codes and scale (``quantiz
 the ranking) and its session. The in-memory ``VectorIndex`` is a cache of that table, loaded at start and
 appended to by the backlog worker after each committed batch.
 
-Why not search with sqlite-vec itself: its KNN scans every vector exactly, about ten times as long as this
-index on the same 100,000 vectors (``benchmarks/vec_knn.py``), too slow for a turn. Here a search scans sign
+Why not search with sqlite-vec itself: its KNN scans every vector exactly, 20 to 40 times as long as this
+index on the same vectors (``benchmarks/vec_knn.py``, 100k and 1M), too slow for a turn. Here a search scans sign
 bits (48 bytes a vector) for a shortlist and ranks it exactly with the int8 codes: ~440 bytes a vector in RAM.
 
 ``meta`` records the provider identity the vectors were built with. When the configured provider differs

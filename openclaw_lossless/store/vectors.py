@@ -7,8 +7,8 @@ ignores the scale, so sqlite-vec's own KNN on the codes ranks as the sidecar doe
 
 Why not an ordinary table: the store is meant to be readable by other tools, and a ``vec0`` table is what
 sqlite-vec's ``MATCH ... AND k = N`` searches. Why the sidecar still keeps its own index in RAM
-(``embed/index.py``): sqlite-vec 0.1.9 scans every vector exactly, about ten times as long as that index's
-search on the same 100,000 vectors (``benchmarks/vec_knn.py``): too slow for a turn's recall.
+(``embed/index.py``): sqlite-vec 0.1.9 scans every vector exactly, 20 to 40 times as long as that index's
+search on the same vectors (``benchmarks/vec_knn.py``, 100k and 1M): too slow for a turn's recall.
 
 Loading: ``vec0`` returns its rows one at a time through the virtual-table interface (~2-3 s per 100,000
 vectors), so ``read_all`` reads its chunk tables directly (a chunk holds 1,024 rows: validity bits, rowids,
