@@ -29,6 +29,7 @@ from openclaw_lossless.api.responses import (
     PackResponse,
     RecoverResponse,
     SearchResponse,
+    SnapshotMadeView,
     SnapshotsResponse,
     SnapshotView,
     StatsResponse,
@@ -165,7 +166,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     with open_file_store(settings_of(args)) as sidecar:
         if args.snapshot_command == "create":
-            data: Any = sidecar.ingest.snapshot_create(args.name, args.session)
+            data: Any = wire(SnapshotMadeView, sidecar.ingest.snapshot_create(args.name, args.session))
             human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
         elif args.snapshot_command == "list":
             data = wire(SnapshotsResponse, {"snapshots": sidecar.queries.snapshots()})

@@ -88,7 +88,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
             {"role": "assistant", "content": [{"type": "text", "text": answer}]},
         ]
         _commit(sidecar, "child:1", "s-child", CHILD, child)
-        assert sidecar.ingest.subagent_ended(CHILD, "completed")["outcomesCopied"] == 1
+        assert sidecar.ingest.subagent_ended(CHILD, "completed").outcomes_copied == 1
         sidecar.ingest.subagent_spawn(MAIN, "agent:main:subagent:8", None)
         for turn in conversation(2, session="s-ops", seed=9):
             _commit(sidecar, turn.key, "s-ops", OPS, turn.messages)

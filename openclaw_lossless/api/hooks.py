@@ -14,18 +14,19 @@ from openclaw_lossless.api import schemas
 from openclaw_lossless.api.deps import IngestDep, SidecarDep, recall_settings
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
 from openclaw_lossless.recall.window import Descriptor
+from openclaw_lossless.service.ingest import Bootstrapped, Committed, Ended
 from openclaw_lossless.store.snapshots import CompactionRecord
 
 router = APIRouter(prefix="/v1/hooks", tags=["hooks"])
 
 
 @router.post("/bootstrap", response_model=schemas.BootstrapResponse)
-def bootstrap(body: schemas.BootstrapRequest, ingest: IngestDep) -> dict[str, Any]:
+def bootstrap(body: schemas.BootstrapRequest, ingest: IngestDep) -> Bootstrapped:
     return ingest.bootstrap(body.session_id, body.session_key)
 
 
 @router.post("/commit-turn", response_model=schemas.CommitTurnResponse)
-def commit_turn(body: schemas.CommitTurnRequest, sidecar: SidecarDep) -> dict[str, Any]:
+def commit_turn(body: schemas.CommitTurnRequest, sidecar: SidecarDep) -> Committed:
     recall = recall_settings(sidecar, body.config)
     return sidecar.ingest.commit_turn(
         body.advancement_key,
@@ -124,5 +125,5 @@ def subagent_rollback(body: schemas.SubagentRollbackRequest, ingest: IngestDep) 
 
 
 @router.post("/subagent-ended", response_model=schemas.SubagentEndedResponse)
-def subagent_ended(body: schemas.SubagentEndedRequest, ingest: IngestDep) -> dict[str, Any]:
+def subagent_ended(body: schemas.SubagentEndedRequest, ingest: IngestDep) -> Ended:
     return ingest.subagent_ended(body.child_session_key, body.reason)

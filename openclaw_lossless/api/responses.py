@@ -131,6 +131,14 @@ class SnapshotView(Out):
     compaction_id: int | None = Field(alias="compactionId")
 
 
+class SnapshotMadeView(Out):
+    """``snapshot create``: the name, and the session and last message it marks."""
+
+    name: str
+    session_id: str = Field(alias="sessionId")
+    last_message_id: int | None = Field(alias="lastMessageId")
+
+
 class SnapshotsResponse(Out):
     snapshots: list[SnapshotView]
 

@@ -38,6 +38,41 @@ from openclaw_lossless.store.sessions import (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Committed:
+    """A turn's commit: ``committed`` or ``duplicate`` (its advancement key was seen), messages stored."""
+
+    status: str
+    stored: int
+    skipped_heartbeat: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Bootstrapped:
+    """A session registered: how many of its existing messages were imported, and why that many."""
+
+    bootstrapped: bool
+    imported_messages: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Ended:
+    """A subagent ended: whether it was linked to a parent, and how many outcome records were copied."""
+
+    ended: bool
+    outcomes_copied: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotMade:
+    """A snapshot just named: the session and the last message it marks."""
+
+    name: str
+    session_id: str
+    last_message_id: int | None
+
+
 class Ingest:
     """The write side: what the host's write hooks and the operator's ``snapshot create`` do to the store."""
 
@@ -93,11 +128,11 @@ class Ingest:
         *,
         heartbeat: bool,
         recall: RecallSettings,
-    ) -> dict[str, Any]:
+    ) -> Committed:
         """Store a turn's messages and its advancement key in one transaction; a replayed key writes nothing."""
         check_identifier(advancement_key, "advancementKey")
         if not self.selection.captures(session_id, session_key):  # committed: the host must not retry it
-            return {"status": "committed", "stored": 0, "skippedHeartbeat": False}
+            return Committed("committed", 0, False)
         skip = heartbeat and recall.skip_heartbeats
         records = [] if skip else messages.turn_identities(self._records(raw), advancement_key)
         agent: list[str] = []
@@ -118,7 +153,7 @@ class Ingest:
         self.after_write(len(ids))
         if status == "committed" and records:  # a late or out-of-order turn: the host may hold more we missed
             self.catch_up.after_commit(session_id, session_key, max(record.created_at for record in records))
-        return {"status": status, "stored": len(ids), "skippedHeartbeat": skip}
+        return Committed(status, len(ids), skip)
 
     def _count_commit(self, status: str, stored: int, seconds: float) -> None:
         """The turn's latency and outcome for ``/stats`` and ``/metrics`` (counters only: no I/O on the turn)."""
@@ -146,24 +181,24 @@ class Ingest:
         self.after_write(len(ids))
         return len(ids)
 
-    def bootstrap(self, session_id: str, session_key: str | None) -> dict[str, Any]:
+    def bootstrap(self, session_id: str, session_key: str | None) -> Bootstrapped:
         """Register the session, importing its existing OpenClaw history the first time it is seen.
 
         Cheap when the session is already known: one read, no write.
         """
         check_identifier(session_id, "sessionId")
         if not self.selection.captures(session_id, session_key):
-            return {"bootstrapped": True, "importedMessages": 0, "reason": "excluded"}
+            return Bootstrapped(True, 0, "excluded")
         known = find_session(self.db.reader(), session_id)
         if known is not None and (known.session_key is not None or session_key is None):
             self.catch_up.after_bootstrap(session_id, known.session_key)  # seen again after a gap? (in its thread)
-            return {"bootstrapped": True, "importedMessages": 0, "reason": "known"}
+            return Bootstrapped(True, 0, "known")
         imported = 0
         if known is None:
             imported = import_session(self, self.openclaw_state, session_id, agent_of(session_key))
             self.after_write(imported)
         self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
-        return {"bootstrapped": True, "importedMessages": imported, "reason": "imported" if imported else "registered"}
+        return Bootstrapped(True, imported, "imported" if imported else "registered")
 
     def compact(
         self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord
@@ -187,19 +222,19 @@ class Ingest:
         """Undo a spawn the host gave up on: the link and the child's registered session both go."""
         return self.db.write(lambda conn: subagents.unlink(conn, spawn_id, child_key))
 
-    def subagent_ended(self, child_key: str, reason: str) -> dict[str, Any]:
+    def subagent_ended(self, child_key: str, reason: str) -> Ended:
         """Copy the child's outcome into its parent's recall; the parent's announce turn is caught up later."""
         reason = self.capture_options.redactor.redact(reason)  # free text from the host, stored: redacted
         linked, copied = self.db.write(lambda conn: subagents.end(conn, child_key, reason))
         self.after_write(copied)
         self.catch_up.after_subagent_ended(child_key)  # the parent's announce turn is never committed
-        return {"ended": linked, "outcomesCopied": copied}
+        return Ended(linked, copied)
 
     # -- the operator's -------------------------------------------------------------------------------------
 
-    def snapshot_create(self, name: str, session_id: str | None) -> dict[str, Any]:
+    def snapshot_create(self, name: str, session_id: str | None) -> SnapshotMade:
         """Name the point a session has reached (the most recently active one when none is named)."""
         conn = self.db.reader()
         session = require_session(conn, session_id) if session_id else latest_session(conn)
         last = self.db.write(lambda conn: snapshots.create_snapshot(conn, session, name))
-        return {"name": name, "sessionId": session.session_id, "lastMessageId": last}
+        return SnapshotMade(name, session.session_id, last)
