@@ -194,7 +194,7 @@ def test_a_rescanned_message_delivered_again_is_not_stored_twice(
         for n, text in enumerate(TEXTS):  # the host sends the same messages again in a new turn, current rules
             sidecar.ingest.commit_turn(f"again-{n}", "s1", "agent:main:main", [_message(text, 1_700_000_000_000 + n)],
                                 heartbeat=False, recall=recall)  # fmt: skip
-        assert sidecar.status.stats()["messages"] == 4
+        assert sidecar.status.stats().messages == 4
     finally:
         sidecar.close()
 

@@ -22,7 +22,7 @@ from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.metrics import Metrics
-from openclaw_lossless.service.size_cap import SizeCap
+from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store import archive, counts, snapshots
 from openclaw_lossless.store.connection import Database, translate_error
 
@@ -51,14 +51,112 @@ class Parts:
     rebuild: Rebuild
 
 
+@dataclass(frozen=True)
+class DatabaseHealth:
+    writable: bool
+    problem: str | None  # why a turn cannot be stored now
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    embedded: int
+    failures: int
+    last_error: str | None
+    backoff_s: float
+    drain_rate_per_s: float
+
+
+@dataclass(frozen=True)
+class EmbedderState:
+    configured: str
+    active: str | None
+    model: str | None
+    variant: str | None
+    dimension: int | None
+    ready: bool
+    reason: str | None
+    fallbacks: dict[str, int]
+    rebuilding: bool
+    rebuilt_from: str | None
+    worker: WorkerState | None
+    api: dict[str, object] | None  # an API provider's requests, retries and failures by kind
+
+
+@dataclass(frozen=True)
+class IndexState:
+    loaded: bool
+    vectors: int
+    searches_while_loading: int
+
+
+@dataclass(frozen=True)
+class Health:
+    """``/healthz``: ``ok``, ``degraded`` (hooks work, recall is keyword-only) or ``unavailable``."""
+
+    status: str
+    version: str
+    pid: int
+    database: DatabaseHealth
+    sqlite_vec: str | None
+    embedder: EmbedderState
+    backlog: int | None
+    vector_index: IndexState | None
+    agents: dict[str, dict[str, str | None]]
+    catch_up: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DatabaseSize:
+    path: str
+    bytes: int
+    used_bytes: int
+    max_db_size_mb: float
+
+
+@dataclass(frozen=True)
+class ArchiveState:
+    archived_messages: int
+    archives: int
+    last: Archiving | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """``/stats``: counts, sizes, the embedder, latencies and catch-up."""
+
+    version: str
+    uptime_s: float
+    messages: int
+    sessions: int
+    agents: int
+    turns: int
+    compactions: int  # only those that did compact
+    compaction_failures: int
+    compaction_outcomes: dict[str, int]  # every status, failed and skipped (nothing to compact) too
+    snapshots: int
+    forgotten: int  # tombstones: messages forgotten on request
+    subagents: int
+    vectors: int
+    vector_index: IndexState | None
+    backlog: int
+    embedder: EmbedderState
+    database: DatabaseSize
+    archive: ArchiveState
+    latency: dict[str, dict[str, float]]
+    recall_skips: dict[str, int]
+    counters: dict[str, int]
+    agent_activity: dict[str, dict[str, str | None]]
+    catch_up: dict[str, Any]
+
+
 class Status:
-    """``health()`` for ``/healthz``, ``stats()`` for ``/stats``; both as the wire shows them (camelCase)."""
+    """``health()`` for ``/healthz``, ``stats()`` for ``/stats``; the response models name them on the wire."""
 
     def __init__(self, parts: Parts, *, started: float) -> None:
         self.parts = parts
         self.started = started  # monotonic, for the uptime
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         """Liveness and readiness: ``ok``; ``degraded`` (hooks work, recall is keyword-only); ``unavailable``.
 
         ``unavailable`` means a turn cannot be stored now (the database takes no write lock or cannot be
@@ -78,18 +176,18 @@ class Status:
         except p.db.module.Error as exc:
             problem = problem or str(translate_error(exc))
         writable = problem is None
-        return {
-            "status": "unavailable" if not writable else ("ok" if p.embedding.status.ready else "degraded"),
-            "version": __version__,
-            "pid": os.getpid(),
-            "database": {"writable": writable, "problem": problem},
-            "sqliteVec": vec_version,
-            "embedder": self._embedder_view(),
-            "backlog": backlog,
-            "vectorIndex": self._index_view(),
-            "agents": p.activity.times(),
-            "catchUp": p.catch_up.view(short=True),
-        }
+        return Health(
+            status="unavailable" if not writable else ("ok" if p.embedding.status.ready else "degraded"),
+            version=__version__,
+            pid=os.getpid(),
+            database=DatabaseHealth(writable, problem),
+            sqlite_vec=vec_version,
+            embedder=self._embedder_view(),
+            backlog=backlog,
+            vector_index=self._index_view(),
+            agents=p.activity.times(),
+            catch_up=p.catch_up.view(short=True),
+        )
 
     def _write_problem(self) -> str | None:
         """Why the store cannot take a write now, or None: takes the write lock, as a commit would."""
@@ -101,84 +199,69 @@ class Status:
             return str(exc)
         return None
 
-    def _index_view(self) -> dict[str, Any] | None:
+    def _index_view(self) -> IndexState | None:
         index = self.parts.index
         if index is None:
             return None
-        return {
-            "loaded": index.loaded.is_set(),
-            "vectors": len(index),
-            "searchesWhileLoading": index.searches_while_loading,
-        }
+        return IndexState(index.loaded.is_set(), len(index), index.searches_while_loading)
 
-    def _embedder_view(self) -> dict[str, Any]:
+    def _embedder_view(self) -> EmbedderState:
         p = self.parts
         status = p.embedding.status
         api = getattr(p.embedding.provider, "stats", None)  # an API provider's requests and failures by kind
-        return {
-            "configured": status.configured,
-            "active": status.active,
-            "model": status.model,
-            "variant": status.variant,
-            "dimension": status.dimension,
-            "ready": status.ready,
-            "reason": status.reason,
-            "fallbacks": dict(status.fallbacks),
-            "rebuilding": p.rebuild.rebuilding,
-            "rebuiltFrom": p.rebuild.rebuilt_from,
-            "worker": self._worker_view(),
-            "api": api.as_dict() if isinstance(api, EmbedderStats) else None,
-        }
+        return EmbedderState(
+            configured=status.configured,
+            active=status.active,
+            model=status.model,
+            variant=status.variant,
+            dimension=status.dimension,
+            ready=status.ready,
+            reason=status.reason,
+            fallbacks=dict(status.fallbacks),
+            rebuilding=p.rebuild.rebuilding,
+            rebuilt_from=p.rebuild.rebuilt_from,
+            worker=self._worker_view(),
+            api=api.as_dict() if isinstance(api, EmbedderStats) else None,
+        )
 
-    def _worker_view(self) -> dict[str, Any] | None:
+    def _worker_view(self) -> WorkerState | None:
         if self.parts.worker is None:
             return None
         worker = self.parts.worker.stats
-        return {
-            "embedded": worker.embedded,
-            "failures": worker.failures,
-            "lastError": worker.last_error,
-            "backoffS": worker.backoff_s,
-            "drainRatePerS": round(worker.drain_rate(), 2),
-        }
+        return WorkerState(
+            worker.embedded, worker.failures, worker.last_error, worker.backoff_s, round(worker.drain_rate(), 2)
+        )
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> Stats:
         """Counts, sizes, the embedder, latencies and catch-up: what the README says ``/stats`` shows."""
         p = self.parts
         conn = p.db.reader()
         rows = counts.count_rows(conn)
         compactions = snapshots.compaction_counts(conn)
-        return {
-            "version": __version__,
-            "uptimeS": round(time.monotonic() - self.started, 1),
-            "messages": rows.messages,
-            "sessions": rows.sessions,
-            "agents": rows.agents,
-            "turns": rows.turns,
-            "compactions": compactions[snapshots.COMPACTED],  # only those that did compact
-            "compactionFailures": compactions[snapshots.FAILED],
-            "compactionOutcomes": compactions,  # every status, failed and skipped (nothing to compact) too
-            "snapshots": rows.snapshots,
-            "forgotten": rows.forgotten,  # tombstones: messages forgotten on request
-            "subagents": rows.subagents,
-            "vectors": len(p.index) if p.index is not None else 0,
-            "vectorIndex": self._index_view(),
-            "backlog": backlog_size(conn),
-            "embedder": self._embedder_view(),
-            "database": {
-                "path": str(p.db.path),
-                "bytes": p.db.file_bytes(),
-                "usedBytes": archive.used_bytes(conn),
-                "maxDbSizeMb": p.settings.max_db_size_mb,
-            },
-            "archive": {
-                "archivedMessages": rows.archived_messages,
-                "archives": rows.archives,
-                "last": p.size_cap.last,
-            },
-            "latency": p.metrics.latency(),
-            "recallSkips": dict(p.metrics.recall_skips),
-            "counters": dict(p.metrics.counters),
-            "agentActivity": p.activity.times(),
-            "catchUp": p.catch_up.view(),
-        }
+        return Stats(
+            version=__version__,
+            uptime_s=round(time.monotonic() - self.started, 1),
+            messages=rows.messages,
+            sessions=rows.sessions,
+            agents=rows.agents,
+            turns=rows.turns,
+            compactions=compactions[snapshots.COMPACTED],
+            compaction_failures=compactions[snapshots.FAILED],
+            compaction_outcomes=compactions,
+            snapshots=rows.snapshots,
+            forgotten=rows.forgotten,
+            subagents=rows.subagents,
+            vectors=len(p.index) if p.index is not None else 0,
+            vector_index=self._index_view(),
+            backlog=backlog_size(conn),
+            embedder=self._embedder_view(),
+            database=DatabaseSize(
+                str(p.db.path), p.db.file_bytes(), archive.used_bytes(conn), p.settings.max_db_size_mb
+            ),
+            archive=ArchiveState(rows.archived_messages, rows.archives, p.size_cap.last),
+            latency=p.metrics.latency(),
+            recall_skips=dict(p.metrics.recall_skips),
+            counters=dict(p.metrics.counters),
+            agent_activity=p.activity.times(),
+            catch_up=p.catch_up.view(),
+        )

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from openclaw_lossless import readable
 from openclaw_lossless.api.deps import QueriesDep, SidecarDep, StatusDep
-from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, wire
+from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, StatsResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.recall import recall_page
@@ -64,7 +64,7 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
 
     @router.get("")
     def status_page(request: Request, status: StatusDep) -> HTMLResponse:
-        return page(request, "status.html", stats=status.stats())
+        return page(request, "status.html", stats=wire(StatsResponse, status.stats()))
 
     @router.get("/search")
     def search_form(request: Request, queries: QueriesDep) -> HTMLResponse:
