@@ -157,6 +157,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
         with client:
             data = answer(client.post("/v1/redact/rescan", json={"dryRun": args.dry_run}, timeout=None))
     else:
+        from openclaw_lossless.api.responses import RescanResponse, wire
         from openclaw_lossless.rescan import rescan_store
 
         bars: dict[str, tqdm[Any]] = {}
@@ -168,7 +169,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
 
         try:
             with open_file_store(settings) as sidecar:
-                data = rescan_store(sidecar, dry_run=args.dry_run, progress=progress)
+                data = wire(RescanResponse, rescan_store(sidecar, dry_run=args.dry_run, progress=progress))
         finally:
             for bar in bars.values():
                 bar.close()

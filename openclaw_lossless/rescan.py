@@ -61,9 +61,7 @@ class RescanRunning(LosslessError):
     code = "rescan_running"
 
 
-def rescan_store(
-    sidecar: Sidecar, *, dry_run: bool, progress: Progress | None = None, page: int = PAGE
-) -> dict[str, Any]:
+def rescan_store(sidecar: Sidecar, *, dry_run: bool, progress: Progress | None = None, page: int = PAGE) -> Report:
     """Rescan the sidecar's store; the vectors of changed messages leave its in-memory index at once and its
     worker (if any) is woken to embed them again. One rescan at a time per process."""
     index, worker = sidecar.index, sidecar.worker
@@ -88,6 +86,19 @@ def rescan_store(
         ).run()
     finally:
         _RUNNING.release()
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a rescan changed (or, on a dry run, would change): placeholders by kind, items by place."""
+
+    dry_run: bool
+    resumed: bool  # an interrupted rescan was continued
+    kinds: dict[str, int]
+    places: dict[str, int]
+    requeued: int  # messages whose vectors are made again
+    identities: int
+    changed: int
 
 
 @dataclass
@@ -159,7 +170,7 @@ class Rescan:
     requeued: Requeued | None = None
     _pending: list[int] = field(default_factory=list, init=False)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Report:
         cursor = Cursor() if self.dry_run else load_cursor(self.db.reader())
         previous = self._secure_delete(True)
         try:
@@ -171,8 +182,11 @@ class Rescan:
                 self._finish(cursor)
         finally:
             self._secure_delete(previous)
-        tally = cursor.tally.state()
-        return {"dryRun": self.dry_run, "resumed": cursor.resumed, **tally, "changed": sum(tally["places"].values())}
+        tally, places = cursor.tally, dict(cursor.tally.places)
+        changed = sum(places.values())
+        return Report(
+            self.dry_run, cursor.resumed, dict(tally.kinds), places, tally.requeued, tally.identities, changed
+        )
 
     def _phase(self, cursor: Cursor) -> None:
         if cursor.phase == "archives":
