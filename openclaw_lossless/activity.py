@@ -43,6 +43,31 @@ def iso(epoch_s: float | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class RecallSummary:
+    """What ``/lossless`` shows of an assemble: when, how many lines (hits and their neighbours), tokens."""
+
+    at: str | None
+    session_id: str
+    lines: int
+    hits: int
+    neighbours: int
+    estimated_tokens: int
+    recall_skipped: str | None
+
+
+@dataclass(frozen=True)
+class RecallDetail(RecallSummary):
+    """The block and every candidate's score parts and decision: the assemble trace."""
+
+    block: str
+    recalled: list[Recalled]
+    window_tokens: int
+    lanes: list[str]
+    decisions: dict[str, int]
+    trace: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Recall:
     """One assemble's outcome, as built by the assembler (referenced, not copied)."""
 
@@ -60,30 +85,27 @@ class Recall:
         """How many candidates ended in each decision (kept, neighbour, over_budget, ...)."""
         return dict(Counter(c.decision for c in self.candidates))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RecallSummary:
         """What ``/lossless`` shows: when, how many lines (hits and their neighbours), how many tokens."""
         neighbours = sum(1 for item in self.recalled if item.neighbour_of)
-        return {
-            "at": iso(self.at),
-            "sessionId": self.session_id,
-            "lines": len(self.recalled),
-            "hits": len(self.recalled) - neighbours,
-            "neighbours": neighbours,
-            "estimatedTokens": self.estimated_tokens,
-            "recallSkipped": self.skipped,
-        }
+        lines = len(self.recalled)
+        at = iso(self.at)
+        return RecallSummary(
+            at, self.session_id, lines, lines - neighbours, neighbours, self.estimated_tokens, self.skipped
+        )
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> RecallDetail:
         """The block and every candidate's score parts and decision: the assemble trace, built on demand."""
         trace = [asdict(c) | {"lanes": sorted(c.lanes), "citation": f"msg:{c.message_id}"} for c in self.candidates]
-        return self.summary() | {
-            "block": self.block,
-            "recalled": self.recalled,
-            "windowTokens": self.window_tokens,
-            "lanes": sorted(self.lanes),
-            "decisions": self.decisions(),
-            "trace": trace,
-        }
+        return RecallDetail(
+            **vars(self.summary()),
+            block=self.block,
+            recalled=self.recalled,
+            window_tokens=self.window_tokens,
+            lanes=sorted(self.lanes),
+            decisions=self.decisions(),
+            trace=trace,
+        )
 
 
 class Activity:

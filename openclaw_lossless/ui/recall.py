@@ -10,6 +10,8 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from openclaw_lossless.api.agents import RecallDetail
+from openclaw_lossless.api.responses import wire
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.ui.render import page
 
@@ -24,6 +26,6 @@ def recall_page(request: Request, sidecar: Sidecar) -> HTMLResponse:
     if len(chosen) > MAX_AGENT_ID_CHARS:
         return page(request, "error.html", status=422, error="an agent id is at most 128 characters")
     recall = sidecar.activity.agent(chosen)[2] if chosen else None
-    detail = recall.detail() if recall is not None else None
+    detail = wire(RecallDetail, recall.detail()) if recall is not None else None
     status = 404 if chosen and chosen not in agents else 200
     return page(request, "recall.html", status=status, agents=assembled, chosen=chosen, recall=detail)
