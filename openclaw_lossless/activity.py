@@ -43,6 +43,14 @@ def iso(epoch_s: float | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class AgentTimes:
+    """When an agent last committed a turn and last assembled (ISO-8601 UTC, None: not since the start)."""
+
+    last_commit_at: str | None
+    last_assemble_at: str | None
+
+
+@dataclass(frozen=True)
 class RecallSummary:
     """What ``/lossless`` shows of an assemble: when, how many lines (hits and their neighbours), tokens."""
 
@@ -142,12 +150,12 @@ class Activity:
             _touch(self._assembles, agent_id, at, MAX_AGENTS)
             _touch(self._recalls, agent_id, recall, MAX_RECALLS)
 
-    def times(self) -> dict[str, dict[str, str | None]]:
-        """``{agentId: {lastCommitAt, lastAssembleAt}}`` (ISO-8601 UTC or null), agents in name order."""
+    def times(self) -> dict[str, AgentTimes]:
+        """Each agent's last commit and assemble (ISO-8601 UTC or None), agents in name order."""
         with self._lock:
             commits, assembles = dict(self._commits), dict(self._assembles)
         return {
-            agent: {"lastCommitAt": iso(commits.get(agent)), "lastAssembleAt": iso(assembles.get(agent))}
+            agent: AgentTimes(iso(commits.get(agent)), iso(assembles.get(agent)))
             for agent in sorted(commits.keys() | assembles.keys())
         }
 

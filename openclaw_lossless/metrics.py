@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 from prometheus_client import Histogram
@@ -19,6 +20,16 @@ SAMPLE = 2000
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # Observed by the sidecar; present in /metrics (count 0) before their first call, so alerts can see them.
 OPERATIONS = ("assemble", "commit-turn", "search")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One operation's latency since start: how many, and the p50/p95/p99 in milliseconds."""
+
+    count: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
 
 
 class Reservoir:
@@ -66,17 +77,12 @@ class Metrics:
             self._latencies.setdefault(operation, Reservoir()).add(seconds * 1000)
         self.durations.labels(operation).observe(seconds)
 
-    def latency(self) -> dict[str, dict[str, float]]:
+    def latency(self) -> dict[str, Latency]:
         """p50/p95/p99 in milliseconds of each operation since start, and how many there were."""
         with self._lock:
             snapshot = {op: (sample.seen, list(sample.values)) for op, sample in self._latencies.items()}
-        report: dict[str, dict[str, float]] = {}
+        report: dict[str, Latency] = {}
         for op, (count, values) in snapshot.items():
             p50, p95, p99 = np.percentile(values, [50, 95, 99])
-            report[op] = {
-                "count": count,
-                "p50Ms": round(float(p50), 3),
-                "p95Ms": round(float(p95), 3),
-                "p99Ms": round(float(p99), 3),
-            }
+            report[op] = Latency(count, round(float(p50), 3), round(float(p95), 3), round(float(p99), 3))
         return report

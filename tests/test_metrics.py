@@ -14,9 +14,9 @@ def test_percentiles_cover_every_call_since_start_not_only_the_latest() -> None:
     for _ in range(2_000):
         metrics.observe("assemble", 0.001)
     report = metrics.latency()["assemble"]
-    assert report["count"] == 12_000
-    assert report["p50Ms"] == report["p95Ms"] == 100.0
-    assert report["p99Ms"] == 100.0
+    assert report.count == 12_000
+    assert report.p50_ms == report.p95_ms == 100.0
+    assert report.p99_ms == 100.0
 
 
 def test_memory_stays_bounded() -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openclaw_lossless import __version__
-from openclaw_lossless.activity import Activity
+from openclaw_lossless.activity import Activity, AgentTimes
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.embed.openai_compat import EmbedderStats
@@ -21,7 +21,7 @@ from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.history.catchup import CatchUp
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store import archive, counts, snapshots
 from openclaw_lossless.store.connection import Database, translate_error
@@ -101,7 +101,7 @@ class Health:
     embedder: EmbedderState
     backlog: int | None
     vector_index: IndexState | None
-    agents: dict[str, dict[str, str | None]]
+    agents: dict[str, AgentTimes]
     catch_up: dict[str, Any]
 
 
@@ -142,10 +142,10 @@ class Stats:
     embedder: EmbedderState
     database: DatabaseSize
     archive: ArchiveState
-    latency: dict[str, dict[str, float]]
+    latency: dict[str, Latency]
     recall_skips: dict[str, int]
     counters: dict[str, int]
-    agent_activity: dict[str, dict[str, str | None]]
+    agent_activity: dict[str, AgentTimes]
     catch_up: dict[str, Any]
 
 

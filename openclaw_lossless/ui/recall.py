@@ -21,7 +21,7 @@ MAX_AGENT_ID_CHARS = 128
 def recall_page(request: Request, sidecar: Sidecar) -> HTMLResponse:
     """The agents that assembled since the start, and the chosen one's last recall (the first by default)."""
     agents = sidecar.activity.times()
-    assembled = [agent for agent, times in agents.items() if times["lastAssembleAt"] is not None]
+    assembled = [agent for agent, times in agents.items() if times.last_assemble_at is not None]
     chosen = request.query_params.get("agent") or (assembled[0] if assembled else "")
     if len(chosen) > MAX_AGENT_ID_CHARS:
         return page(request, "error.html", status=422, error="an agent id is at most 128 characters")
