@@ -310,13 +310,13 @@ def _activity(sidecar: Sidecar) -> Iterator[Metric]:
 
 def _catch_up(sidecar: Sidecar) -> Iterator[Metric]:
     catch_up = sidecar.catch_up
-    view = catch_up.view(short=True)
+    view = catch_up.brief()
     state = GaugeMetricFamily("lossless_catch_up_state", "1 for catch-up's current state.", labels=["state"])
     for name in CATCH_UP_STATES:
-        state.add_metric([name], view["state"] == name)
+        state.add_metric([name], view.state == name)
     yield state
-    yield _gauge("lossless_catch_up_pending", "Sessions and agents queued for catch-up.", view["pending"])
-    yield _gauge("lossless_catch_up_error", "1 when catch-up's last run failed.", view["lastError"] is not None)
+    yield _gauge("lossless_catch_up_pending", "Sessions and agents queued for catch-up.", view.pending)
+    yield _gauge("lossless_catch_up_error", "1 when catch-up's last run failed.", view.last_error is not None)
     yield _counter("lossless_catch_up_runs", "Catch-up runs.", catch_up.runs)
     yield _counter(
         "lossless_catch_up_imported", "Messages catch-up stored from the host's transcripts.", catch_up.total_imported

@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from openclaw_lossless import __version__
 from openclaw_lossless.activity import iso
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.responses import CatchUpView
 from openclaw_lossless.api.schemas import RecalledItem
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.history.catchup import CatchUp, CatchUpReport
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import agents
 
@@ -67,7 +69,7 @@ class AgentStatusResponse(Out):
     last_recall: RecallSummary | None = Field(alias="lastRecall")
     backlog: int = Field(description="Messages of every agent still waiting for their vectors.")
     embedder: EmbedderSummary
-    catch_up: dict[str, Any] | None = Field(None, alias="catchUp", description="/stats catchUp, when present.")
+    catch_up: CatchUpView | None = Field(None, alias="catchUp", description="/stats catchUp, when present.")
 
 
 class LastRecallResponse(Out):
@@ -140,8 +142,7 @@ def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
     return messages, sessions
 
 
-def _catch_up(sidecar: Sidecar) -> dict[str, Any] | None:
+def _catch_up(sidecar: Sidecar) -> CatchUpReport | None:
     """The catch-up import's state as ``/stats`` shows it (``catchUp``), without the rest of ``/stats``."""
     catch_up = getattr(sidecar, "catch_up", None)
-    view = getattr(catch_up, "view", None)
-    return view() if callable(view) else None
+    return catch_up.view() if isinstance(catch_up, CatchUp) else None

@@ -185,6 +185,23 @@ class AgentTimes(Out):
     last_assemble_at: str | None = Field(alias="lastAssembleAt")
 
 
+class CatchUpBriefView(Out):
+    state: Literal["off", "idle", "running"]
+    last_run_at: str | None = Field(alias="lastRunAt")
+    last_error: str | None = Field(alias="lastError")
+    pending: int = Field(description="Sessions and agents queued for catch-up.")
+
+
+class CatchUpView(Out):
+    state: Literal["off", "idle", "running"]
+    last_run_at: str | None = Field(alias="lastRunAt")
+    last_error: str | None = Field(alias="lastError")
+    last_imported: int = Field(alias="lastImported")
+    total_imported: int = Field(alias="totalImported")
+    pending: int
+    runs: int
+
+
 class HealthResponse(Out):
     """``/healthz``, 200 (``ok``, ``degraded``) and 503 (``unavailable``) alike."""
 
@@ -197,7 +214,7 @@ class HealthResponse(Out):
     backlog: int | None
     vector_index: IndexView | None = Field(alias="vectorIndex")
     agents: dict[str, AgentTimes]
-    catch_up: dict[str, Any] = Field(alias="catchUp")
+    catch_up: CatchUpBriefView = Field(alias="catchUp")
 
 
 class DatabaseStats(Out):
@@ -263,7 +280,7 @@ class StatsResponse(Out):
     recall_skips: dict[str, int] = Field(alias="recallSkips")
     counters: dict[str, Number]
     agent_activity: dict[str, AgentTimes] = Field(alias="agentActivity")
-    catch_up: dict[str, Any] = Field(alias="catchUp")
+    catch_up: CatchUpView = Field(alias="catchUp")
 
 
 # -- identity and the redaction rescan ----------------------------------------------------------------------

@@ -36,7 +36,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
@@ -69,6 +68,29 @@ MAX_TARGETS = 1024
 
 class _Stopped(Exception):
     """The sidecar is closing: the import stops between pages."""
+
+
+@dataclass(frozen=True)
+class CatchUpBrief:
+    """Catch-up as ``/healthz`` shows it: ``off``, ``idle`` or ``running``, its last run and error, targets queued."""
+
+    state: str
+    last_run_at: str | None
+    last_error: str | None
+    pending: int
+
+
+@dataclass(frozen=True)
+class CatchUpReport:
+    """Catch-up as ``/stats`` shows it: the brief, and what its runs imported."""
+
+    state: str
+    last_run_at: str | None
+    last_error: str | None
+    last_imported: int
+    total_imported: int
+    pending: int
+    runs: int
 
 
 @dataclass(frozen=True)
@@ -180,23 +202,29 @@ class CatchUp:
 
     # -- state ---------------------------------------------------------------------------------------------
 
-    def view(self, *, short: bool = False) -> dict[str, Any]:
-        """What ``/stats`` (and, ``short``, ``/healthz``) show under ``catchUp``.
-
-        ``state``: ``off`` (LOSSLESS_CATCH_UP=false), ``idle`` or ``running``; ``pending``: targets queued.
-        """
+    def brief(self) -> CatchUpBrief:
+        """What ``/healthz`` shows under ``catchUp``: ``state`` is ``off`` (LOSSLESS_CATCH_UP=false), ``idle``
+        or ``running``; ``pending``: targets queued."""
         with self._lock:
             pending = len(self._jobs)
-        state = "off" if not self.enabled else ("running" if self.running else "idle")
-        view: dict[str, Any] = {"state": state, "lastRunAt": iso(self.last_run_at), "lastError": self.last_error}
-        if short:
-            return view | {"pending": pending}
-        return view | {
-            "lastImported": self.last_imported,
-            "totalImported": self.total_imported,
-            "pending": pending,
-            "runs": self.runs,
-        }
+        return CatchUpBrief(self._state(), iso(self.last_run_at), self.last_error, pending)
+
+    def view(self) -> CatchUpReport:
+        """What ``/stats`` shows under ``catchUp``: the brief, and what the runs imported."""
+        with self._lock:
+            pending = len(self._jobs)
+        return CatchUpReport(
+            self._state(),
+            iso(self.last_run_at),
+            self.last_error,
+            self.last_imported,
+            self.total_imported,
+            pending,
+            self.runs,
+        )
+
+    def _state(self) -> str:
+        return "off" if not self.enabled else ("running" if self.running else "idle")
 
     def close(self) -> None:
         self._stop.set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from openclaw_lossless import __version__
 from openclaw_lossless.activity import Activity, AgentTimes
@@ -20,7 +19,7 @@ from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.history.catchup import CatchUp, CatchUpBrief, CatchUpReport
 from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store import archive, counts, snapshots
@@ -102,7 +101,7 @@ class Health:
     backlog: int | None
     vector_index: IndexState | None
     agents: dict[str, AgentTimes]
-    catch_up: dict[str, Any]
+    catch_up: CatchUpBrief
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,7 @@ class Stats:
     recall_skips: dict[str, int]
     counters: dict[str, int]
     agent_activity: dict[str, AgentTimes]
-    catch_up: dict[str, Any]
+    catch_up: CatchUpReport
 
 
 class Status:
@@ -186,7 +185,7 @@ class Status:
             backlog=backlog,
             vector_index=self._index_view(),
             agents=p.activity.times(),
-            catch_up=p.catch_up.view(short=True),
+            catch_up=p.catch_up.brief(),
         )
 
     def _write_problem(self) -> str | None:
