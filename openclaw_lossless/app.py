@@ -70,8 +70,10 @@ class Guard:
             return
         headers = dict(scope.get("headers") or [])
         # /ui: the UI's gate (ui/gate.py) checks its own session cookie; a browser cannot send the header
-        if scope["path"] not in PUBLIC_PATHS and not is_ui_path(scope["path"]) and not hmac.compare_digest(
-            headers.get(b"authorization", b""), self.expected
+        if (
+            scope["path"] not in PUBLIC_PATHS
+            and not is_ui_path(scope["path"])
+            and not hmac.compare_digest(headers.get(b"authorization", b""), self.expected)
         ):
             await _reject(
                 send,
