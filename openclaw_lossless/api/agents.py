@@ -20,7 +20,8 @@ from openclaw_lossless.api.responses import CatchUpView
 from openclaw_lossless.api.schemas import RecalledItem
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.history.catchup import CatchUp, CatchUpReport
+from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.history.catchup_report import CatchUpReport
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import agents
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
+from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.importer import import_history
 from openclaw_lossless.history.sink import Sink
@@ -68,29 +69,6 @@ MAX_TARGETS = 1024
 
 class _Stopped(Exception):
     """The sidecar is closing: the import stops between pages."""
-
-
-@dataclass(frozen=True)
-class CatchUpBrief:
-    """Catch-up as ``/healthz`` shows it: ``off``, ``idle`` or ``running``, its last run and error, targets queued."""
-
-    state: str
-    last_run_at: str | None
-    last_error: str | None
-    pending: int
-
-
-@dataclass(frozen=True)
-class CatchUpReport:
-    """Catch-up as ``/stats`` shows it: the brief, and what its runs imported."""
-
-    state: str
-    last_run_at: str | None
-    last_error: str | None
-    last_imported: int
-    total_imported: int
-    pending: int
-    runs: int
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.history.catchup import CatchUp, CatchUpBrief, CatchUpReport
+from openclaw_lossless.history.catchup import CatchUp
+from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store import archive, counts, snapshots
