@@ -136,3 +136,22 @@ def test_lone_surrogates_from_javascript_are_stored_or_refused_never_a_500(seede
     assert_error(server.post("commit-turn", bad_key), 422, "invalid_request")
     bad_id = turn | {"advancementKey": "surrogate-3", "sessionId": "s-\ud83d"}
     assert_error(server.post("commit-turn", bad_id), 422, "invalid_request")
+
+
+def test_a_timestamp_no_clock_holds_is_stored_as_undated_never_a_500(seeded: tuple[LiveSidecar, Any]) -> None:
+    """JSON carries integers of any length; one no float can hold (400 digits) once failed the turn with a 500."""
+    server, _ = seeded
+    huge = "1" + "0" * 400
+    ingest = {"sessionId": "s-huge", "sessionKey": "agent:main:main",
+              "message": {"role": "user", "content": "a clockless note", "timestamp": "HUGE"}}  # fmt: skip
+    commit = {"advancementKey": "huge-1", "sessionId": "s-huge", "sessionKey": "agent:main:main",
+              "messages": [{"role": "user", "content": "another clockless note", "timestamp": "-HUGE"}]}  # fmt: skip
+    bodies = {
+        hook: json.dumps(body).replace('"HUGE"', huge).replace('"-HUGE"', "-" + huge)
+        for hook, body in (("ingest", ingest), ("commit-turn", commit))
+    }
+    for hook, body in bodies.items():
+        answer = server.client.post(f"/v1/hooks/{hook}", content=body, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 200, (hook, answer.text)
+    texts = [m["text"] for m in server.client.get("/v1/sessions/s-huge/messages").json()["messages"]]
+    assert texts == ["a clockless note", "another clockless note"]

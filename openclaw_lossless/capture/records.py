@@ -152,6 +152,8 @@ def message_time(timestamp: Any, now: float | None) -> float:
     if isinstance(timestamp, bool) or timestamp is None:
         return fallback
     if isinstance(timestamp, int | float):
+        if not -1e18 < timestamp < 1e18:  # no clock's time (NaN, or an integer of 400 digits no float holds)
+            return fallback
         seconds = float(timestamp) / 1000.0 if timestamp > 1e11 else float(timestamp)
         return seconds if 0 < seconds < 1e11 else fallback
     if isinstance(timestamp, str):

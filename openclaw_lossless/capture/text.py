@@ -108,7 +108,15 @@ def window_key(message: dict[str, Any]) -> str:
     """sha256 of role, timestamp and descriptor text: how a host message is matched to a stored one."""
     timestamp = message.get("timestamp")
     stamp = ""
-    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool) and math.isfinite(timestamp):
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool) and _finite(timestamp):
         stamp = str(int(timestamp))
     raw = f"{message.get('role') or ''}\n{stamp}\n{descriptor_text(message)}"
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _finite(number: float) -> bool:
+    """Whether JavaScript reads the number as finite: an integer too long for a double is Infinity there."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
