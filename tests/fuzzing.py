@@ -70,6 +70,7 @@ class Tally:
 
     cases: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
+    refusals: list[str] = field(default_factory=list)  # the first 4xx answers' messages, to say which rule
 
     def view(self) -> dict[str, Any]:
         server_errors = sum(n for status, n in self.statuses.items() if status >= 500)
@@ -116,6 +117,8 @@ def fuzz(
         assert content_type.startswith("application/json"), (response.status_code, content_type, response.text[:200])
         if response.status_code >= 400:
             check_error_shape(response.status_code, response.json())
+            if response.status_code < 500 and len(tally.refusals) < 5:
+                tally.refusals.append(f"{response.status_code} {response.json()['error']['message'][:200]}")
             if snapshot is not None and response.status_code < 500:
                 assert snapshot() == known[0], f"rejected with {response.status_code} but the database changed"
         else:

@@ -119,7 +119,8 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
     if mode is GenerationMode.POSITIVE and writes:
         allowed = REFUSED_BY_STORE.get(label, set())
         refused = {status: n for status, n in tally.statuses.items() if status >= 400 and status not in allowed}
-        assert not refused, f"schema-valid requests refused: {refused}; state the rule in api/schemas.py"
+        why = tally.refusals
+        assert not refused, f"schema-valid requests refused: {refused} ({why}); state the rule in api/schemas.py"
 
 
 @pytest.mark.parametrize(
