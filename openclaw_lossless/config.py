@@ -119,6 +119,7 @@ class Settings(BaseSettings):
     local_variant: Literal["fp32", "int8"] = "int8"
     embed_threads: int = Field(1, ge=1, le=64)
     embed_batch_size: int = Field(32, ge=1, le=1024)
+    drain_threads: int = Field(2, ge=1, le=64)
     vector_shortlist: int = Field(10000, ge=1, le=1_000_000)
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("OPENAI_API_KEY", "LOSSLESS_OPENAI_API_KEY")

@@ -21,6 +21,7 @@ from openclaw_lossless.capture.injected import InjectedText
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.in_flight import InFlight
 from openclaw_lossless.embed.index import VectorIndex, prepare_table, recorded_identity
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
 from openclaw_lossless.embed.service import EmbeddingService, build_provider
@@ -74,6 +75,7 @@ class Sidecar:
             injected=InjectedText.from_entries(settings.injected_blocks),
         )
         self.embedding = EmbeddingService(settings, provider)
+        self.in_flight = InFlight()  # the turn's requests running now: the drain's extra threads wait for none
         self.index: VectorIndex | None = None
         self.worker: EmbeddingWorker | None = None
         self.rebuild = Rebuild()
@@ -98,6 +100,7 @@ class Sidecar:
             metrics=self.metrics,
             worker=self.worker,
             size_cap=self.size_cap,
+            in_flight=self.in_flight,
         )
         self.catch_up = self.ingest.catch_up  # its thread starts with the server (app.py)
         self.queries = Queries(
@@ -108,6 +111,7 @@ class Sidecar:
             activity=self.activity,
             metrics=self.metrics,
             catch_up=self.catch_up,
+            in_flight=self.in_flight,
         )
         parts = Parts(
             settings=self.settings,
@@ -143,7 +147,14 @@ class Sidecar:
         else:
             self.rebuild = Rebuild(rebuilding=rebuilding)
         self.index = VectorIndex(identity.dimension, shortlist=self.settings.vector_shortlist)
-        self.worker = EmbeddingWorker(self.db, provider, self.index, batch_size=self.settings.embed_batch_size)
+        self.worker = EmbeddingWorker(
+            self.db,
+            provider,
+            self.index,
+            batch_size=self.settings.embed_batch_size,
+            in_flight=self.in_flight,
+            drain_threads=self.settings.drain_threads,
+        )
         loader = threading.Thread(
             target=self._load_index, args=(start_worker,), name="lossless-index-load", daemon=True
         )

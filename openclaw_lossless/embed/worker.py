@@ -9,18 +9,26 @@ worker consults ``embedding_cache`` first, so a rebuild never pays twice for the
 keyed by the provider's whole identity (provider, model, variant, dimension): a vector is reused only by
 the configuration that made it, so changing ``EMBEDDING_DIMENSIONS`` alone re-embeds instead of reusing
 vectors of the old shape.
+
+With the local model, a batch is shared with ``drain_threads - 1`` extra threads while no request is running
+(``in_flight.py``): each takes ``SHARED_PIECE`` messages at a time and stops taking as soon as a turn
+arrives, so the drain uses the machine's idle cores and a turn competes with at most one piece.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from openclaw_lossless.embed.in_flight import InFlight
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
@@ -31,6 +39,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
 WINDOW_BATCHES = 8  # batches of the backlog read at once and regrouped by length: see _next_batch
+SHARED_PIECE = 2  # messages an extra drain thread embeds between its checks that no request is running
 
 
 @dataclass
@@ -55,11 +64,25 @@ class WorkerStats:
 
 
 class EmbeddingWorker:
-    def __init__(self, db: Database, provider: EmbeddingProvider, index: VectorIndex, *, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        db: Database,
+        provider: EmbeddingProvider,
+        index: VectorIndex,
+        *,
+        batch_size: int = 32,
+        in_flight: InFlight | None = None,
+        drain_threads: int = 1,
+    ) -> None:
         self.db = db
         self.provider = provider
         self.index = index
         self.batch_size = batch_size
+        self.in_flight = in_flight or InFlight()
+        # Extra threads only for the local model, the only provider whose work is this machine's cores.
+        extra = min(drain_threads, os.cpu_count() or 1) - 1 if provider.identity.provider == "local" else 0
+        self._helpers = ThreadPoolExecutor(extra, thread_name_prefix="lossless-embed-extra") if extra > 0 else None
+        self._extra = max(extra, 0)
         self.stats = WorkerStats()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -80,6 +103,8 @@ class EmbeddingWorker:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if self._helpers is not None:
+            self._helpers.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         delay = 0.0
@@ -158,7 +183,7 @@ class EmbeddingWorker:
 
     def _embed(self, texts: list[str]) -> Vectors:
         if not self._use_cache:
-            return self.provider.embed(texts)
+            return self._embed_shared(texts)
         identity = self.provider.identity
         hashes = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
         cached = _cached_vectors(self.db.reader(), identity, hashes)
@@ -172,6 +197,43 @@ class EmbeddingWorker:
         for k, digest in enumerate(hashes):
             vectors[k] = cached[digest]
         return vectors
+
+    def _embed_shared(self, texts: list[str]) -> Vectors:
+        """``texts`` embedded, in pieces taken by this thread and, while no request runs, the extra ones.
+
+        The vectors are those of one call: the local model embeds each text on its own (``local.py``), so
+        which thread embedded a text changes nothing. A failure in any thread stops the others taking pieces
+        and is raised here, after every thread has finished its piece, so the batch stays queued as a whole.
+        """
+        if self._helpers is None or len(texts) <= SHARED_PIECE or not self.in_flight.idle():
+            return self.provider.embed(texts)
+        out = np.zeros((len(texts), self.provider.identity.dimension), dtype=np.float32)
+        pieces = deque(range(0, len(texts), SHARED_PIECE))
+        lock = threading.Lock()
+
+        def take(only_when_idle: bool) -> int | None:
+            with lock:
+                if not pieces or (only_when_idle and not self.in_flight.idle()):
+                    return None
+                return pieces.popleft()
+
+        def run(only_when_idle: bool) -> None:
+            try:
+                while (start := take(only_when_idle)) is not None:
+                    out[start : start + SHARED_PIECE] = self.provider.embed(texts[start : start + SHARED_PIECE])
+            except BaseException:
+                with lock:
+                    pieces.clear()
+                raise
+
+        extra = [self._helpers.submit(run, True) for _ in range(self._extra)]
+        try:
+            run(False)
+        finally:
+            errors = [error for future in extra if (error := future.exception()) is not None]
+        if errors:
+            raise errors[0]
+        return out
 
     def _persist(
         self, conn: Connection, ids: list[int], texts: list[str], vectors: Vectors, sessions: list[int]

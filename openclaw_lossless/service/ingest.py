@@ -19,6 +19,7 @@ from typing import Any
 from openclaw_lossless.activity import Activity
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.config import RecallSettings, Settings
+from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.history import import_session, skipped
 from openclaw_lossless.history.catchup import CatchUp
@@ -87,6 +88,7 @@ class Ingest:
         metrics: Metrics,
         worker: EmbeddingWorker | None,
         size_cap: SizeCap,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.db = db
         self.openclaw_state = settings.openclaw_state
@@ -96,6 +98,7 @@ class Ingest:
         self.metrics = metrics
         self.worker = worker
         self.size_cap = size_cap
+        self.in_flight = in_flight or InFlight()  # commit-turn counts as a request (embed/in_flight.py)
         # Catch-up imports through this object; its thread starts with the server (app.py).
         self.catch_up = CatchUp(self, settings, activity, enabled=settings.catch_up)
 
@@ -119,6 +122,7 @@ class Ingest:
 
     # -- the host's hooks ----------------------------------------------------------------------------------
 
+    @counted
     def commit_turn(
         self,
         advancement_key: str,

@@ -14,6 +14,7 @@ from typing import Any
 
 from openclaw_lossless.activity import Activity
 from openclaw_lossless.config import RecallSettings, Settings
+from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.metrics import Metrics
@@ -34,6 +35,7 @@ from openclaw_lossless.store.sessions import (
     session_ids,
 )
 from openclaw_lossless.store.snapshots import CompactionPoint, Snapshot
+from openclaw_lossless.store.timeline import SessionSummary, Timeline, Window, read_timeline, session_summaries
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Queries:
         activity: Activity,
         metrics: Metrics,
         catch_up: CatchUp,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -113,9 +116,11 @@ class Queries:
         self.activity = activity
         self.metrics = metrics
         self.catch_up = catch_up
+        self.in_flight = in_flight or InFlight()  # assemble and search count as requests (embed/in_flight.py)
 
     # -- the host's turn -----------------------------------------------------------------------------------
 
+    @counted
     def assemble(
         self,
         session_id: str,
@@ -163,6 +168,7 @@ class Queries:
 
     # -- search and pack -----------------------------------------------------------------------------------
 
+    @counted
     def search(self, text: str, scope: str, k: int, mode: str) -> list[Hit]:
         """The ``k`` best hits for ``text`` in ``scope``, each with the score parts a caller may weigh."""
         began = time.perf_counter()
@@ -275,6 +281,15 @@ class Queries:
     def snapshots(self) -> list[Snapshot]:
         """Every named snapshot, for ``snapshot list`` and ``GET /v1/snapshots``."""
         return snapshots.list_snapshots(self.db.reader())
+
+    def sessions(self, agent: str | None, limit: int) -> list[SessionSummary]:
+        """The sessions last begun (of one agent, or all), with their counts: the index of timelines."""
+        return session_summaries(self.db.reader(), agent, limit)
+
+    def timeline(self, session_id: str, window: Window) -> Timeline:
+        """One page of a session's messages with the compactions, snapshots, spawns and resets that fall on it."""
+        conn = self.db.reader()
+        return read_timeline(conn, require_session(conn, session_id), window)
 
     def compaction(self, compaction_id: int) -> CompactionPoint:
         """A compaction that removed something: the point ``recover --before-compaction`` goes back to."""
