@@ -24,6 +24,7 @@ from openclaw_lossless.ui.recall import recall_page
 from openclaw_lossless.ui.render import page, session_of
 from openclaw_lossless.ui.search import search_page
 from openclaw_lossless.ui.sessions import Sessions
+from openclaw_lossless.ui.timeline import timeline_page
 
 
 def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
@@ -88,6 +89,10 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
     @router.get("/conversation")
     def conversation_page(request: Request, queries: QueriesDep) -> HTMLResponse:
         return _conversation(request, queries)
+
+    @router.get("/timeline")
+    def timeline(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return timeline_page(request, queries)
 
     @router.get("/snapshots")
     def snapshots_page(request: Request, queries: QueriesDep) -> HTMLResponse:

@@ -1,0 +1,162 @@
+"""The web UI's timelines, compactions, snapshot form, forgetting and copy button, over real HTTP to the real app.
+
+What a user would notice: a compaction, a snapshot or a ``/new`` drawn somewhere else than where it happened, a
+subagent that cannot be reached from its parent (or back), a page that loads the whole session or skips
+messages between pages, a form that changes the store without its CSRF token or on bad input, a forget that
+removes more (or less) than its confirmation listed, a stored ``<script>`` that runs.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import LiveSidecar
+from tests.test_ui import browser, log_in
+
+SCRIPT = "<script>alert(1)</script>"
+BEGIN = time.time() - 3 * 86400  # messages dated in the past, one every ten seconds; events happen now
+
+
+def turn(server: LiveSidecar, session: str, key: str, n: int, user: str | None = None) -> None:
+    """One user/assistant turn in ``session``: two messages, dated in order."""
+    at = int((BEGIN + n * 20) * 1000)
+    body = {
+        "advancementKey": f"{session}:turn:{n}",
+        "sessionId": session,
+        "sessionKey": key,
+        "messages": [
+            {"role": "user", "content": user or f"Question {n} about the quarterly zebra roadmap", "timestamp": at},
+            {"role": "assistant", "content": [{"type": "text", "text": f"Answer {n}"}], "timestamp": at + 10_000},
+        ],
+    }
+    assert server.post("commit-turn", body).status_code == 200
+
+
+def ids_on(page: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<li class="entry" id="msg-(\d+)">', page)]
+
+
+def order_of(page: str, *markers: str) -> list[int]:
+    """Where each marker first appears on the page (-1: absent)."""
+    return [page.find(marker) for marker in markers]
+
+
+@pytest.fixture
+def client(sidecar: LiveSidecar) -> Iterator[httpx.Client]:
+    with browser(sidecar) as c:
+        log_in(c, sidecar)
+        yield c
+
+
+@pytest.fixture
+def story(sidecar: LiveSidecar, client: httpx.Client) -> dict[str, Any]:
+    """Session s-one: three turns, a compaction, a named snapshot, a turn, a subagent spawned (which works in
+    s-child and ends), then a /new that begins s-two under the same key."""
+    key, child_key = "agent:main:main", "agent:main:subagent:abc"
+    for n in (1, 2, 3):
+        turn(sidecar, "s-one", key, n)
+    compact = {"sessionId": "s-one", "sessionKey": key, "compacted": True, "tokensBefore": 9000, "tokensAfter": 900}
+    compaction = sidecar.post("compact", compact).json()
+    sidecar.sidecar.ingest.snapshot_create("mid", "s-one")  # what the CLI's snapshot create calls
+    turn(sidecar, "s-one", key, 4, user=f"Deploy note: {SCRIPT} rotates the zebra keys")
+    spawn = {"parentSessionKey": key, "childSessionKey": child_key, "contextMode": "isolated"}
+    assert sidecar.post("subagent-spawn", spawn).status_code == 200
+    turn(sidecar, "s-child", child_key, 5)
+    assert sidecar.post("subagent-ended", {"childSessionKey": child_key, "reason": "completed"}).status_code == 200
+    turn(sidecar, "s-two", key, 6)
+    return {"compaction": compaction}
+
+
+def test_the_timeline_draws_compactions_snapshots_spawns_and_resets_where_they_happened(
+    sidecar: LiveSidecar, client: httpx.Client, story: dict[str, Any]
+) -> None:
+    page = client.get("/ui/timeline", params={"session": "s-one"})
+    assert page.status_code == 200
+    text = page.text
+    assert ids_on(text) == [1, 2, 3, 4, 5, 6, 7, 8, 11]  # 11: the child's answer copied back as an outcome
+    compaction = f'id="compaction-{story["compaction"]["compactionId"]}"'
+    markers = ['id="msg-6"', compaction, 'id="snapshot-mid"', 'id="msg-7"', 'id="msg-8"', "event-spawn"]
+    markers.append('id="reset-after"')
+    positions = order_of(text, *markers)
+    assert -1 not in positions, dict(zip(markers, positions, strict=True))
+    assert positions == sorted(positions)
+    assert "pre-compaction-" in text
+    assert 'id="reset-before"' not in text  # s-one was the key's first session
+    spawn = re.search(r'<a href="(/ui/timeline\?session=[^"]+)" class="child-link">agent:main:subagent:abc</a>', text)
+    assert spawn
+    child = client.get(spawn.group(1).replace("&amp;", "&"))
+    assert child.status_code == 200
+    assert "Timeline s-child" in child.text
+    assert re.search(r'id="parent-link">Subagent of <a href="/ui/timeline\?session=s-one">', child.text)
+    reset = re.search(r'id="reset-after">.*?href="(/ui/timeline\?session=s-two)"', text, re.S)
+    assert reset
+    after = client.get(reset.group(1)).text
+    assert re.search(r'id="reset-before">.*?href="/ui/timeline\?session=s-one"', after, re.S)
+    assert ids_on(after) == [12, 13]
+
+
+def test_stored_script_is_escaped_on_the_timeline(story: dict[str, Any], client: httpx.Client) -> None:
+    text = client.get("/ui/timeline", params={"session": "s-one"}).text
+    assert SCRIPT not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_the_index_lists_agents_and_sessions_with_counts(story: dict[str, Any], client: httpx.Client) -> None:
+    text = client.get("/ui/timeline").text
+    rows = re.findall(r'class="session-link">([^<]+)</a></td>\s*<td>[^<]*</td>\s*<td class="count">(\d+)</td>', text)
+    assert dict(rows) == {"s-one": "9", "s-child": "2", "s-two": "2"}
+    assert 'id="agent-main"' in text
+    assert "subagent of agent:main:main" in text
+    assert 'class="session-link"' not in client.get("/ui/timeline", params={"agent": "nobody"}).text
+
+
+def test_the_timeline_pages_through_a_long_session_without_gaps(sidecar: LiveSidecar, client: httpx.Client) -> None:
+    for n in range(1, 31):
+        turn(sidecar, "s-long", "agent:main:long", n)
+        if n == 15:  # after msg 30
+            sidecar.post("compact", {"sessionId": "s-long", "sessionKey": "agent:main:long", "compacted": True})
+    seen: list[int] = []
+    pages: list[str] = []
+    url: str | None = "/ui/timeline?session=s-long&limit=25"
+    while url:
+        page = client.get(url)
+        assert page.status_code == 200
+        pages.append(page.text)
+        shown = ids_on(page.text)
+        assert 0 < len(shown) <= 25
+        seen = shown + seen
+        older = re.search(r'href="(/ui/timeline\?[^"]*before=\d+[^"]*)" rel="prev"', page.text)
+        url = older.group(1).replace("&amp;", "&") if older else None
+    assert seen == list(range(1, 61))  # every message once, in order, over three pages
+    assert len(pages) == 3
+    assert sum(p.count('class="event event-compaction"') for p in pages) == 1  # drawn once, on its page
+    middle = pages[1]
+    assert order_of(middle, 'id="msg-30"', "event-compaction", 'id="msg-31"') == sorted(
+        order_of(middle, 'id="msg-30"', "event-compaction", 'id="msg-31"')
+    )
+    newer = re.search(r'href="(/ui/timeline\?[^"]*after=(\d+)[^"]*)" rel="next"', pages[2])
+    assert newer and newer.group(2) == "10"
+    assert ids_on(client.get(newer.group(1).replace("&amp;", "&")).text) == list(range(11, 36))
+    around = ids_on(client.get("/ui/timeline", params={"session": "s-long", "at": "40", "limit": "10"}).text)
+    assert around == list(range(35, 45))
+    for params in ({"before": "x"}, {"limit": "0"}, {"before": "5", "after": "2"}):
+        bad = client.get("/ui/timeline", params={"session": "s-long"} | params)
+        assert bad.status_code == 422, params
+    assert client.get("/ui/timeline", params={"session": "nope"}).status_code == 404
+
+
+def test_timelines_are_linked_from_messages_hits_and_conversations(story: dict[str, Any], client: httpx.Client) -> None:
+    assert 'href="/ui/timeline"' in client.get("/ui").text  # the nav
+    message = client.get("/ui/messages/3").text
+    assert 'href="/ui/timeline?session=s-one&amp;at=3#msg-3"' in message
+    hits = client.get("/ui/search", params={"q": "zebra", "mode": "keyword"}).text
+    assert re.search(r'href="/ui/timeline\?session=s-one&amp;at=\d+#msg-\d+"', hits)
+    assert 'href="/ui/timeline?session=s-one"' in client.get("/ui/conversation", params={"session": "s-one"}).text
+    target = client.get("/ui/timeline", params={"session": "s-one", "at": "3"}).text
+    assert 'id="msg-3"' in target
