@@ -126,6 +126,21 @@ def test_scope_forget_and_duplicates(corpus: Vectors) -> None:
     assert index.vector(2) is None and index.vector(4) is not None
 
 
+def test_vectors_of_many_ids_are_those_held_in_the_order_asked(corpus: Vectors) -> None:
+    index = VectorIndex(corpus.shape[1])
+    index.add([2, 5, 7], corpus[:3], ["a", "a", "a"], [1, 1, 1])
+    index.loaded.set()
+
+    ids, rows = index.vectors([7, 3, 2, -1, 10**9, 5])  # 3 never held, -1 and 10**9 out of range
+
+    assert ids == [7, 2, 5]
+    for ident, row in zip(ids, rows, strict=True):
+        held = index.vector(ident)
+        assert held is not None and np.array_equal(row, held)
+    assert float(rows[0] @ corpus[2]) == pytest.approx(1.0, abs=2e-3)
+    assert index.vectors([])[0] == []
+
+
 def _filled(tmp_path: Path) -> tuple[Sidecar, list[int]]:
     settings = make_settings(tmp_path / "state")
     sidecar = Sidecar(settings, start_worker=False, provider=HashEmbedder())

@@ -214,6 +214,22 @@ class VectorIndex:
         vector: Vectors = quantize.dequantize(self._codes[slot : slot + 1], self._scales[slot : slot + 1])[0]
         return vector
 
+    def vectors(self, message_ids: Sequence[int]) -> tuple[list[int], Vectors]:
+        """The vectors of those of ``message_ids`` the index holds, dequantized at once: (their ids, the rows).
+
+        For the keyword lane's hits the vector lane did not reach: one gather and one multiply for all of
+        them, where a ``vector`` call each cost a turn ~3 ms at 100 hits.
+        """
+        if not self.loaded.is_set() or not message_ids:
+            return [], np.zeros((0, self.dimension), dtype=np.float32)
+        slots_of = self._slots  # read before the codes: a slot it names is in any codes array read after it
+        ids = np.asarray(message_ids, dtype=np.int64)
+        ids = ids[(ids >= 0) & (ids < len(slots_of))]
+        slots = slots_of[ids]
+        present = slots >= 0
+        ids, slots = ids[present], slots[present]
+        return [int(i) for i in ids], quantize.dequantize(self._codes[slots], self._scales[slots])
+
     def search(self, query: Vectors, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The ``k`` most cosine-similar messages in ``scope``, best first (none while still loading)."""
         found = self.search_many(np.asarray(query, dtype=np.float32).reshape(1, -1), scope, k)

@@ -234,10 +234,10 @@ class Assembler:
             candidate.lanes.add("keyword")
             candidate.bm25 = hit.bm25
             candidate.keyword = hit.bm25 / best if best > 0 else 0.0
-            if candidate.cosine is None and vectors is not None and self.index is not None:
-                vector = self.index.vector(hit.message_id)
-                if vector is not None:
-                    _set_cosines(candidate, _stacked(vectors) @ vector)
+        if vectors is not None and self.index is not None:  # the keyword lane's hits the vector lane missed
+            ids, rows = self.index.vectors([ident for ident, c in found.items() if c.cosine is None])
+            for ident, cosines in zip(ids, rows @ _stacked(vectors).T, strict=True):
+                _set_cosines(found[ident], cosines)
         return found
 
     def _vector_lane(
