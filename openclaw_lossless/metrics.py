@@ -2,6 +2,8 @@
 
 The same observations feed a latency histogram per operation, which ``/metrics`` exposes to Prometheus
 (``prometheus.py``); the histogram is not registered anywhere global, so every sidecar in a process keeps its own.
+They also feed the last hour, minute by minute (``last_hour.py``), which the status page draws, with the
+backlog's size over that hour.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from prometheus_client import Histogram
+
+from openclaw_lossless.last_hour import BacklogWindow, Clock, LatencyWindow, MinuteLatency, minutes_of
 
 SAMPLE = 2000
 # The hot path takes milliseconds: fine steps from 1 ms, and room up to the seconds a stalled store would take.
@@ -55,10 +59,13 @@ class Reservoir:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = time.time) -> None:
         self.started_at = time.time()
+        self._clock = clock
         self._lock = threading.Lock()
         self._latencies: dict[str, Reservoir] = {}
+        self._last_hour = {operation: LatencyWindow() for operation in OPERATIONS}
+        self.backlog = BacklogWindow(clock)  # sampled by each read of /healthz, /stats and the status page
         self.recall_skips: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
         self.stored: Counter[str] = Counter()  # messages stored, by the hook that brought them
@@ -73,9 +80,21 @@ class Metrics:
             self.durations.labels(operation)
 
     def observe(self, operation: str, seconds: float) -> None:
+        now = self._clock()
         with self._lock:
             self._latencies.setdefault(operation, Reservoir()).add(seconds * 1000)
+            window = self._last_hour.get(operation)
+            if window is None:  # not setdefault: that would build a window on every call
+                window = self._last_hour[operation] = LatencyWindow()
+            window.add(seconds * 1000, now)
         self.durations.labels(operation).observe(seconds)
+
+    def last_hour(self) -> dict[str, list[MinuteLatency]]:
+        """Each operation's last 60 minutes, oldest first: calls, p50 and p95 in milliseconds per minute."""
+        now = self._clock()
+        with self._lock:
+            copied = {operation: window.copy(now) for operation, window in self._last_hour.items()}
+        return {operation: minutes_of(minutes) for operation, minutes in copied.items()}
 
     def latency(self) -> dict[str, Latency]:
         """p50/p95/p99 in milliseconds of each operation since start, and how many there were."""

@@ -21,6 +21,7 @@ from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
+from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store import archive, counts, snapshots
@@ -149,6 +150,14 @@ class Stats:
     catch_up: CatchUpReport
 
 
+@dataclass(frozen=True)
+class LastHour:
+    """The status page's charts: each operation's latency and the backlog, per minute of the last hour."""
+
+    latency: dict[str, list[MinuteLatency]]
+    backlog: list[MinuteBacklog]
+
+
 class Status:
     """``health()`` for ``/healthz``, ``stats()`` for ``/stats``; the response models name them on the wire."""
 
@@ -171,6 +180,7 @@ class Status:
             conn = p.db.reader()
             vec_version = counts.sqlite_vec_version(conn)
             backlog = backlog_size(conn)
+            self._sample_backlog(backlog)
         except LosslessError as exc:
             problem = problem or exc.message
         except p.db.module.Error as exc:
@@ -232,11 +242,23 @@ class Status:
             worker.embedded, worker.failures, worker.last_error, worker.backoff_s, round(worker.drain_rate(), 2)
         )
 
+    def last_hour(self) -> LastHour:
+        """The last hour per minute, the backlog sampled now so its last minute is current."""
+        self._sample_backlog(backlog_size(self.parts.db.reader()))
+        return LastHour(self.parts.metrics.last_hour(), self.parts.metrics.backlog.minutes())
+
+    def _sample_backlog(self, size: int) -> None:
+        """Record the backlog just counted, with the worker's running count: the last hour's drain rate."""
+        worker = self.parts.worker
+        self.parts.metrics.backlog.sample(size, worker.stats.embedded if worker is not None else None)
+
     def stats(self) -> Stats:
         """Counts, sizes, the embedder, latencies and catch-up: what the README says ``/stats`` shows."""
         p = self.parts
         conn = p.db.reader()
         rows = counts.count_rows(conn)
+        backlog = backlog_size(conn)
+        self._sample_backlog(backlog)
         compactions = snapshots.compaction_counts(conn)
         return Stats(
             version=__version__,
@@ -253,7 +275,7 @@ class Status:
             subagents=rows.subagents,
             vectors=len(p.index) if p.index is not None else 0,
             vector_index=self._index_view(),
-            backlog=backlog_size(conn),
+            backlog=backlog,
             embedder=self._embedder_view(),
             database=DatabaseSize(
                 str(p.db.path), p.db.file_bytes(), archive.used_bytes(conn), p.settings.max_db_size_mb

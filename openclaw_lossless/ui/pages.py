@@ -17,13 +17,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from openclaw_lossless import readable
 from openclaw_lossless.api.deps import QueriesDep, SidecarDep, StatusDep
-from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, StatsResponse, wire
+from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.recall import recall_page
 from openclaw_lossless.ui.render import page, session_of
 from openclaw_lossless.ui.search import search_page
 from openclaw_lossless.ui.sessions import Sessions
+from openclaw_lossless.ui.status import status_page
 from openclaw_lossless.ui.timeline import timeline_page
 
 
@@ -64,8 +65,8 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return response
 
     @router.get("")
-    def status_page(request: Request, status: StatusDep) -> HTMLResponse:
-        return page(request, "status.html", stats=wire(StatsResponse, status.stats()))
+    def status_view(request: Request, status: StatusDep) -> HTMLResponse:
+        return status_page(request, status)
 
     @router.get("/search")
     def search_form(request: Request, queries: QueriesDep) -> HTMLResponse:
