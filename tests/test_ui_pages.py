@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import LiveSidecar
-from tests.test_ui import browser, log_in
+from tests.helpers import LiveSidecar, db_fingerprint
+from tests.test_ui import browser, csrf_of, log_in
 
 SCRIPT = "<script>alert(1)</script>"
 BEGIN = time.time() - 3 * 86400  # messages dated in the past, one every ten seconds; events happen now
@@ -160,3 +160,57 @@ def test_timelines_are_linked_from_messages_hits_and_conversations(story: dict[s
     assert 'href="/ui/timeline?session=s-one"' in client.get("/ui/conversation", params={"session": "s-one"}).text
     target = client.get("/ui/timeline", params={"session": "s-one", "at": "3"}).text
     assert 'id="msg-3"' in target
+
+
+def test_the_compactions_page_lists_each_with_its_status_snapshot_and_recover_link(
+    sidecar: LiveSidecar, client: httpx.Client, story: dict[str, Any]
+) -> None:
+    failed = {"sessionId": "s-two", "sessionKey": "agent:main:main", "compacted": False, "ok": False}
+    failed_id = sidecar.post("compact", failed | {"reason": "model <b>timeout</b>"}).json()["compactionId"]
+    done_id = story["compaction"]["compactionId"]
+    page = client.get("/ui/compactions").text
+    rows = dict(re.findall(r'id="compaction-row-(\d+)">(.*?)</tr>', page, re.S))
+    assert set(rows) == {str(done_id), str(failed_id)}
+    done, fail = rows[str(done_id)], rows[str(failed_id)]
+    assert "status-compacted" in done and f"pre-compaction-{done_id}" in done
+    assert "status-failed" in fail and "model &lt;b&gt;timeout&lt;/b&gt;" in fail
+    recover = re.search(r'href="(/ui/conversation\?session=s-one&amp;upTo=(\d+))" class="recover-link"', done)
+    assert recover and recover.group(2) == "6"  # the last message before the compaction
+    conversation = client.get(recover.group(1).replace("&amp;", "&")).text
+    assert conversation.count('class="entry"') == 6
+    assert "# Conversation s-one (agent main)" in conversation
+    only_failed = client.get("/ui/compactions", params={"status": "failed"}).text
+    assert re.findall(r'id="compaction-row-(\d+)"', only_failed) == [str(failed_id)]
+    assert client.get("/ui/compactions", params={"status": "exploded"}).status_code == 422
+    assert 'href="/ui/compactions"' in client.get("/ui").text
+
+
+def test_a_snapshot_named_in_the_form_appears_and_bad_input_changes_nothing(
+    sidecar: LiveSidecar, client: httpx.Client, story: dict[str, Any]
+) -> None:
+    own = {"Origin": sidecar.url}
+    csrf = csrf_of(client.get("/ui/snapshots").text)
+    made = client.post("/ui/snapshots", data={"csrf": csrf, "session": "s-one", "name": "before-lunch"}, headers=own)
+    assert made.status_code == 303
+    listed = client.get(made.headers["location"]).text
+    row = re.search(r'id="snapshot-row-before-lunch">(.*?)</tr>', listed, re.S)
+    assert row and 'href="/ui/messages/11"' in row.group(1)  # s-one's last message now
+    assert 'id="snapshot-created"' in listed
+    timeline = client.get("/ui/timeline", params={"session": "s-one"}).text
+    assert order_of(timeline, 'id="msg-11"', 'id="snapshot-before-lunch"') == sorted(
+        order_of(timeline, 'id="msg-11"', 'id="snapshot-before-lunch"')
+    )
+    before = db_fingerprint(sidecar.settings.database_path)
+    refused = [
+        ({"csrf": csrf, "session": "nope", "name": "x1"}, own, 404),
+        ({"csrf": csrf, "session": "s-one", "name": "bad name!"}, own, 422),
+        ({"csrf": csrf, "session": "s-one", "name": "before-lunch"}, own, 422),  # never overwritten
+        ({"csrf": csrf, "session": "", "name": "x2"}, own, 422),
+        ({"session": "s-one", "name": "x3"}, own, 403),  # no CSRF token
+        ({"csrf": csrf, "session": "s-one", "name": "x4"}, {"Origin": "http://evil.example"}, 403),
+    ]
+    for data, headers, status in refused:
+        answer = client.post("/ui/snapshots", data=data, headers=headers)
+        assert answer.status_code == status, data
+        assert "Cannot show that" in answer.text or status == 403
+    assert db_fingerprint(sidecar.settings.database_path) == before

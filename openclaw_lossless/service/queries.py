@@ -34,7 +34,7 @@ from openclaw_lossless.store.sessions import (
     session_by_rowid,
     session_ids,
 )
-from openclaw_lossless.store.snapshots import CompactionPoint, Snapshot
+from openclaw_lossless.store.snapshots import CompactionListed, CompactionPoint, Snapshot
 from openclaw_lossless.store.timeline import SessionSummary, Timeline, Window, read_timeline, session_summaries
 
 
@@ -290,6 +290,10 @@ class Queries:
         """One page of a session's messages with the compactions, snapshots, spawns and resets that fall on it."""
         conn = self.db.reader()
         return read_timeline(conn, require_session(conn, session_id), window)
+
+    def compactions(self, limit: int, status: str | None = None) -> list[CompactionListed]:
+        """The latest recorded compactions (of one status, or all), newest first: the UI's list of them."""
+        return snapshots.list_compactions(self.db.reader(), limit, status)
 
     def compaction(self, compaction_id: int) -> CompactionPoint:
         """A compaction that removed something: the point ``recover --before-compaction`` goes back to."""

@@ -177,6 +177,34 @@ def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | N
     return CompactionPoint(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
 
 
+@dataclass(frozen=True)
+class CompactionListed:
+    """A recorded compaction as the UI lists it: where (session, last message), what it came to, its snapshot."""
+
+    compaction_id: int
+    session_id: str
+    agent_id: str
+    recorded_at: float
+    status: str
+    reason: str | None
+    tokens_before: int | None
+    tokens_after: int | None
+    last_message_id: int | None
+    snapshot: str | None
+
+
+def list_compactions(conn: Connection, limit: int, status: str | None = None) -> list[CompactionListed]:
+    """The ``limit`` latest compactions (of one status, or all), newest first, each with its automatic snapshot."""
+    where, params = ("WHERE c.status = ?", [status]) if status is not None else ("", [])
+    rows = conn.execute(
+        "SELECT c.id, s.session_id, s.agent_id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after,"
+        " c.last_message_id, (SELECT sn.name FROM snapshots sn WHERE sn.compaction_id = c.id)"
+        f" FROM compactions c JOIN sessions s ON s.id = c.session_rowid {where} ORDER BY c.id DESC LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    return [CompactionListed(*row) for row in rows]
+
+
 def compaction_counts(conn: Connection) -> dict[str, int]:
     """How many recorded compactions came to each status (every status present, zero or not)."""
     counts = dict.fromkeys(STATUSES, 0)

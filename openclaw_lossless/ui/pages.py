@@ -16,11 +16,12 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from openclaw_lossless import readable
-from openclaw_lossless.api.deps import QueriesDep, SidecarDep, StatusDep
-from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, SnapshotsResponse, wire
+from openclaw_lossless.api.deps import IngestDep, QueriesDep, SidecarDep, StatusDep
+from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.recall import recall_page
+from openclaw_lossless.ui.records import compactions_page, create_snapshot, snapshots_page
 from openclaw_lossless.ui.render import page, session_of
 from openclaw_lossless.ui.search import search_page
 from openclaw_lossless.ui.sessions import Sessions
@@ -96,9 +97,16 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return timeline_page(request, queries)
 
     @router.get("/snapshots")
-    def snapshots_page(request: Request, queries: QueriesDep) -> HTMLResponse:
-        listed = wire(SnapshotsResponse, {"snapshots": queries.snapshots()})["snapshots"]
-        return page(request, "snapshots.html", snapshots=listed)
+    def snapshots(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return snapshots_page(request, queries)
+
+    @router.post("/snapshots")
+    async def snapshot_create(request: Request, ingest: IngestDep) -> Response:
+        return await create_snapshot(request, ingest)
+
+    @router.get("/compactions")
+    def compactions(request: Request, queries: QueriesDep) -> HTMLResponse:
+        return compactions_page(request, queries)
 
     return router
 
