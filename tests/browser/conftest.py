@@ -1,0 +1,150 @@
+"""The browser tests' setup, once per pytest session: Debian's Chromium (installed on demand by ``install.sh``),
+one live sidecar on the real local model with a replayed conversation, and one headless Chromium driven by
+Playwright against it.
+
+What a machine lacks (the browser, Playwright, root for apt) skips these tests with the reason on a
+developer's machine and fails them under ``CI=true`` (``tests/e2e/prerequisites.py``): a green CI run means a
+real browser really ran. Everything stays on loopback: the browser is started with its background networking
+off, and every request that is not to the sidecar is aborted and recorded (``Visit.strays``), so a page that
+fetched an asset from elsewhere would be seen.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, Route, ViewportSize, sync_playwright
+
+from openclaw_lossless.embed.provider import EmbeddingProvider
+from tests.conversation import QUESTION, commit_body, conversation
+from tests.e2e.prerequisites import unavailable
+from tests.helpers import LiveSidecar, live_sidecar, make_settings
+
+HERE = Path(__file__).resolve().parent
+SCREENSHOTS = HERE.parent.parent / "docs" / "screenshots"
+TURNS = 30
+# A stored message that would run script if the pages did not escape it, and say so on the page's window.
+EVIL = (
+    "Our deploy note says <script>window.__pwned = 'script'; alert(1)</script> and "
+    "<img src=x onerror=\"window.__pwned = 'onerror'\"> rotate the zebra credentials."
+)
+# The launch flags that keep Chromium quiet on a closed machine (no update checks, no sync, no QUIC probes).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT: ViewportSize = {"width": 1100, "height": 800}
+SHOT_HEIGHT = 1400
+
+
+def chromium_path() -> str:
+    """Debian's Chromium, installed by ``install.sh`` if missing; skipped (or failed under CI) if it cannot be."""
+    done = subprocess.run(["bash", str(HERE / "install.sh")], capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        unavailable(f"Chromium for the browser tests is not installed and install.sh could not: {done.stderr[-1500:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the session; Playwright gives it a fresh user-data-dir in a temp dir."""
+    executable = chromium_path()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory, local_embedder: EmbeddingProvider) -> Iterator[LiveSidecar]:
+    """A sidecar on the real local model (what users run) holding a replayed conversation, committed through the
+    real hook routes, one message carrying script, all embedded, and one assemble so a recall trace exists."""
+    with live_sidecar(make_settings(tmp_path_factory.mktemp("browser") / "state"), local_embedder) as server:
+        for turn in conversation(TURNS):
+            assert server.post("commit-turn", commit_body(turn)).json()["status"] == "committed"
+        evil = {"role": "user", "content": EVIL, "timestamp": 1763888400000}
+        body = {"advancementKey": "evil", "sessionId": "s-main", "sessionKey": "agent:main:main", "messages": [evil]}
+        assert server.post("commit-turn", body).status_code == 200
+        server.wait_for_backlog()
+        question = {"sessionId": "s-main", "sessionKey": "agent:main:main", "prompt": QUESTION, "messages": []}
+        assert server.post("assemble", question | {"tokenBudget": 8000}).status_code == 200
+        yield server
+
+
+@dataclass
+class Visit:
+    """A browser context on the sidecar: its page, and every request it tried to send anywhere else."""
+
+    context: BrowserContext
+    page: Page
+    base: str
+    strays: list[str] = field(default_factory=list)
+
+    def go(self, path: str) -> Page:
+        response = self.page.goto(self.base + path)
+        assert response is not None and response.ok, (path, response and response.status)
+        return self.page
+
+    def log_in(self, token: str) -> None:
+        self.page.goto(self.base + "/ui/login")
+        self.page.get_by_label("Token").fill(token)
+        self.page.get_by_role("button", name="Log in").click()
+        self.page.wait_for_url(self.base + "/ui")
+
+
+def open_visit(browser: Browser, base: str, **options: Any) -> Visit:
+    """A fresh context (no cookies) whose requests may go to the sidecar only."""
+    context = browser.new_context(**({"viewport": VIEWPORT} | options))
+    visit = Visit(context, context.new_page(), base)
+
+    def loopback_only(route: Route) -> None:
+        if route.request.url.startswith(base + "/"):
+            route.continue_()
+        else:
+            visit.strays.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", loopback_only)
+    return visit
+
+
+@pytest.fixture
+def fresh(browser: Browser, site: LiveSidecar) -> Iterator[Visit]:
+    """A browser that has not logged in."""
+    visit = open_visit(browser, site.url)
+    yield visit
+    visit.context.close()
+    assert not visit.strays, f"pages asked for something off the sidecar: {visit.strays}"
+
+
+@pytest.fixture
+def visit(browser: Browser, site: LiveSidecar) -> Iterator[Visit]:
+    """A browser logged in through the login form."""
+    visit = open_visit(browser, site.url)
+    visit.log_in(site.token)
+    yield visit
+    visit.context.close()
+    assert not visit.strays, f"pages asked for something off the sidecar: {visit.strays}"
+
+
+def screenshot(page: Page, name: str) -> None:
+    """The page as the README shows it: docs/screenshots/<name>.png, overwritten by every run; at most
+    ``SHOT_HEIGHT`` pixels of it, so a long table stays a picture one can read."""
+    if os.environ.get("LOSSLESS_NO_SCREENSHOTS"):
+        return
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    width = page.viewport_size["width"] if page.viewport_size else VIEWPORT["width"]
+    height = min(int(page.evaluate("document.documentElement.scrollHeight")), SHOT_HEIGHT)
+    clip: FloatRect = {"x": 0, "y": 0, "width": width, "height": height}
+    page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True, clip=clip, animations="disabled")
