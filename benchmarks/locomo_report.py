@@ -104,38 +104,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f" {t.get('assembleHttpP95Ms', '—')} |"
             )
         out.append("")
-    categories = list(report["methods"]["product"]["raw"]["byCategory"])
-    out += [
-        "## Per category (raw citations): block any-hit / all-hit",
-        "",
-        "| method | "
-        + " | ".join(f"{c} (n={report['methods']['product']['raw']['byCategory'][c]['n']})" for c in categories)
-        + " |",
-        "|---|" + "---|" * len(categories),
-    ]
-    for name, result in report["methods"].items():
-        cells = [
-            f"{fmt(result['raw']['byCategory'][c]['any'])} / {fmt(result['raw']['byCategory'][c]['all'])}"
-            for c in categories
-        ]
-        out.append(f"| {name} | " + " | ".join(cells) + " |")
-    conversations = list(report["methods"]["product"]["raw"]["byConversation"])
-    out += [
-        "",
-        "## Per conversation (raw citations): block any-hit / all-hit",
-        "",
-        "| method | "
-        + " | ".join(f"{c} (n={report['methods']['product']['raw']['byConversation'][c]['n']})" for c in conversations)
-        + " |",
-        "|---|" + "---|" * len(conversations),
-    ]
-    for name, result in report["methods"].items():
-        groups = result["raw"]["byConversation"]
-        out.append(
-            f"| {name} | "
-            + " | ".join(f"{fmt(groups[c]['any'])} / {fmt(groups[c]['all'])}" for c in conversations)
-            + " |"
-        )
+    out += _grouped_table(report, "byCategory", "Per category (raw citations): block any-hit / all-hit")
+    out += ["", *_grouped_table(report, "byConversation", "Per conversation (raw citations): block any-hit / all-hit")]
     checks = report["targets"]
     out += [
         "",
@@ -221,3 +191,19 @@ def git_commit() -> str | None:
     except OSError:
         return None
     return out.stdout.strip() or None
+
+
+def _grouped_table(report: dict[str, Any], grouping: str, title: str) -> list[str]:
+    """One row per method, one column per group (category or conversation): any-hit / all-hit."""
+    groups = report["methods"]["product"]["raw"][grouping]
+    out = [
+        f"## {title}",
+        "",
+        "| method | " + " | ".join(f"{g} (n={groups[g]['n']})" for g in groups) + " |",
+        "|---|" + "---|" * len(groups),
+    ]
+    for name, result in report["methods"].items():
+        cells = result["raw"][grouping]
+        pairs = (f"{fmt(cells[g]['any'])} / {fmt(cells[g]['all'])}" for g in groups)
+        out.append(f"| {name} | " + " | ".join(pairs) + " |")
+    return out
