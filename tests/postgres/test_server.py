@@ -12,42 +12,52 @@ from psycopg_pool import ConnectionPool
 from tests.postgres.conftest import Database
 
 DIMENSION = 384  # the local model's
-ROWS = 400
+OTHER_ROWS = 300  # another agent's messages, all about the query's subject
+MAIN_ROWS = 100  # the asking agent's, about anything
 
 
-def unit_vectors(count: int, seed: int) -> npt.NDArray[np.float32]:
-    vectors = np.random.default_rng(seed).standard_normal((count, DIMENSION)).astype(np.float32)
-    unit: npt.NDArray[np.float32] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    return unit
+def unit(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    normed: npt.NDArray[np.float32] = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return normed
+
+
+def exact_nearest(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], ids: range, k: int) -> list[int]:
+    """Exact cosine ranking of ``ids`` on the vectors as halfvec holds them (float16)."""
+    stored = unit(vectors[list(ids)].astype(np.float16).astype(np.float32))
+    order = np.argsort(-(stored @ unit(query)), kind="stable")[:k]
+    return [ids[int(i)] for i in order]
 
 
 def test_hnsw_halfvec_finds_the_agents_nearest_message_through_a_pool(postgres_database: Database) -> None:
+    rng = np.random.default_rng(7)
+    subject = unit(rng.standard_normal(DIMENSION).astype(np.float32))
+    others = unit(subject + 0.08 * rng.standard_normal((OTHER_ROWS, DIMENSION)).astype(np.float32))
+    vectors = np.vstack([others, unit(rng.standard_normal((MAIN_ROWS, DIMENSION)).astype(np.float32))])
+    other_ids, main_ids = range(OTHER_ROWS), range(OTHER_ROWS, OTHER_ROWS + MAIN_ROWS)
     with Connection.connect(postgres_database.conninfo, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION vector")
     with ConnectionPool(postgres_database.conninfo, min_size=1, max_size=2, configure=register_vector) as pool:
-        vectors = unit_vectors(ROWS, seed=7)
         with pool.connection() as conn:
             conn.execute(f"CREATE TABLE message_vectors (message_id bigint PRIMARY KEY, agent text NOT NULL,"
                          f" embedding halfvec({DIMENSION}) NOT NULL)")  # fmt: skip
             with conn.cursor() as cursor:
                 cursor.executemany(
                     "INSERT INTO message_vectors VALUES (%s, %s, %s::halfvec)",
-                    [(i, "main" if i % 2 == 0 else "other", vectors[i]) for i in range(ROWS)],
+                    [(i, "other" if i in other_ids else "main", vectors[i]) for i in range(len(vectors))],
                 )
             conn.execute("CREATE INDEX ON message_vectors USING hnsw (embedding halfvec_cosine_ops)")
 
-        # A query next to message 137 (agent "other") and, a little further, to message 250 (agent "main").
-        query = 0.9 * vectors[137] + 0.6 * vectors[250]
+        # Every one of the other agent's messages is nearer the query than any of main's: the index's first
+        # candidates all belong to the other agent, and main's answer lies past them.
         with pool.connection() as conn:
             conn.execute("SET enable_seqscan = off")  # the index must answer, as it will at 1M rows
-            conn.execute("SET hnsw.iterative_scan = relaxed_order")  # keep scanning past the other agent's rows
+            conn.execute("SET hnsw.iterative_scan = strict_order")  # keep scanning past the other agent's rows
             knn = ("SELECT message_id FROM message_vectors WHERE agent = %s"
                    " ORDER BY embedding <=> %s::halfvec LIMIT 3")  # fmt: skip
-            plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + knn, ("main", query)).fetchall())
-            nearest_of_main = [row[0] for row in conn.execute(knn, ("main", query)).fetchall()]
-            nearest_of_other = [row[0] for row in conn.execute(knn, ("other", query)).fetchall()]
+            plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + knn, ("main", subject)).fetchall())
+            nearest_of_main = [row[0] for row in conn.execute(knn, ("main", subject)).fetchall()]
+            nearest_of_other = [row[0] for row in conn.execute(knn, ("other", subject)).fetchall()]
 
     assert "message_vectors_embedding_idx" in plan
-    assert nearest_of_main[0] == 250
-    assert all(message_id % 2 == 0 for message_id in nearest_of_main)
-    assert nearest_of_other[0] == 137
+    assert nearest_of_main == exact_nearest(vectors, subject, main_ids, 3)
+    assert nearest_of_other == exact_nearest(vectors, subject, other_ids, 3)
