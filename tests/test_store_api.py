@@ -30,6 +30,7 @@ from openclaw_lossless.store import (
     sessions,
     snapshots,
     subagents,
+    timeline,
     transfer,
     vectors,
 )
@@ -47,6 +48,7 @@ _vectors: api.Vectors[Connection] = vectors
 _backlog: api.Backlog[Connection] = backlog
 _meta: api.Meta[Connection] = meta
 _snapshots: api.Snapshots[Connection] = snapshots
+_timelines: api.Timelines[Connection] = timeline
 _subagents: api.Subagents[Connection] = subagents
 _imported: api.Imported[Connection] = imported
 _counts: api.Counts[Connection] = counts
@@ -62,8 +64,8 @@ _rebuild: api.Rebuild[Connection, Database] = rebuild
 IMPLEMENTATIONS: list[tuple[type[Any], ModuleType | object]] = [
     (api.Migrations, migrations), (api.Sessions, sessions), (api.Messages, messages), (api.Fulltext, fulltext),
     (api.KeywordStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
-    (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Subagents, subagents),
-    (api.Imported, imported), (api.Counts, counts), (api.Agents, agents), (api.Archive, archive),
+    (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, timeline),
+    (api.Subagents, subagents), (api.Imported, imported), (api.Counts, counts), (api.Agents, agents), (api.Archive, archive),
     (api.Forgetting, forget), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
     (api.FileMaintenance, connection), (api.Rebuild, rebuild),
 ]  # fmt: skip

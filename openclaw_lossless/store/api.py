@@ -39,7 +39,14 @@ from openclaw_lossless.store.counts import StoreCounts
 from openclaw_lossless.store.forget import ForgettingIndex, Forgotten, Selector
 from openclaw_lossless.store.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.sessions import Scope, SessionRef
-from openclaw_lossless.store.snapshots import Compaction, CompactionPoint, CompactionRecord, Snapshot
+from openclaw_lossless.store.snapshots import (
+    Compaction,
+    CompactionListed,
+    CompactionPoint,
+    CompactionRecord,
+    Snapshot,
+)
+from openclaw_lossless.store.timeline import SessionSummary, Timeline, Window
 from openclaw_lossless.store.transfer import ExportScope, ImportReport
 from openclaw_lossless.store.vectors import StoredVectors
 from openclaw_lossless.timeexpr.days import DayRange
@@ -380,6 +387,10 @@ class Snapshots(Protocol[C]):
 
     def find_compaction(self, conn: C, compaction_id: int) -> CompactionPoint | None: ...
 
+    def list_compactions(self, conn: C, limit: int, status: str | None = ...) -> list[CompactionListed]:
+        """The ``limit`` latest compactions (of one status, or all), newest first, with their snapshots."""
+        ...
+
     def compaction_counts(self, conn: C) -> dict[str, int]:
         """Compactions by status (``/stats``)."""
         ...
@@ -400,6 +411,15 @@ class Subagents(Protocol[C]):
         """Mark the child ended and copy its final answer and must-remember messages into the parent's latest
         session as outcome records citing them, once (a second end copies nothing new); (linked, copied)."""
         ...
+
+
+class Timelines(Protocol[C]):
+    """A session drawn as a line for the web UI: one page of its messages and the events between them
+    (compactions, snapshots, spawns, resets). A page costs what the page holds, never the whole history."""
+
+    def session_summaries(self, conn: C, agent: str | None, limit: int) -> list[SessionSummary]: ...
+
+    def read_timeline(self, conn: C, session: SessionRef, window: Window) -> Timeline: ...
 
 
 # -- what history import and catch-up ask ------------------------------------------------------------------------
