@@ -65,7 +65,8 @@ IMPLEMENTATIONS: list[tuple[type[Any], ModuleType | object]] = [
     (api.Migrations, migrations), (api.Sessions, sessions), (api.Messages, messages), (api.Fulltext, fulltext),
     (api.KeywordStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
     (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, timeline),
-    (api.Subagents, subagents), (api.Imported, imported), (api.Counts, counts), (api.Agents, agents), (api.Archive, archive),
+    (api.Subagents, subagents), (api.Imported, imported), (api.Counts, counts), (api.Agents, agents),
+    (api.Archive, archive),
     (api.Forgetting, forget), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
     (api.FileMaintenance, connection), (api.Rebuild, rebuild),
 ]  # fmt: skip
