@@ -45,6 +45,13 @@ class Vec0Lane:
         row = self.conn.execute("SELECT embedding FROM baseline WHERE message_id = ?", (message_id,)).fetchone()
         return None if row is None else np.frombuffer(row[0], dtype=np.float32)
 
+    def vectors(self, message_ids: list[int]) -> tuple[list[int], Vectors]:
+        """``VectorIndex.vectors``: those of ``message_ids`` the table holds, and their vectors."""
+        held = [(i, vector) for i in message_ids if (vector := self.vector(i)) is not None]
+        if not held:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return [i for i, _ in held], np.stack([vector for _, vector in held])
+
     def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]:
         """``VectorIndex.search_many`` by exact scans: each query's ``k`` nearest, with the cosine to every query."""
         rows = np.asarray(queries, dtype=np.float32).reshape(len(queries), -1)
@@ -59,7 +66,10 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
     return {f"p{q}": round(percentile(ms, q, interpolate=True), 2) for q in (50, 95, 99)} | {"n": len(samples_s)}
 
 
-def timed(calls: list[Callable[[], object]], warmup: int = 3) -> list[float]:
+WARMUP = 3  # calls made before timing: caches, the first query plans
+
+
+def timed(calls: list[Callable[[], object]], warmup: int = WARMUP) -> list[float]:
     for call in calls[:warmup]:
         call()
     out = []
@@ -84,10 +94,19 @@ def measure_assemble(sidecar: Sidecar, prompts: list[str], history: list[dict[st
     descriptors = [Descriptor(d["role"], d["key"], d["tokens"], None, d["text"]) for d in history]
     recall = sidecar.settings.recall
 
-    def one(prompt: str) -> Callable[[], object]:
-        return lambda: sidecar.queries.assemble("bench-live", f"agent:{AGENT}:live", descriptors, prompt, None, recall)
+    phases: dict[str, list[float]] = {}
 
-    return percentiles(timed([one(p) for p in prompts]))
+    def one(prompt: str) -> Callable[[], object]:
+        def call() -> None:
+            result = sidecar.queries.assemble("bench-live", f"agent:{AGENT}:live", descriptors, prompt, None, recall)
+            for phase, ms in result.phases.items():
+                phases.setdefault(phase, []).append(ms / 1000)
+
+        return call
+
+    timings = percentiles(timed([one(p) for p in prompts], warmup=WARMUP))
+    # Each phase's own percentiles, warm-up left out as above: where the time after the lanes goes.
+    return timings | {"phases": {phase: percentiles(samples[WARMUP:]) for phase, samples in phases.items()}}
 
 
 def measure_lanes(sidecar: Sidecar, prompts: list[str]) -> dict[str, Any]:

@@ -89,6 +89,9 @@ def test_recalled_lines_are_cited_dated_and_fit_the_budget(loaded: LiveSidecar, 
     assert stamps == sorted(stamps)
     decisions = {c["decision"] for c in result["trace"]["candidates"]}  # type: ignore[index]
     assert "kept" in decisions
+    phases = result["trace"]["phasesMs"]  # type: ignore[index]
+    assert list(phases) == ["setup", "lanes", "choose", "neighbours", "render"]
+    assert all(ms >= 0 for ms in phases.values()) and phases["lanes"] > 0
 
 
 def test_window_share_and_retrieval_count_are_honoured(loaded: LiveSidecar, turns: list[Turn]) -> None:

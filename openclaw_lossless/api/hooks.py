@@ -90,7 +90,12 @@ def assemble(body: schemas.AssembleRequest, sidecar: SidecarDep) -> dict[str, An
     if body.messages is not None:
         response["messages"] = body.messages[result.window_start :]
     if body.trace:
-        response["trace"] = {"query": result.query, "windowTokens": result.window_tokens, "candidates": result.trace()}
+        response["trace"] = {
+            "query": result.query,
+            "windowTokens": result.window_tokens,
+            "candidates": result.trace(),
+            "phasesMs": result.phases,
+        }
     return response
 
 

@@ -95,6 +95,8 @@ class AssembleResult:
     query_parts: list[str] = field(default_factory=list)
     keyword_query: str = ""
     lanes_ran: frozenset[str] = frozenset()
+    # Milliseconds per phase (setup, lanes, choose, neighbours, render): where a slow turn spent its time.
+    phases: dict[str, float] = field(default_factory=dict)
 
     def trace(self) -> list[dict[str, Any]]:
         return [asdict(c) | {"lanes": sorted(c.lanes), "citation": f"msg:{c.message_id}"} for c in self.candidates]
@@ -120,6 +122,7 @@ class Assembler:
         self._lanes.shutdown(wait=False, cancel_futures=True)
 
     def assemble(self, conn: Connection, request: AssembleInput) -> AssembleResult:
+        clock = _PhaseClock()
         deadline = time.monotonic() + request.deadline_s
         descriptors = request.descriptors
         start = window_start(descriptors, int(request.settings.window_share * request.token_budget))
@@ -140,11 +143,16 @@ class Assembler:
         scope = request.scope or recall_scope(conn, session, request.settings.recall_scope)
         window_keys = {d.key for d in window}
         skip = _stored_window(conn, session, window_keys)
+        clock.lap(result, "setup")
         candidates = self._candidates(conn, result, query, scope, deadline, skip=skip)
+        clock.lap(result, "lanes")
         chosen, stored, room = self._choose(conn, request, result, candidates, window_keys, room)
+        clock.lap(result, "choose")
         if request.settings.neighbour_radius and chosen:
             self._neighbours(conn, request, result, scope, chosen, stored, window_keys, room)
+        clock.lap(result, "neighbours")
         self._render(result, chosen, stored)
+        clock.lap(result, "render")
         return result
 
     @staticmethod
@@ -389,6 +397,18 @@ class Assembler:
                     neighbour_of=candidate.neighbour_of if candidate.decision == "neighbour" else None,
                 )
             )
+
+
+class _PhaseClock:
+    """Laps of one assemble, in milliseconds: a clock read per phase, nothing else on the turn."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self, result: AssembleResult, phase: str) -> None:
+        now = time.perf_counter()
+        result.phases[phase] = round((now - self.last) * 1000, 3)
+        self.last = now
 
 
 class _Distinct:
