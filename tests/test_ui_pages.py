@@ -214,3 +214,69 @@ def test_a_snapshot_named_in_the_form_appears_and_bad_input_changes_nothing(
         assert answer.status_code == status, data
         assert "Cannot show that" in answer.text or status == 403
     assert db_fingerprint(sidecar.settings.database_path) == before
+
+
+def hits(client: httpx.Client, query: str, scope: str = "all") -> list[int]:
+    page = client.get("/ui/search", params={"q": query, "mode": "keyword", "scope": scope, "k": "200"}).text
+    return [int(i) for i in re.findall(r'<a href="/ui/messages/(\d+)">msg:\d+</a>', page)]
+
+
+def test_forgetting_a_message_lists_exactly_what_goes_and_then_it_is_gone(
+    sidecar: LiveSidecar, client: httpx.Client, story: dict[str, Any]
+) -> None:
+    message = client.get("/ui/messages/10").text  # the child's answer, copied into s-one as msg:11
+    link = re.search(r'href="(/ui/forget\?message=msg:10)" id="forget-message"', message)
+    assert link
+    confirm = client.get(link.group(1))
+    assert confirm.status_code == 200
+    assert re.findall(r'class="forget-item" id="forget-(\d+)"', confirm.text) == ["10", "11"]
+    assert "<strong>2 messages</strong> will be removed" in confirm.text
+    assert {10, 11} <= set(hits(client, "Answer 5"))
+    before = db_fingerprint(sidecar.settings.database_path)
+    form = {"csrf": csrf_of(confirm.text), "message": "msg:10", "count": "2"}
+    own = {"Origin": sidecar.url}
+    for data, headers, status in (
+        ({k: v for k, v in form.items() if k != "csrf"}, own, 403),
+        (form | {"csrf": "forged"}, own, 403),
+        (form, {"Origin": "http://evil.example"}, 403),
+        (form | {"count": "1"}, own, 409),  # not what the page showed: shown again, nothing forgotten
+    ):
+        assert client.post("/ui/forget", data=data, headers=headers).status_code == status, data
+    assert db_fingerprint(sidecar.settings.database_path) == before
+    done = client.post("/ui/forget", data=form, headers=own)
+    assert done.status_code == 200
+    assert "Forgot 2 messages" in done.text
+    assert not {10, 11} & set(hits(client, "Answer 5"))
+    assert client.get("/ui/messages/10").status_code == 404
+    assert 11 not in ids_on(client.get("/ui/timeline", params={"session": "s-one"}).text)
+    assert client.get(link.group(1)).status_code == 404  # nothing left to forget
+
+
+def test_forgetting_a_session_shows_its_count_and_ends_and_takes_only_it(
+    sidecar: LiveSidecar, client: httpx.Client
+) -> None:
+    for n in range(1, 21):
+        turn(sidecar, "s-big", "agent:main:big", n)
+    turn(sidecar, "s-keep", "agent:main:keep", 1)
+    timeline = client.get("/ui/timeline", params={"session": "s-big"}).text
+    link = re.search(r'href="(/ui/forget\?session=s-big)" id="forget-session"', timeline)
+    assert link
+    confirm = client.get(link.group(1)).text
+    assert "<strong>40 messages</strong>" in confirm
+    listed = [int(i) for i in re.findall(r'class="forget-item" id="forget-(\d+)"', confirm)]
+    assert listed == [1, 2, 3, 4, 5, 36, 37, 38, 39, 40]
+    assert "and 30 more" in confirm
+    assert len(hits(client, "zebra", "session:s-big")) == 20
+    form = {"csrf": csrf_of(confirm), "session": "s-big", "count": "40"}
+    turn(sidecar, "s-big", "agent:main:big", 21)  # the session moves on after the page was shown
+    changed = client.post("/ui/forget", data=form, headers={"Origin": sidecar.url})
+    assert changed.status_code == 409
+    assert "<strong>42 messages</strong>" in changed.text
+    assert len(hits(client, "zebra", "session:s-big")) == 21  # nothing went
+    done = client.post("/ui/forget", data=form | {"count": "42"}, headers={"Origin": sidecar.url})
+    assert "Forgot 42 messages" in done.text
+    assert hits(client, "zebra", "session:s-big") == []
+    assert ids_on(client.get("/ui/timeline", params={"session": "s-keep"}).text) == [41, 42]
+    for params in ({}, {"message": "msg:1", "session": "s-keep"}, {"message": "ten"}):
+        assert client.get("/ui/forget", params=params).status_code == 422, params
+    assert client.get("/ui/forget", params={"session": "nope"}).status_code == 404

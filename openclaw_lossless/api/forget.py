@@ -85,7 +85,8 @@ class ForgetResponse(Answer):
     wal_truncated: bool | None = Field(None, alias="walTruncated")
 
 
-def _run(sidecar: Sidecar, selector: forget.Selector, dry_run: bool) -> ForgetResponse:
+def run_forget(sidecar: Sidecar, selector: forget.Selector, dry_run: bool) -> ForgetResponse:
+    """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI."""
     result = forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
     if not dry_run:
         sidecar.metrics.counters["messages_forgotten"] += result.forgotten
@@ -98,7 +99,7 @@ DryRun = Annotated[bool, Query(alias="dryRun", description="List what would go; 
 @router.post("/forget", response_model_by_alias=True)
 def forget_selection(sidecar: SidecarDep, body: ForgetRequest) -> ForgetResponse:
     """Forget every message the selectors name together (citations AND session AND agent AND time AND match)."""
-    return _run(sidecar, body.selector(), body.dry_run)
+    return run_forget(sidecar, body.selector(), body.dry_run)
 
 
 @router.delete("/messages/{message_id}", response_model_by_alias=True)
@@ -107,7 +108,7 @@ def forget_message(
     message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
-    return _run(sidecar, forget.Selector(ids=(message_id,)), dry_run)
+    return run_forget(sidecar, forget.Selector(ids=(message_id,)), dry_run)
 
 
 @router.delete("/sessions/{session_id}", response_model_by_alias=True)
@@ -116,4 +117,4 @@ def forget_session(
     session_id: Annotated[str, Path(min_length=1, max_length=512)],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
-    return _run(sidecar, forget.Selector(session=session_id), dry_run)
+    return run_forget(sidecar, forget.Selector(session=session_id), dry_run)

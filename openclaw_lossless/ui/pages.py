@@ -19,6 +19,7 @@ from openclaw_lossless import readable
 from openclaw_lossless.api.deps import IngestDep, QueriesDep, SidecarDep, StatusDep
 from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wire
 from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.ui.forget import confirm_page, forget_post
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
 from openclaw_lossless.ui.recall import recall_page
 from openclaw_lossless.ui.records import compactions_page, create_snapshot, snapshots_page
@@ -103,6 +104,14 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
     @router.post("/snapshots")
     async def snapshot_create(request: Request, ingest: IngestDep) -> Response:
         return await create_snapshot(request, ingest)
+
+    @router.get("/forget")
+    def forget_confirm(request: Request, sidecar: SidecarDep) -> HTMLResponse:
+        return confirm_page(request, sidecar)
+
+    @router.post("/forget")
+    async def forget(request: Request, sidecar: SidecarDep) -> HTMLResponse:
+        return await forget_post(request, sidecar)
 
     @router.get("/compactions")
     def compactions(request: Request, queries: QueriesDep) -> HTMLResponse:
