@@ -7,8 +7,8 @@ cannot (a slow hour hides in a week of fast ones). ``/stats`` keeps its percenti
 What it costs the turn: ``LatencyWindow.add`` is O(1) and allocates nothing. Each of the 60 minutes is a slot
 of a ring, reused when its minute comes round again; a slot counts latencies in fixed steps of 19 % (four per
 doubling, from 0.25 ms to 16 s), so a percentile read back from the steps is within 10 % of the true one, and
-nothing is sorted or kept per call. The backlog's size is sampled off the turn's path: by each read of
-``/healthz``, ``/stats`` and the status page, which count it anyway.
+nothing is sorted or kept per call. The backlog's size is sampled off the turn's path: by the embedding worker
+once a minute, and by each read of ``/healthz``, ``/stats`` and the status page, which count it anyway.
 
 The minutes are the wall clock's (``time.time() // 60``), so a chart can name them; a minute older than an hour
 is never read, whatever the clock did.

@@ -65,7 +65,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._latencies: dict[str, Reservoir] = {}
         self._last_hour = {operation: LatencyWindow() for operation in OPERATIONS}
-        self.backlog = BacklogWindow(clock)  # sampled by each read of /healthz, /stats and the status page
+        self.backlog = BacklogWindow(clock)  # sampled by the embedding worker and each /healthz, /stats, status page
         self.recall_skips: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
         self.stored: Counter[str] = Counter()  # messages stored, by the hook that brought them

@@ -154,6 +154,7 @@ class Sidecar:
             batch_size=self.settings.embed_batch_size,
             in_flight=self.in_flight,
             drain_threads=self.settings.drain_threads,
+            backlog_history=self.metrics.backlog,
         )
         loader = threading.Thread(
             target=self._load_index, args=(start_worker,), name="lossless-index-load", daemon=True

@@ -9,15 +9,18 @@ clock (minutes roll over, an hour later they are gone) without waiting for the w
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from openclaw_lossless.last_hour import BacklogWindow, step_of, step_value
 from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.sidecar import Sidecar
 from tests.conversation import commit_body, conversation
-from tests.helpers import LiveSidecar
+from tests.helpers import HashEmbedder, LiveSidecar, make_settings
 from tests.test_ui import browser, log_in
 
 
@@ -144,3 +147,21 @@ def test_the_status_page_shows_the_backlog_over_the_hour(sidecar: LiveSidecar, c
     assert rows and rows[0][1] == "0"  # the newest sample: drained
     assert re.search(r'<svg class="chart" id="chart-backlog"', page)
     assert re.search(r'<p id="backlog-trend">(Empty|Drained)', page)
+
+
+def test_the_worker_samples_the_backlog_when_nobody_reads_the_status(tmp_path: Path) -> None:
+    """The chart has a point for each minute the sidecar ran, not only for the minutes someone looked."""
+    sidecar = Sidecar(make_settings(tmp_path / "state"), provider=HashEmbedder())
+    try:
+        recall = sidecar.settings.recall
+        for n, turn in enumerate(conversation(2)):
+            sidecar.ingest.commit_turn(
+                f"t-{n}", "s-main", "agent:main:main", turn.messages, heartbeat=False, recall=recall
+            )
+        deadline = time.monotonic() + 30
+        while (sampled := sidecar.metrics.backlog.minutes()[-1].backlog) is None:  # by the worker alone
+            assert time.monotonic() < deadline, "the worker never sampled the backlog"
+            time.sleep(0.05)
+        assert 0 <= sampled <= 4  # before, during or after embedding the two turns' four messages
+    finally:
+        sidecar.close()

@@ -32,6 +32,7 @@ from openclaw_lossless.embed.in_flight import InFlight
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
+from openclaw_lossless.last_hour import BacklogWindow
 from openclaw_lossless.store import backlog, messages
 from openclaw_lossless.store.connection import Connection, Database
 
@@ -73,12 +74,14 @@ class EmbeddingWorker:
         batch_size: int = 32,
         in_flight: InFlight | None = None,
         drain_threads: int = 1,
+        backlog_history: BacklogWindow | None = None,
     ) -> None:
         self.db = db
         self.provider = provider
         self.index = index
         self.batch_size = batch_size
         self.in_flight = in_flight or InFlight()
+        self.backlog_history = backlog_history  # the status page's last hour: sampled here once a minute
         # Extra threads only for the local model, the only provider whose work is this machine's cores.
         extra = min(drain_threads, os.cpu_count() or 1) - 1 if provider.identity.provider == "local" else 0
         self._helpers = ThreadPoolExecutor(extra, thread_name_prefix="lossless-embed-extra") if extra > 0 else None
@@ -112,6 +115,7 @@ class EmbeddingWorker:
             if delay:
                 self._stop.wait(delay)
             try:
+                self._sample_backlog()
                 worked = self.drain_once()
                 delay = 0.0
                 self.stats.backoff_s = 0.0
@@ -131,6 +135,11 @@ class EmbeddingWorker:
             if not worked:
                 self._wake.wait(1.0)
                 self._wake.clear()
+
+    def _sample_backlog(self) -> None:
+        """The backlog's size for the status page's last hour, once a minute: one count, on this thread."""
+        if self.backlog_history is not None and self.backlog_history.due():
+            self.backlog_history.sample(backlog.size(self.db.reader()), self.stats.embedded)
 
     def _record_failure(self, message: str, delay: float) -> None:
         self.stats.failures += 1
