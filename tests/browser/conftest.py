@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ from tests.helpers import LiveSidecar, live_sidecar, make_settings
 HERE = Path(__file__).resolve().parent
 SCREENSHOTS = HERE.parent.parent / "docs" / "screenshots"
 TURNS = 30
+COMPACTED_AT = 20  # the host compacts after this many turns, and a subagent runs
+MAIN_KEY, CHILD_KEY = "agent:main:main", "agent:main:subagent:research"
 # A stored message that would run script if the pages did not escape it, and say so on the page's window.
 EVIL = (
     "Our deploy note says <script>window.__pwned = 'script'; alert(1)</script> and "
@@ -68,18 +71,36 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory, local_embedder: EmbeddingProvider) -> Iterator[LiveSidecar]:
-    """A sidecar on the real local model (what users run) holding a replayed conversation, committed through the
-    real hook routes, one message carrying script, all embedded, and one assemble so a recall trace exists."""
+    """A sidecar on the real local model (what users run) holding a replayed conversation, sent through the real
+    hook routes as the plugin sends it: turns, a compaction, a subagent's session, one message carrying script,
+    all embedded, and one assemble so a recall trace exists."""
     with live_sidecar(make_settings(tmp_path_factory.mktemp("browser") / "state"), local_embedder) as server:
-        for turn in conversation(TURNS):
-            assert server.post("commit-turn", commit_body(turn)).json()["status"] == "committed"
-        evil = {"role": "user", "content": EVIL, "timestamp": 1763888400000}
-        body = {"advancementKey": "evil", "sessionId": "s-main", "sessionKey": "agent:main:main", "messages": [evil]}
-        assert server.post("commit-turn", body).status_code == 200
+        replay(server)
         server.wait_for_backlog()
-        question = {"sessionId": "s-main", "sessionKey": "agent:main:main", "prompt": QUESTION, "messages": []}
+        question = {"sessionId": "s-main", "sessionKey": MAIN_KEY, "prompt": QUESTION, "messages": []}
         assert server.post("assemble", question | {"tokenBudget": 8000}).status_code == 200
         yield server
+
+
+def replay(server: LiveSidecar) -> None:
+    def commit(body: dict[str, Any]) -> None:
+        assert server.post("commit-turn", body).json()["status"] == "committed"
+
+    turns = conversation(TURNS)
+    for turn in turns[:COMPACTED_AT]:
+        commit(commit_body(turn))
+    compact = {"sessionId": "s-main", "sessionKey": MAIN_KEY, "tokensBefore": 9000, "tokensAfter": 1200, "ok": True}
+    summary = "## Decisions\nStaging passwords rotate on Tuesdays; the billing retries stay at three."
+    assert server.post("compact", compact | {"summary": summary, "reason": "overflow"}).status_code == 200
+    spawn = {"parentSessionKey": MAIN_KEY, "childSessionKey": CHILD_KEY}
+    assert server.post("subagent-spawn", spawn).status_code == 200
+    for turn in conversation(2, session="s-child", seed=3):
+        commit(commit_body(turn, session="s-child", key=CHILD_KEY))
+    assert server.post("subagent-ended", {"childSessionKey": CHILD_KEY, "reason": "completed"}).status_code == 200
+    for turn in turns[COMPACTED_AT:]:
+        commit(commit_body(turn))
+    commit({"advancementKey": "evil", "sessionId": "s-main", "sessionKey": MAIN_KEY,
+            "messages": [{"role": "user", "content": EVIL, "timestamp": int(time.time() * 1000)}]})  # fmt: skip
 
 
 @dataclass

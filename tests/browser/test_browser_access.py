@@ -19,10 +19,16 @@ from tests.helpers import LiveSidecar
 
 pytestmark = pytest.mark.browser
 
-REACHED = ("/ui/search?q=staging+password", "/ui/messages/9", "/ui/conversation?session=s-main")
+REACHED = (
+    "/ui/search?q=staging+password",
+    "/ui/messages/9",
+    "/ui/conversation?session=s-main",
+    "/ui/timeline?session=s-main&at=40&limit=12",
+)
 BLOCKING = ("serious", "critical")
 # Pages whose screenshot a test of what a user does there takes (with the page in the state it shows off).
-SHOT_ELSEWHERE = {"status", "search", "messages", "recall"}
+SHOT_ELSEWHERE = {"status", "search", "messages", "recall", "snapshots"}
+SHOT_NAMES = {"/ui/timeline?session=s-main&at=40&limit=12": "timeline-session"}
 # axe-core as the axe-playwright-python wheel ships it (MPL-2.0), read from the installed package: no network.
 AXE = (files("axe_playwright_python") / "axe.min.js").read_text(encoding="utf-8")
 
@@ -121,7 +127,7 @@ def test_axe_finds_no_serious_violation_on_any_main_page(visit: Visit, fresh: Vi
     for path in main_pages(page):
         visit.go(path)
         found[path] = audit(page)
-        name = path.removeprefix("/ui").strip("/").split("?")[0].split("/")[0] or "status"
+        name = SHOT_NAMES.get(path) or path.removeprefix("/ui").strip("/").split("?")[0].split("/")[0] or "status"
         if name not in SHOT_ELSEWHERE:
             screenshot(page, name)  # the timeline, a conversation, and whatever page the nav gains
     fresh.go("/ui/login")
