@@ -178,7 +178,10 @@ def test_every_ui_answer_forbids_inline_script_and_framing(stored: LiveSidecar, 
     pages = [r for r in answers if r.headers.get("content-type", "").startswith("text/html")]
     assert pages
     for response in pages:
-        assert "<script" not in response.text.lower()  # no script at all, inline or not, in this slice
+        scripts = re.findall(r"<script\b[^>]*>.*?</script>", response.text, re.I | re.S)
+        assert response.text.lower().count("<script") == len(scripts)
+        assert set(scripts) <= {'<script src="/ui/static/ui.js" defer></script>'}  # the one file, no inline script
+        assert not re.search(r"<[^>]*\son[a-z]+\s*=", response.text, re.I)  # no inline event handler
         assert "style=" not in response.text and "<style" not in response.text
 
 

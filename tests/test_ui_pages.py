@@ -280,3 +280,20 @@ def test_forgetting_a_session_shows_its_count_and_ends_and_takes_only_it(
     for params in ({}, {"message": "msg:1", "session": "s-keep"}, {"message": "ten"}):
         assert client.get("/ui/forget", params=params).status_code == 422, params
     assert client.get("/ui/forget", params={"session": "nope"}).status_code == 404
+
+
+def test_the_copy_button_script_is_one_static_file_and_pages_mark_what_to_copy(
+    sidecar: LiveSidecar, client: httpx.Client, story: dict[str, Any]
+) -> None:
+    script = client.get("/ui/static/ui.js")
+    assert script.status_code == 200
+    assert "javascript" in script.headers["content-type"]
+    assert "navigator.clipboard" in script.text and "selectNodeContents" in script.text  # the fallback: select
+    assert "eval(" not in script.text and "innerHTML" not in script.text
+    conversation = client.get("/ui/conversation", params={"session": "s-one"}).text
+    assert '<script src="/ui/static/ui.js" defer></script>' in conversation
+    assert 'data-copy-target="markdown" data-copy-label="Copy the markdown"' in conversation
+    assert '<pre id="markdown">' in conversation  # the markdown itself, to select by hand without the script
+    assert 'data-copy="msg:3"' in conversation
+    assert 'data-copy="msg:3"' in client.get("/ui/timeline", params={"session": "s-one"}).text
+    assert 'data-copy="msg:3"' in client.get("/ui/messages/3").text
