@@ -101,10 +101,24 @@ def test_the_timeline_draws_compactions_snapshots_spawns_and_resets_where_they_h
     assert ids_on(after) == [12, 13]
 
 
-def test_stored_script_is_escaped_on_the_timeline(story: dict[str, Any], client: httpx.Client) -> None:
+def test_stored_script_is_escaped_on_the_timeline(
+    sidecar: LiveSidecar, story: dict[str, Any], client: httpx.Client
+) -> None:
     text = client.get("/ui/timeline", params={"session": "s-one"}).text
     assert SCRIPT not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    odd = 's<b>"&1 /?#'  # a session id is any printable text: escaped in the page, encoded in its links
+    turn(sidecar, odd, "agent:main:odd", 7)
+    index = client.get("/ui/timeline").text
+    assert "<b>" not in index
+    shown = re.escape("s&lt;b&gt;&#34;&amp;1 /?#")
+    link = re.search(rf'href="(/ui/timeline\?session=s%3Cb[^"]*)" class="session-link">{shown}<', index)
+    assert link
+    page = client.get(link.group(1).replace("&amp;", "&"))
+    assert page.status_code == 200
+    assert "Timeline s&lt;b&gt;&#34;&amp;1 /?#" in page.text
+    older = client.get("/ui/timeline", params={"session": odd, "limit": "1"}).text
+    assert re.search(r'href="/ui/timeline\?session=s%3Cb%3E%22%261%20%2F%3F%23&amp;before=\d+&amp;limit=1"', older)
 
 
 def test_the_index_lists_agents_and_sessions_with_counts(story: dict[str, Any], client: httpx.Client) -> None:
