@@ -1,15 +1,21 @@
-"""Per-agent activity: when each agent last committed a turn and last assembled, and its last recall.
+"""Per-agent activity: when each agent last committed a turn and last assembled, and its recent recalls.
 
 Why: the failure users of memory plugins meet most is silence. Memory stops, turns keep working, and nobody
 notices for days. ``/healthz`` and ``/stats`` show these times per agent so a monitor can alert on silence, and
-the ``/lossless`` chat command shows the last turn's Recalled Context with why each line was kept or dropped.
+the ``/lossless`` chat command shows the last turn's Recalled Context with why each line was kept or dropped,
+and the web UI's recall page any of an agent's recent turns (a user asks about the answer before last too).
 
 What it costs the turn: nothing is computed for it. ``assembled`` keeps a reference to what assemble built
 anyway (the block, the recalled list, the scored candidates, which hold numbers and ids, no text); the trace
-dicts are built only when someone asks for them. Memory is bounded: the last recall of at most
-``MAX_RECALLS`` agents (the least recently assembling one is forgotten first), the times of at most
-``MAX_AGENTS``. Only redacted text is kept: the block is built from stored text, which is always redacted;
-the query (the raw prompt) is not kept at all.
+dicts are built only when someone asks for them; keeping one more recall is a deque append and a counter.
+Memory is bounded: the last ``RECALLS_PER_AGENT`` recalls of at most ``MAX_RECALLS`` agents (the least
+recently assembling agent is forgotten first), and at most ``MAX_KEPT_RECALLS`` in all: beyond that the older
+turns of the agents that assembled least recently go first, but every agent keeps its last one (what
+``/v1/agents/{id}/last-recall`` and ``/lossless`` answer). A recall holds its block (within the recall
+budget) and its candidates' numbers: about 125 KB for the 156 candidates of a question to 300 turns, so some
+16 MB at most in all. Each is numbered (``turn``, counting this sidecar's assembles from 1), so a page can
+name it. Only redacted text is kept: the block is built from stored text, which is always redacted; the query
+(the raw prompt) is not kept at all.
 
 After a restart the last commit time per agent is read back from the store (``from_store``): one short index
 lookup per session, never a scan of the turns. The last assemble time and recall are not persisted: until
@@ -19,7 +25,7 @@ the first assemble after a start they are null.
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -30,7 +36,9 @@ from openclaw_lossless.store import agents
 from openclaw_lossless.store.connection import Connection
 
 MAX_AGENTS = 10_000
-MAX_RECALLS = 64
+MAX_RECALLS = 64  # agents whose recalls are kept
+RECALLS_PER_AGENT = 20
+MAX_KEPT_RECALLS = 128  # recalls kept in all (each agent keeps at least its last)
 
 V = TypeVar("V")
 
@@ -77,8 +85,9 @@ class RecallDetail(RecallSummary):
 
 @dataclass(frozen=True)
 class Recall:
-    """One assemble's outcome, as built by the assembler (referenced, not copied)."""
+    """One assemble's outcome, as built by the assembler (referenced, not copied); ``turn`` numbers it."""
 
+    turn: int
     at: float
     session_id: str
     block: str
@@ -123,7 +132,9 @@ class Activity:
         self._lock = threading.Lock()
         self._commits: OrderedDict[str, float] = OrderedDict(sorted((last_commits or {}).items(), key=lambda i: i[1]))
         self._assembles: OrderedDict[str, float] = OrderedDict()
-        self._recalls: OrderedDict[str, Recall] = OrderedDict()
+        self._recalls: OrderedDict[str, deque[Recall]] = OrderedDict()
+        self._kept = 0  # recalls in all the deques
+        self._turns = 0  # assembles since the start: the last one's number
 
     @classmethod
     def from_store(cls, conn: Connection) -> Activity:
@@ -135,20 +146,42 @@ class Activity:
             _touch(self._commits, agent_id, at, MAX_AGENTS)
 
     def assembled(self, agent_id: str, session_id: str, result: AssembleResult, at: float) -> None:
-        recall = Recall(
-            at=at,
-            session_id=session_id,
-            block=result.system_prompt_addition,
-            recalled=result.recalled,
-            candidates=result.candidates,
-            skipped=result.skipped,
-            estimated_tokens=result.estimated_tokens,
-            window_tokens=result.window_tokens,
-            lanes=result.lanes_ran,
-        )
         with self._lock:
+            self._turns += 1
+            recall = Recall(
+                turn=self._turns,
+                at=at,
+                session_id=session_id,
+                block=result.system_prompt_addition,
+                recalled=result.recalled,
+                candidates=result.candidates,
+                skipped=result.skipped,
+                estimated_tokens=result.estimated_tokens,
+                window_tokens=result.window_tokens,
+                lanes=result.lanes_ran,
+            )
             _touch(self._assembles, agent_id, at, MAX_AGENTS)
-            _touch(self._recalls, agent_id, recall, MAX_RECALLS)
+            self._keep(agent_id, recall)
+
+    def _keep(self, agent_id: str, recall: Recall) -> None:
+        """Keep ``recall`` as the agent's newest; forget beyond the bounds (caller holds the lock)."""
+        kept = self._recalls.get(agent_id)
+        if kept is None:
+            kept = deque(maxlen=RECALLS_PER_AGENT)
+        elif len(kept) == RECALLS_PER_AGENT:
+            self._kept -= 1  # the append below drops the oldest
+        kept.append(recall)
+        self._kept += 1
+        self._recalls[agent_id] = kept
+        self._recalls.move_to_end(agent_id)
+        while len(self._recalls) > MAX_RECALLS:
+            self._kept -= len(self._recalls.popitem(last=False)[1])
+        for older in self._recalls.values():  # least recently assembling agents first
+            while self._kept > MAX_KEPT_RECALLS and len(older) > 1:
+                older.popleft()
+                self._kept -= 1
+            if self._kept <= MAX_KEPT_RECALLS:
+                break
 
     def times(self) -> dict[str, AgentTimes]:
         """Each agent's last commit and assemble (ISO-8601 UTC or None), agents in name order."""
@@ -162,7 +195,13 @@ class Activity:
     def agent(self, agent_id: str) -> tuple[float | None, float | None, Recall | None]:
         """One agent's last commit time, last assemble time and last recall (None where there is none)."""
         with self._lock:
-            return self._commits.get(agent_id), self._assembles.get(agent_id), self._recalls.get(agent_id)
+            kept = self._recalls.get(agent_id)
+            return self._commits.get(agent_id), self._assembles.get(agent_id), kept[-1] if kept else None
+
+    def recalls(self, agent_id: str) -> list[Recall]:
+        """The agent's recalls still kept, newest first (empty: none since the start, or forgotten)."""
+        with self._lock:
+            return list(reversed(self._recalls.get(agent_id, ())))
 
 
 def _touch(entries: OrderedDict[str, V], key: str, value: V, limit: int) -> None:

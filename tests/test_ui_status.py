@@ -8,19 +8,23 @@ clock (minutes roll over, an hour later they are gone) without waiting for the w
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from openclaw_lossless.activity import MAX_KEPT_RECALLS, RECALLS_PER_AGENT, Activity
 from openclaw_lossless.last_hour import BacklogWindow, step_of, step_value
 from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.recall.assemble import AssembleResult
 from openclaw_lossless.sidecar import Sidecar
-from tests.conversation import commit_body, conversation
-from tests.helpers import HashEmbedder, LiveSidecar, make_settings
+from tests.conversation import QUESTION, commit_body, conversation
+from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 from tests.test_ui import browser, log_in
 
 
@@ -165,3 +169,81 @@ def test_the_worker_samples_the_backlog_when_nobody_reads_the_status(tmp_path: P
         assert 0 <= sampled <= 4  # before, during or after embedding the two turns' four messages
     finally:
         sidecar.close()
+
+
+def assemble(sidecar: LiveSidecar, session: str, prompt: str) -> dict[str, Any]:
+    body = {"sessionId": session, "sessionKey": f"agent:main:{session}", "prompt": prompt, "messages": []}
+    answer = sidecar.post("assemble", body | {"tokenBudget": 8000})
+    assert answer.status_code == 200
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def block_of(page: str) -> str:
+    found = re.search(r'<pre id="block"><code>(.*?)</code></pre>', page, re.DOTALL)
+    assert found, "no Recalled Context block on the page"
+    return html.unescape(found.group(1))
+
+
+def kept_rows(page: str) -> set[int]:
+    rows = re.findall(
+        r'<tr class="candidate">\s*<td><a href="/ui/messages/(\d+)">msg:\d+</a></td>\s*<td>(\w+)</td>', page
+    )
+    return {int(message) for message, decision in rows if decision == "kept"}
+
+
+@pytest.fixture
+def narrow(tmp_path: Path) -> Iterator[tuple[LiveSidecar, httpx.Client]]:
+    """A sidecar whose recall budget holds a few lines of its 24 turns, so each prompt recalls its own."""
+    with live_sidecar(make_settings(tmp_path / "state", recall_token_budget=300), HashEmbedder()) as server:
+        for turn in conversation(24):
+            assert server.post("commit-turn", commit_body(turn)).status_code == 200
+        server.wait_for_backlog()
+        with browser(server) as c:
+            log_in(c, server)
+            yield server, c
+
+
+def test_the_recall_page_lists_recent_turns_and_shows_an_earlier_ones_trace(
+    narrow: tuple[LiveSidecar, httpx.Client],
+) -> None:
+    sidecar, client = narrow
+    first = assemble(sidecar, "s-a", QUESTION)
+    assemble(sidecar, "s-b", "Where are we with invoice rounding in the billing service?")
+    final = assemble(sidecar, "s-c", "What about desk booking and parking permits for the office move?")
+    last = client.get("/ui/recall", params={"agent": "main"})
+    assert last.status_code == 200
+    turns = re.findall(
+        r'<tr class="turn">\s*<td><a href="([^"]+)"[^>]*>(\d+)</a></td>\s*<td>[^<]*</td><td>([^<]*)<', last.text
+    )
+    assert [session for _, _, session in turns] == ["s-c", "s-b", "s-a"]  # newest first, each with its session
+    earliest_link = turns[-1][0].replace("&amp;", "&")
+    earlier = client.get(earliest_link)
+    assert earlier.status_code == 200
+    assert block_of(earlier.text) == first["systemPromptAddition"]  # that turn's block, not the last one's
+    assert block_of(last.text) == final["systemPromptAddition"] != first["systemPromptAddition"]
+    assert kept_rows(earlier.text) == {i["id"] for i in first["recalled"] if i.get("neighbourOf") is None}
+    assert kept_rows(earlier.text) != kept_rows(last.text)
+    assert 'aria-current="true">' + turns[-1][1] in earlier.text
+    unknown = client.get("/ui/recall", params={"agent": "main", "turn": "999999"})
+    assert unknown.status_code == 404
+    assert "no turn 999999 kept" in unknown.text
+    assert client.get("/ui/recall", params={"agent": "main", "turn": "x"}).status_code == 422
+    api = sidecar.client.get("/v1/agents/main/last-recall").json()["recall"]  # the API still answers the last
+    assert api["sessionId"] == "s-c" and "turn" not in api
+
+
+def test_each_agent_keeps_its_last_turns_within_the_bounds() -> None:
+    activity = Activity()
+    for n in range(RECALLS_PER_AGENT + 5):
+        activity.assembled("main", f"s-{n}", AssembleResult(0, 0, n, f"block {n}"), float(n))
+    kept = activity.recalls("main")
+    assert len(kept) == RECALLS_PER_AGENT
+    assert [r.turn for r in kept[:2]] == [RECALLS_PER_AGENT + 5, RECALLS_PER_AGENT + 4]  # newest first
+    assert activity.agent("main")[2] is kept[0]
+    agents = MAX_KEPT_RECALLS // RECALLS_PER_AGENT + 3  # more than the total allows at 20 each
+    for n in range(agents * RECALLS_PER_AGENT):
+        activity.assembled(f"agent-{n % agents}", "s", AssembleResult(0, 0, 0, ""), 1000.0 + n)
+    per_agent = [len(activity.recalls(f"agent-{a}")) for a in range(agents)] + [len(activity.recalls("main"))]
+    assert sum(per_agent) <= MAX_KEPT_RECALLS
+    assert min(per_agent) >= 1  # every agent keeps its last: what /last-recall answers
