@@ -1,0 +1,270 @@
+"""Messages and turns on PostgreSQL: the SQLite module's calls (``store/messages.py``) for several sidecars.
+
+A committed turn is one transaction: its advancement key, every message it carries, their days, and their
+places on the embedding backlog. The key is committed once across every sidecar sharing the store: the
+turn's row is inserted ``ON CONFLICT (advancement_key) DO NOTHING``, which, when another sidecar is
+committing the same key, waits for that transaction and then inserts nothing, so the replay answers
+``duplicate`` (never a unique-violation error) and writes nothing. Messages are deduplicated per session by
+content hash the same way (``ON CONFLICT (session_rowid, content_hash) DO NOTHING``).
+
+What holds no SQL (``StoredMessage``, ``MessageView``, ``turn_identities`` and the turn identity rule) is
+the SQLite module's, shared, so both backends identify a message alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from openclaw_lossless.capture.records import MessageRecord, canonical_json
+from openclaw_lossless.store.messages import (
+    Around,
+    CommitStatus,
+    MessageView,
+    Neighbour,
+    StoredMessage,
+    _stored,
+    _turn_identified,
+    _turn_identity,
+    message_view,
+)
+from openclaw_lossless.store.postgres import message_days
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.sessions import Scope, SessionRef
+
+_COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
+_NEIGHBOUR = "id, role, kind, created_at, text, session_rowid, agent_id, cites, importance, window_key"
+_VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")  # fmt: skip
+
+
+def date_terms(created_at: float) -> str | None:
+    """The day a message was written, in words ("8 May 2023", UTC), indexed beside its text.
+
+    The rule of the SQLite store's generated column (``migrations.DATE_TERMS``): day without a leading
+    zero, English month name, four-digit year; None where SQLite's ``strftime`` has no date either.
+    """
+    try:
+        day = datetime.fromtimestamp(created_at, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year:04d}"
+
+
+def insert_records(
+    conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
+) -> list[int]:
+    """Insert the records not already stored in this session; returns the ids of the new ones."""
+    now = time.time()
+    inserted = (insert_row(conn, session, record, turn_rowid=turn_rowid, stored_at=now) for record in records)
+    new_ids = [ident for ident in inserted if ident is not None]
+    queue_for_embedding(conn, new_ids)
+    return new_ids
+
+
+def insert_row(
+    conn: Connection,
+    session: SessionRef,
+    record: MessageRecord,
+    *,
+    stored_at: float,
+    turn_rowid: int | None = None,
+    message_id: int | None = None,
+    kind: str = "message",
+    cites: int | None = None,
+) -> int | None:
+    """Insert one message unless its session already holds one of that identity; its id, or None then.
+
+    ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded.
+    A forgotten message is never stored again, whichever way it comes back.
+    """
+    if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
+        return None
+    # Any conflict leaves the row out, as SQLite's INSERT OR IGNORE: the session's identity, or an imported id.
+    row = conn.execute(
+        "INSERT INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at, text,"
+        " original, content_hash, window_key, tokens, importance, importance_label, cites, date_terms)"
+        f" VALUES ({'DEFAULT' if message_id is None else '%s'}, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+        " %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+        (
+            *(() if message_id is None else (message_id,)),
+            session.rowid,
+            session.agent_id,
+            turn_rowid,
+            record.role,
+            kind,
+            record.created_at,
+            stored_at,
+            record.text,
+            record.original,
+            record.content_hash,
+            record.window_key,
+            record.tokens,
+            record.importance,
+            record.importance_label,
+            cites,
+            date_terms(record.created_at),
+        ),
+    ).fetchone()
+    if row is None:
+        return None
+    new_id = int(row[0])
+    message_days.index(conn, new_id, record.role, record.text, record.created_at)
+    return new_id
+
+
+def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_key: str) -> bool:
+    """Whether a tombstone names this message: by its identity, or by its dated window key."""
+    row = conn.execute(
+        "SELECT 1 FROM forgotten WHERE session_id = %s AND (content_hash = %s OR window_key = %s) LIMIT 1",
+        (session_id, content_hash, window_key),
+    ).fetchone()
+    return row is not None
+
+
+def queue_for_embedding(conn: Connection, message_ids: Sequence[int]) -> None:
+    if message_ids:
+        conn.execute(
+            "INSERT INTO embedding_backlog (message_id) SELECT unnest(%s::bigint[]) ON CONFLICT DO NOTHING",
+            (list(message_ids),),
+        )
+
+
+def commit_turn(
+    conn: Connection,
+    session: SessionRef,
+    advancement_key: str,
+    records: Sequence[MessageRecord],
+    *,
+    heartbeat: bool,
+) -> tuple[CommitStatus, list[int]]:
+    """Store a turn once across every sidecar: a key already committed, or being committed by another sidecar's
+    open transaction (waited for), writes nothing and answers ``duplicate``."""
+    row = conn.execute(
+        "INSERT INTO turns (advancement_key, session_rowid, committed_at, message_count, heartbeat)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (advancement_key) DO NOTHING RETURNING id",
+        (advancement_key, session.rowid, time.time(), len(records), heartbeat),
+    ).fetchone()
+    if row is None:
+        return "duplicate", []
+    turn_rowid = int(row[0])
+    fresh = [r for r in records if not (_turn_identified(r) and claim_imported(conn, session, r, turn_rowid))]
+    return "committed", insert_records(conn, session, fresh, turn_rowid=turn_rowid)
+
+
+def claim_imported(conn: Connection, session: SessionRef, record: MessageRecord, turn_rowid: int) -> bool:
+    """An undated message of a turn that the import already stored: claim that copy for the turn instead
+    (``store/messages.claim_imported`` says why). The candidates are locked, so two sidecars committing
+    two turns never claim one copy twice: the second re-reads it claimed and skips it."""
+    rows = conn.execute(
+        "SELECT id, original FROM messages WHERE session_rowid = %s AND turn_rowid IS NULL AND role = %s"
+        " AND text = %s ORDER BY id FOR UPDATE",
+        (session.rowid, record.role, record.text),
+    )
+    for message_id, original in rows.fetchall():
+        value = json.loads(original)
+        if (
+            isinstance(value, dict)
+            and value.pop("timestamp", None) is not None
+            and canonical_json(value) == record.original
+        ):
+            conn.execute("UPDATE messages SET turn_rowid = %s WHERE id = %s", (turn_rowid, message_id))
+            return True
+    return False
+
+
+def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecord, imported: MessageRecord) -> bool:
+    """The import's side of ``claim_imported``: an undated committed message takes the imported copy's identity."""
+    rows = conn.execute(
+        "SELECT m.id, m.content_hash, t.advancement_key, t.message_count FROM messages m JOIN turns t"
+        " ON t.id = m.turn_rowid WHERE m.session_rowid = %s AND m.role = %s AND m.text = %s AND m.original = %s"
+        " ORDER BY m.id FOR UPDATE OF m",
+        (session.rowid, undated.role, undated.text, undated.original),
+    )
+    for message_id, content_hash, key, count in rows.fetchall():
+        if any(bytes(content_hash) == _turn_identity(str(key), p, undated) for p in range(int(count))):
+            conn.execute("UPDATE messages SET content_hash = %s WHERE id = %s", (imported.content_hash, message_id))
+            return True
+    return False
+
+
+def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
+    """Messages by id (missing ids are simply absent)."""
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM messages m WHERE m.id = ANY(%s::bigint[])", (list(ids),))
+    return {int(row[0]): _stored(row) for row in rows}
+
+
+def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int, scope: Scope) -> list[Neighbour]:
+    """Up to ``radius`` in-scope messages either side of each ``(message id, session rowid)`` in its session:
+    two short ranges of ``messages_by_session`` per anchor (LATERAL), whatever the history's size."""
+    if not anchors or radius <= 0:
+        return []
+    rows = conn.execute(
+        f"SELECT a.anchor, {_COLUMNS}, m.window_key"
+        " FROM unnest(%s::bigint[], %s::bigint[]) AS a(anchor, session)"
+        f" CROSS JOIN LATERAL (SELECT * FROM (SELECT {_NEIGHBOUR} FROM messages WHERE session_rowid = a.session"
+        f" AND id < a.anchor ORDER BY id DESC LIMIT %s) before UNION ALL SELECT * FROM (SELECT {_NEIGHBOUR}"
+        " FROM messages WHERE session_rowid = a.session AND id > a.anchor ORDER BY id LIMIT %s) after) m",
+        ([a for a, _ in anchors], [s for _, s in anchors], radius, radius),
+    )
+    found = [Neighbour(int(row[0]), _stored(row[1:]), str(row[-1])) for row in rows]
+    return [n for n in found if scope.contains(n.message.agent_id, n.message.session_rowid)]
+
+
+def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    """The stored text of each message still stored."""
+    rows = conn.execute("SELECT id, text FROM messages WHERE id = ANY(%s::bigint[])", (list(ids),))
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
+def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    rows = conn.execute("SELECT id, window_key FROM messages WHERE id = ANY(%s::bigint[])", (list(ids),))
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
+def newest_window_keys(conn: Connection, session_rowid: int, limit: int) -> list[tuple[int, str]]:
+    rows = conn.execute(
+        "SELECT id, window_key FROM messages WHERE session_rowid = %s ORDER BY id DESC LIMIT %s",
+        (session_rowid, limit),
+    )
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
+def count(conn: Connection) -> int:
+    """Messages in the store (archived and forgotten ones are gone from it)."""
+    row = conn.execute("SELECT count(*) FROM messages").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def recent(conn: Connection, session_rowid: int, last: int, up_to: int | None = None) -> list[MessageView]:
+    """The last ``last`` messages of a session (up to message ``up_to``), oldest first, originals included."""
+    rows = conn.execute(
+        f"SELECT {_VIEW} FROM messages WHERE session_rowid = %s AND id <= %s ORDER BY id DESC LIMIT %s",
+        (session_rowid, up_to if up_to is not None else 2**62, last),
+    ).fetchall()
+    return [message_view(row) for row in reversed(rows)]
+
+
+def around(conn: Connection, message_id: int, context: int) -> Around | None:
+    """What a citation points at, in its place in the conversation; None when the id is not stored."""
+    row = conn.execute(f"SELECT session_rowid, {_VIEW} FROM messages WHERE id = %s", (message_id,)).fetchone()
+    if row is None:
+        return None
+    session_rowid = int(row[0])
+    before = conn.execute(
+        f"SELECT {_VIEW} FROM messages WHERE session_rowid = %s AND id < %s ORDER BY id DESC LIMIT %s",
+        (session_rowid, message_id, context),
+    ).fetchall()
+    after = conn.execute(
+        f"SELECT {_VIEW} FROM messages WHERE session_rowid = %s AND id > %s ORDER BY id LIMIT %s",
+        (session_rowid, message_id, context),
+    ).fetchall()
+    return Around(
+        session_rowid,
+        message_view(row[1:]),
+        [message_view(r) for r in reversed(before)],
+        [message_view(r) for r in after],
+    )

@@ -1,0 +1,157 @@
+"""Sessions on PostgreSQL: the SQLite module's calls (``store/sessions.py``), safe with several sidecars.
+
+What is not SQL (``SessionRef``, ``Scope``, ``agent_of``, ``check_identifier``) is the SQLite module's, shared.
+Two sidecars seeing a session for the first time at the same moment get one row: the insert yields to the
+other's (``ON CONFLICT DO NOTHING``, which waits for the other transaction), then the row is read.
+"""
+
+from __future__ import annotations
+
+import time
+
+from openclaw_lossless.errors import NotFound
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.sessions import Scope, SessionRef, agent_of, check_identifier
+
+_COLUMNS = "id, session_id, session_key, agent_id"
+
+
+def _ref(row: tuple[object, ...]) -> SessionRef:
+    return SessionRef(int(str(row[0])), str(row[1]), None if row[2] is None else str(row[2]), str(row[3]))
+
+
+def ensure_session(conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
+    """The session's row, created on first sight; a later call may fill in a key seen for the first time.
+
+    A subagent's session registered at spawn becomes the first session the host names under the child's key.
+    """
+    check_identifier(session_id, "sessionId")
+    agent_id = agent_of(session_key)
+    now = time.time()
+    found = find_session(conn, session_id)
+    if found is None and session_key is not None and (spawned := _unused_spawned(conn, session_key)) is not None:
+        conn.execute("UPDATE sessions SET session_id = %s, last_seen_at = %s WHERE id = %s", (session_id, now, spawned))
+        return SessionRef(spawned, session_id, session_key, agent_id)
+    if found is None:
+        row = conn.execute(
+            "INSERT INTO sessions (session_id, session_key, agent_id, created_at, last_seen_at)"
+            f" VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING RETURNING {_COLUMNS}",
+            (session_id, session_key, agent_id, now, now),
+        ).fetchone()
+        if row is not None:
+            return _ref(row)
+        found = find_session(conn, session_id)  # another sidecar's insert won; a new statement sees it
+        if found is None:  # pragma: no cover - the conflicting row is committed before DO NOTHING returns
+            raise NotFound(f"session {session_id[:80]!r} vanished while being created")
+    if found.session_key is None and session_key is not None:
+        row = conn.execute(
+            f"UPDATE sessions SET session_key = %s, agent_id = %s WHERE id = %s AND session_key IS NULL"
+            f" RETURNING {_COLUMNS}",
+            (session_key, agent_id, found.rowid),
+        ).fetchone()
+        return _ref(row) if row is not None else session_by_rowid(conn, found.rowid)
+    return found
+
+
+def _unused_spawned(conn: Connection, child_key: str) -> int | None:
+    """The session registered at spawn for ``child_key``, while no host call has named it and it holds nothing;
+    locked, so a concurrent first sight on another sidecar waits and then sees it taken."""
+    row = conn.execute(
+        "SELECT s.id FROM sessions s JOIN subagent_links l ON l.child_session_key = s.session_key"
+        " WHERE s.session_id = %s AND s.session_key = %s"
+        " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_rowid = s.id) FOR UPDATE OF s",
+        (child_key, child_key),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def find_session(conn: Connection, session_id: str) -> SessionRef | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = %s", (session_id,)).fetchone()
+    return None if row is None else _ref(row)
+
+
+def require_session(conn: Connection, session_id: str) -> SessionRef:
+    """The session an operator named; not stored is their mistake to fix (404), so it says so."""
+    found = find_session(conn, session_id)
+    if found is None:
+        raise NotFound(f"no session {session_id[:80]!r} is stored")
+    return found
+
+
+def latest_session(conn: Connection) -> SessionRef:
+    """The most recently active session: what ``recover`` and ``snapshot create`` mean when none is named."""
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions ORDER BY last_seen_at DESC, id DESC LIMIT 1").fetchone()
+    if row is None:
+        raise NotFound("the store holds no sessions yet")
+    return _ref(row)
+
+
+def agent_ids(conn: Connection) -> frozenset[str]:
+    """Every agent the store holds a session of: the scope ``all`` stands for."""
+    return frozenset(str(row[0]) for row in conn.execute("SELECT DISTINCT agent_id FROM sessions"))
+
+
+def session_ids(conn: Connection) -> dict[int, str]:
+    return {int(row[0]): str(row[1]) for row in conn.execute("SELECT id, session_id FROM sessions")}
+
+
+def session_by_rowid(conn: Connection, rowid: int) -> SessionRef:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = %s", (rowid,)).fetchone()
+    if row is None:
+        raise NotFound(f"no session row {rowid} is stored")
+    return _ref(row)
+
+
+def latest_session_for_key(conn: Connection, session_key: str) -> SessionRef | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM sessions WHERE session_key = %s ORDER BY last_seen_at DESC, id DESC LIMIT 1",
+        (session_key,),
+    ).fetchone()
+    return None if row is None else _ref(row)
+
+
+def parent_key(conn: Connection, session_key: str | None) -> str | None:
+    if session_key is None:
+        return None
+    row = conn.execute(
+        "SELECT parent_session_key FROM subagent_links WHERE child_session_key = %s", (session_key,)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:
+    """What ``session`` may recall: its agent's history (or only itself), plus its ancestors' sessions; the
+    agent's history leaves out its subagents' transcripts but for the session's own and its ancestors'."""
+    extra = _ancestor_sessions(conn, session.session_key)
+    if mode != "agent":
+        return Scope(session_rowids=frozenset(extra | {session.rowid}))
+    own = _sessions_of(conn, session.session_key) | {session.rowid}
+    children = spawned_sessions(conn, session.agent_id) - extra - own
+    return Scope(frozenset({session.agent_id}), frozenset(extra), frozenset(children))
+
+
+def _ancestor_sessions(conn: Connection, session_key: str | None) -> set[int]:
+    found: set[int] = set()
+    key, seen = session_key, set[str]()
+    while (key := parent_key(conn, key)) is not None and key not in seen:
+        seen.add(key)
+        found |= _sessions_of(conn, key)
+    return found
+
+
+def _sessions_of(conn: Connection, session_key: str | None) -> set[int]:
+    if session_key is None:
+        return set()
+    return {int(row[0]) for row in conn.execute("SELECT id FROM sessions WHERE session_key = %s", (session_key,))}
+
+
+def spawned_sessions(conn: Connection, agent_id: str) -> set[int]:
+    """The sessions of ``agent_id``'s subagents: one range of the links' child keys (``COLLATE "C"``, so the
+    range is exactly the keys starting ``agent:<id>:``), each joined to its sessions by ``sessions_by_key``."""
+    prefix = f"agent:{agent_id}:"
+    rows = conn.execute(
+        "SELECT s.id FROM subagent_links l JOIN sessions s ON s.session_key = l.child_session_key"
+        " WHERE l.child_session_key >= %s AND l.child_session_key < %s",
+        (prefix, prefix[:-1] + chr(ord(":") + 1)),
+    )
+    return {int(row[0]) for row in rows}

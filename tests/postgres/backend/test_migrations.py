@@ -1,0 +1,64 @@
+"""The PostgreSQL schema is applied once, however many sidecars start at the same moment, and a store written
+by a newer version is refused before anything is written to it."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.store.postgres import migrations
+from openclaw_lossless.store.postgres.connection import Database
+from tests.postgres.backend import workers
+from tests.postgres.backend.conftest import Place
+from tests.postgres.backend.multiprocess import run_together
+
+ALL = [fn.__name__ for fn in migrations.MIGRATIONS]
+
+
+def recorded(place: Place) -> list[str]:
+    with psycopg.connect(place.url) as conn:
+        table = sql.Identifier(place.schema, "migrations")
+        return [row[0] for row in conn.execute(sql.SQL("SELECT name FROM {} ORDER BY name").format(table))]
+
+
+def test_four_sidecars_starting_at_once_apply_each_migration_once(place: Place) -> None:
+    reports = run_together(workers.migrate, [(place.url, place.schema)] * 4)
+
+    assert not [r for r in reports.values() if isinstance(r, str)], reports
+    assert sorted(reports.values()) == [[], [], [], ALL]  # one applied everything, three found it done
+    assert recorded(place) == sorted(ALL)
+
+
+def test_a_second_start_applies_nothing_and_the_store_answers(store: Database) -> None:
+    assert migrations.migrate(store) == []
+    cursor = store.reader().execute(
+        "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename IN ('sessions', 'turns', 'messages',"
+        " 'message_days', 'embedding_backlog', 'message_vectors', 'snapshots', 'compactions', 'subagent_links',"
+        " 'forgotten', 'meta', 'migrations')",
+        (store.schema,),
+    )
+    assert cursor.fetchone() == (12,)
+
+
+def test_a_store_written_by_a_newer_version_is_refused_untouched(place: Place) -> None:
+    with psycopg.connect(place.url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(place.schema)))
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (name text PRIMARY KEY, applied_at double precision NOT NULL)").format(
+                sql.Identifier(place.schema, "migrations")
+            )
+        )
+        conn.execute(
+            sql.SQL("INSERT INTO {} VALUES ('m999_from_the_future', 0)").format(
+                sql.Identifier(place.schema, "migrations")
+            )
+        )
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        with pytest.raises(SchemaTooNew, match="m999_from_the_future"):
+            migrations.migrate(db)
+    finally:
+        db.close()
+    assert recorded(place) == ["m999_from_the_future"]  # nothing applied beside it
