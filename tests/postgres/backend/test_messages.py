@@ -1,0 +1,148 @@
+"""Turns and messages on PostgreSQL: a turn's advancement key is committed once across sidecars writing at the
+same moment, a replay writes nothing, and what was committed is read back as it was sent."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from datetime import date
+
+import pytest
+
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
+from openclaw_lossless.capture.redact import Redactor
+from openclaw_lossless.store import messages as sqlite_messages
+from openclaw_lossless.store.migrations import DATE_TERMS
+from openclaw_lossless.store.postgres import backlog, message_days, messages, sessions
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from tests.postgres.backend import workers
+from tests.postgres.backend.conftest import Place
+from tests.postgres.backend.multiprocess import run_together
+
+OPTIONS = CaptureOptions(redactor=Redactor(()))
+SIDECARS = 4
+KEYS = 50
+PER_TURN = 2
+MAY_8_2023 = 1_683_504_000.0  # 00:00 UTC
+
+
+def said(text: str, at: float | None = MAY_8_2023, role: str = "user") -> MessageRecord:
+    message = {"role": role, "content": text} | ({} if at is None else {"timestamp": int(at * 1000)})
+    return capture(message, OPTIONS)
+
+
+def commit(db: Database, key: str, records: list[MessageRecord], session_id: str = "s1") -> tuple[str, list[int]]:
+    def work(conn: Connection) -> tuple[str, list[int]]:
+        session = sessions.ensure_session(conn, session_id, f"agent:main:{session_id}")
+        return messages.commit_turn(conn, session, key, sqlite_messages.turn_identities(records, key), heartbeat=False)
+
+    return db.write(work)
+
+
+def scalar(db: Database, query: str) -> object:
+    row = db.reader().execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_four_sidecars_committing_the_same_keys_commit_each_once(place: Place, store: Database) -> None:
+    keys = [f"turn-{n}" for n in range(KEYS)]
+    reports = run_together(workers.commit_keys, [(place.url, place.schema, keys, PER_TURN)] * SIDECARS)
+
+    errors = [report for report in reports.values() if isinstance(report, str)]
+    assert not errors, errors[0]
+    for key in keys:
+        statuses = Counter(report[key] for report in reports.values())
+        assert statuses == {"committed": 1, "duplicate": SIDECARS - 1}, key
+    assert scalar(store, "SELECT count(*) FROM turns") == KEYS
+    assert messages.count(store.reader()) == KEYS * PER_TURN
+    assert scalar(store, "SELECT count(*) FROM sessions") == 1  # four first sights of one session: one row
+    assert backlog.size(store.reader()) == KEYS * PER_TURN
+
+
+def test_a_committed_turn_reads_back_and_its_replay_writes_nothing(store: Database) -> None:
+    records = [said("The heron fished at dawn by the mill"), said("Noted: heron, mill, dawn.", role="assistant")]
+
+    status, ids = commit(store, "k1", records)
+    replay = commit(store, "k1", records)
+
+    assert status == "committed" and len(ids) == 2
+    assert replay == ("duplicate", [])
+    found = messages.fetch(store.reader(), [*ids, 999_999])
+    assert [found[i].text for i in ids] == ["The heron fished at dawn by the mill", "Noted: heron, mill, dawn."]
+    assert [found[i].role for i in ids] == ["user", "assistant"]
+    assert found[ids[0]].created_at == MAY_8_2023
+    assert messages.count(store.reader()) == 2
+    assert [row[0] for row in backlog.oldest(store.reader(), 10)] == ids
+    views = messages.recent(store.reader(), found[ids[0]].session_rowid, 10)
+    assert [view.original["content"] for view in views] == [r.text for r in records]
+
+
+def test_a_message_already_in_the_session_is_stored_once_and_undated_repeats_are_not_merged(store: Database) -> None:
+    dated = said("I climbed Castle Rock")
+    first = commit(store, "k1", [dated, said("yes", at=None)])
+    second = commit(store, "k2", [dated, said("yes", at=None)])  # the same dated message re-sent, a new "yes"
+
+    assert first[0] == second[0] == "committed"
+    assert len(first[1]) == 2 and len(second[1]) == 1  # the dated copy is known; the second "yes" is its own
+    assert messages.texts(store.reader(), second[1]) == {second[1][0]: "yes"}
+
+
+def test_keyword_index_holds_stems_and_the_date_in_words(store: Database) -> None:
+    (_, [heron, other]) = commit(store, "k1", [said("The herons were fishing"), said("nothing", at=1_700_000_000)])
+
+    def matching(query: str) -> list[int]:
+        rows = store.reader().execute(
+            "SELECT id FROM messages WHERE search @@ to_tsquery('lossless', %s) ORDER BY id", (query,)
+        )
+        return [int(row[0]) for row in rows]
+
+    assert matching("heron & fished") == [heron]  # stemmed alike on both sides
+    assert matching("8 & may & 2023") == [heron]
+    assert matching("november") == [other]
+
+
+@pytest.mark.parametrize("at", [0.0, MAY_8_2023, 1_700_000_000.5, 951_782_400.0, -86_400.0, 32_503_680_000.0])
+def test_date_words_are_those_of_the_sqlite_store(at: float) -> None:
+    with sqlite3.connect(":memory:") as conn:
+        row = conn.execute(f"SELECT {DATE_TERMS} FROM (SELECT ? AS created_at)", (at,)).fetchone()
+    assert messages.date_terms(at) == row[0]
+
+
+def test_the_days_a_message_names_are_kept_with_it(store: Database) -> None:
+    (_, [said_on_monday]) = commit(store, "k1", [said("last Saturday I climbed Castle Rock")])
+
+    days = message_days.of(store.reader(), [said_on_monday])
+
+    assert [(span.first, span.last) for span in days[said_on_monday]] == [(date(2023, 5, 6), date(2023, 5, 6))]
+
+
+def test_a_forgotten_message_is_never_stored_again(store: Database) -> None:
+    record = said("my old address")
+    commit(store, "k1", [record])
+    store.write(
+        lambda conn: conn.execute(
+            "INSERT INTO forgotten (session_id, content_hash, window_key, forgotten_at) VALUES ('s1', %s, %s, 0)",
+            (record.content_hash, record.window_key),
+        )
+    )
+    store.write(lambda conn: conn.execute("DELETE FROM messages"))
+
+    status, ids = commit(store, "k2", [record])
+
+    assert (status, ids) == ("committed", [])
+    assert messages.count(store.reader()) == 0
+
+
+def test_neighbours_and_around_stay_in_the_session(store: Database) -> None:
+    (_, ids) = commit(store, "k1", [said(f"first session {n}", at=MAY_8_2023 + n) for n in range(5)])
+    commit(store, "k2", [said("another session", at=MAY_8_2023 + 2.5)], session_id="s2")
+    conn = store.reader()
+    scope = sessions.recall_scope(conn, sessions.require_session(conn, "s1"), "agent")
+
+    found = messages.neighbours(conn, [(ids[2], messages.fetch(conn, [ids[2]])[ids[2]].session_rowid)], 1, scope)
+    around = messages.around(conn, ids[2], 1)
+
+    assert sorted(n.message.id for n in found) == [ids[1], ids[3]]
+    assert around is not None
+    assert [v.id for v in around.before] == [ids[1]] and [v.id for v in around.after] == [ids[3]]
