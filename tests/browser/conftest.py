@@ -1,21 +1,23 @@
-"""The browser tests' setup, once per pytest session: Debian's Chromium (installed on demand by ``install.sh``),
-one live sidecar on the real local model with a replayed conversation, and one headless Chromium driven by
-Playwright against it.
+"""The browser tests' setup, once for this package (closed after its last test): Debian's Chromium, installed
+on demand by ``install.sh``; one live sidecar on the real local model with a replayed conversation; and one
+headless Chromium driven by Playwright against it.
 
-What a machine lacks (the browser, Playwright, root for apt) skips these tests with the reason on a
-developer's machine and fails them under ``CI=true`` (``tests/e2e/prerequisites.py``): a green CI run means a
-real browser really ran. Everything stays on loopback: the browser is started with its background networking
-off, and every request that is not to the sidecar is aborted and recorded (``Visit.strays``), so a page that
-fetched an asset from elsewhere would be seen.
+What a machine lacks (the browser, or root to install it) skips these tests with the reason on a developer's
+machine and fails them under ``CI=true`` (``tests/e2e/prerequisites.py``): a green CI run means a real browser
+really ran. Everything stays on loopback: the browser is started with its background networking off, and
+every request that is not to the sidecar is aborted and recorded (``Visit.strays``), so a page that fetched
+an asset from elsewhere would be seen.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,8 @@ EVIL = (
     "Our deploy note says <script>window.__pwned = 'script'; alert(1)</script> and "
     "<img src=x onerror=\"window.__pwned = 'onerror'\"> rotate the zebra credentials."
 )
+# A message of its own session, for the test that forgets it (the other tests never see it).
+TO_FORGET = "The old printer on floor 3 takes the toner cartridge HP-412X; the spare is in the mail room."
 # The launch flags that keep Chromium quiet on a closed machine (no update checks, no sync, no QUIC probes).
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -47,6 +51,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+BLOCKING = ("serious", "critical")
+# axe-core as the axe-playwright-python wheel ships it (MPL-2.0), read from the installed package: no network.
+AXE = (files("axe_playwright_python") / "axe.min.js").read_text(encoding="utf-8")
 VIEWPORT: ViewportSize = {"width": 1100, "height": 800}
 SHOT_HEIGHT = 1400
 
@@ -59,9 +66,9 @@ def chromium_path() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the session; Playwright gives it a fresh user-data-dir in a temp dir."""
+    """One headless Chromium for these tests; Playwright gives it a fresh user-data-dir in a temp dir."""
     executable = chromium_path()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
@@ -69,7 +76,7 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def site(tmp_path_factory: pytest.TempPathFactory, local_embedder: EmbeddingProvider) -> Iterator[LiveSidecar]:
     """A sidecar on the real local model (what users run) holding a replayed conversation, sent through the real
     hook routes as the plugin sends it: turns, a compaction, a subagent's session, one message carrying script,
@@ -99,6 +106,8 @@ def replay(server: LiveSidecar) -> None:
     assert server.post("subagent-ended", {"childSessionKey": CHILD_KEY, "reason": "completed"}).status_code == 200
     for turn in turns[COMPACTED_AT:]:
         commit(commit_body(turn))
+    commit({"advancementKey": "notes", "sessionId": "s-notes", "sessionKey": "agent:main:notes",
+            "messages": [{"role": "user", "content": TO_FORGET, "timestamp": int(time.time() * 1000)}]})  # fmt: skip
     commit({"advancementKey": "evil", "sessionId": "s-main", "sessionKey": MAIN_KEY,
             "messages": [{"role": "user", "content": EVIL, "timestamp": int(time.time() * 1000)}]})  # fmt: skip
 
@@ -169,3 +178,17 @@ def screenshot(page: Page, name: str) -> None:
     height = min(int(page.evaluate("document.documentElement.scrollHeight")), SHOT_HEIGHT)
     clip: FloatRect = {"x": 0, "y": 0, "width": width, "height": height}
     page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True, clip=clip, animations="disabled")
+
+
+def audit(page: Page) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page as it stands."""
+    page.evaluate(AXE)
+    results: dict[str, Any] = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [v for v in results["violations"] if v["impact"] in BLOCKING]
+
+
+def described(violations: list[dict[str, Any]]) -> str:
+    return json.dumps(
+        [{"id": v["id"], "help": v["help"], "nodes": [n["html"][:160] for n in v["nodes"][:3]]} for v in violations],
+        indent=1,
+    )

@@ -6,15 +6,13 @@ pages reached from them: a search with hits, a message in its context, a convers
 
 from __future__ import annotations
 
-import json
 import re
-from importlib.resources import files
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.conftest import Visit, open_visit, screenshot
+from tests.browser.conftest import Visit, audit, described, open_visit, screenshot
 from tests.helpers import LiveSidecar
 
 pytestmark = pytest.mark.browser
@@ -24,13 +22,11 @@ REACHED = (
     "/ui/messages/9",
     "/ui/conversation?session=s-main",
     "/ui/timeline?session=s-main&at=40&limit=12",
+    "/ui/forget?message=msg:9",  # the confirmation only: nothing goes until its form is posted
 )
-BLOCKING = ("serious", "critical")
 # Pages whose screenshot a test of what a user does there takes (with the page in the state it shows off).
-SHOT_ELSEWHERE = {"status", "search", "messages", "recall", "snapshots"}
+SHOT_ELSEWHERE = {"status", "search", "messages", "recall", "snapshots", "forget"}
 SHOT_NAMES = {"/ui/timeline?session=s-main&at=40&limit=12": "timeline-session"}
-# axe-core as the axe-playwright-python wheel ships it (MPL-2.0), read from the installed package: no network.
-AXE = (files("axe_playwright_python") / "axe.min.js").read_text(encoding="utf-8")
 
 
 def main_pages(page: Page) -> list[str]:
@@ -103,20 +99,6 @@ def test_the_original_json_opens_from_the_keyboard(visit: Visit) -> None:
     assert focused(page)["outline"] or focused(page)["shadow"]
     page.keyboard.press("Enter")
     expect(current.locator("details pre")).to_be_visible()
-
-
-def audit(page: Page) -> list[dict[str, Any]]:
-    """axe-core's serious and critical violations on the page as it stands."""
-    page.evaluate(AXE)
-    results: dict[str, Any] = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-    return [v for v in results["violations"] if v["impact"] in BLOCKING]
-
-
-def described(violations: list[dict[str, Any]]) -> str:
-    return json.dumps(
-        [{"id": v["id"], "help": v["help"], "nodes": [n["html"][:160] for n in v["nodes"][:3]]} for v in violations],
-        indent=1,
-    )
 
 
 def test_axe_finds_no_serious_violation_on_any_main_page(visit: Visit, fresh: Visit) -> None:

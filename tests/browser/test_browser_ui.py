@@ -13,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import Dialog, Page, expect
 
-from tests.browser.conftest import EVIL, Visit, screenshot
+from tests.browser.conftest import EVIL, TO_FORGET, Visit, audit, described, screenshot
 from tests.conversation import FACT
 from tests.helpers import LiveSidecar
 
@@ -142,3 +142,26 @@ def test_create_a_snapshot_from_the_page_and_see_it_listed(visit: Visit, site: L
     screenshot(page, "snapshots")
     row.get_by_role("link", name="s-main").click()
     expect(page).to_have_url(re.compile(rf"/ui/conversation\?session=s-main&upTo={last}$"))
+
+
+def test_forget_a_message_from_its_page_and_see_it_gone(visit: Visit, site: LiveSidecar) -> None:
+    page = search(visit, "printer toner cartridge")
+    page.locator(".hit", has_text=TO_FORGET).locator(".meta a").first.click()
+    message_url = page.url
+    citation = "msg:" + message_url.rsplit("/", 1)[1]
+    page.get_by_role("link", name=f"Forget {citation}…").click()
+    expect(page.locator("#forget-count")).to_contain_text("1 message will be removed")
+    listed = page.locator(".forget-item")
+    expect(listed).to_have_count(1)  # exactly what goes, before it goes
+    expect(listed.first).to_contain_text("toner cartridge HP-412X")
+    screenshot(page, "forget")
+    page.get_by_role("button", name="Forget 1 message for good").click()
+    expect(page.get_by_role("status")).to_contain_text("Forgot 1 message")
+    assert not (found := audit(page)), described(found)
+
+    page = search(visit, "printer toner cartridge")
+    expect(page.locator(".hit", has_text="HP-412X")).to_have_count(0)
+    gone = page.goto(message_url)
+    assert gone is not None and gone.status == 404
+    api = site.client.get("/v1/search", params={"q": "printer toner cartridge HP-412X", "mode": "keyword"})
+    assert api.json()["hits"] == []
