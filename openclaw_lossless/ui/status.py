@@ -76,8 +76,8 @@ def latency_view(operation: str, minutes: list[MinuteLatency]) -> LatencyView:
     chart = Chart(
         chart_id=f"chart-latency-{operation}",
         title=f"{operation}: latency per minute, last hour",
-        description=f"{calls} calls in {len(busy)} of the last 60 minutes; the highest p95 of a minute"
-        f" was {worst:.3g} ms. The table below lists each minute.",
+        description=f"{calls} call{'' if calls == 1 else 's'} in {len(busy)} of the last 60 minutes; the highest"
+        f" p95 of a minute was {worst:.3g} ms. The table below lists each minute.",
         unit="ms",
         series=[
             Series("p50", "series-p50", [m.p50_ms for m in minutes]),
