@@ -73,8 +73,12 @@ class Database(Protocol[C_co]):
     retrying a serialisation failure itself rather than surfacing it to the hook.
     """
 
-    path: Path  # SQLite: the file. PostgreSQL: none; ``/stats`` shows the URL without its password instead
     module: ModuleType  # whose ``Error`` callers catch today; becomes a backend-neutral error when rewired
+
+    @property
+    def path(self) -> Path | None:
+        """SQLite: the file. PostgreSQL: None (the store is named by its URL, shown without its password)."""
+        ...
 
     def write(self, work: Callable[[C_co], T]) -> T:
         """Run ``work`` in one write transaction on this store; all or nothing."""
@@ -89,7 +93,7 @@ class Database(Protocol[C_co]):
         ...
 
     def file_bytes(self) -> int:
-        """Bytes the store occupies (SQLite: file + WAL; PostgreSQL: ``pg_database_size``)."""
+        """Bytes the store occupies (SQLite: file + WAL; PostgreSQL: its schema's tables, indexes and TOAST)."""
         ...
 
     def close(self) -> None: ...
@@ -103,8 +107,9 @@ class Migrations(Protocol[D]):
         a store that records a migration this version does not know, before writing anything.
 
         With several sidecars on one database, migrations run once: the first sidecar takes a lock
-        (PostgreSQL: ``pg_advisory_xact_lock`` on a fixed key, held by each migration's transaction) and the
-        others wait for it and then find nothing left to apply.
+        (PostgreSQL: ``pg_advisory_lock`` on a fixed key, held on one connection for the whole run while each
+        migration commits in its own transaction) and the others wait for it and then find nothing left to
+        apply.
         """
         ...
 

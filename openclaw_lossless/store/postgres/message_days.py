@@ -1,8 +1,9 @@
 """The days each message refers to, on PostgreSQL: written at capture in the commit's transaction.
 
 The rules (which roles, how much text, ``timeexpr``) are the SQLite module's (``store/message_days.py``); a
-message's rows go with it (``ON DELETE CASCADE``). The background backfill is not needed here: a PostgreSQL
-store is new, or filled by an import that reads each message's days as it inserts it.
+message's rows go with it (``ON DELETE CASCADE``). The background backfill keeps SQLite's rule (newest first, a
+batch per write transaction, a cursor in ``meta``) for stores filled without reading days (a copy from
+another backend); two sidecars stepping at once read a batch twice at worst and store each day once.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openclaw_lossless import timeexpr
-from openclaw_lossless.store.message_days import MAX_CHARS, ROLES
+from openclaw_lossless.store.message_days import BACKFILL_BATCH, BACKFILL_KEY, MAX_CHARS, ROLES
+from openclaw_lossless.store.postgres import meta
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.timeexpr import DayRange
 
@@ -39,3 +41,31 @@ def of(conn: Connection, ids: Sequence[int]) -> dict[int, list[DayRange]]:
     for message_id, first, last in rows:
         found.setdefault(int(message_id), []).append(DayRange.from_epoch_days(int(first), int(last)))
     return found
+
+
+def read_again(conn: Connection) -> None:
+    """Have the server read every stored message's days again in the background."""
+    row = conn.execute("SELECT max(id) FROM messages").fetchone()
+    if row is not None and row[0] is not None:
+        meta.put(conn, BACKFILL_KEY, str(int(row[0]) + 1))
+
+
+def backfill_pending(conn: Connection) -> bool:
+    return meta.get(conn, BACKFILL_KEY) is not None
+
+
+def backfill_step(conn: Connection, batch: int = BACKFILL_BATCH) -> bool:
+    """Read the next ``batch`` messages below the cursor (newest first); whether any are left."""
+    below = meta.get(conn, BACKFILL_KEY)
+    if below is None:
+        return False
+    rows = conn.execute(
+        "SELECT id, role, text, created_at FROM messages WHERE id < %s ORDER BY id DESC LIMIT %s", (int(below), batch)
+    ).fetchall()
+    for message_id, role, text, created_at in rows:
+        index(conn, int(message_id), str(role), str(text), float(created_at))
+    if len(rows) < batch:
+        meta.remove(conn, BACKFILL_KEY)
+        return False
+    meta.put(conn, BACKFILL_KEY, str(rows[-1][0]))
+    return True
