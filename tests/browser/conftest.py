@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, Route, ViewportSize, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, Route, ViewportSize, expect, sync_playwright
 
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from tests.conversation import QUESTION, commit_body, conversation
@@ -70,6 +70,7 @@ def chromium_path() -> str:
 def browser() -> Iterator[Browser]:
     """One headless Chromium for these tests; Playwright gives it a fresh user-data-dir in a temp dir."""
     executable = chromium_path()
+    expect.set_options(timeout=15_000)  # two busy cores in CI: patience, not a timing assert
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         yield launched

@@ -58,13 +58,13 @@ def tab_through(page: Page, presses: int) -> list[dict[str, Any]]:
     return stops
 
 
-def tab_until(page: Page, key: str, value: str, presses: int = 30) -> bool:
-    """Press Tab until the focused element's ``key`` is ``value``; whether it got there."""
-    for _ in range(presses):
+def tab_until(page: Page, key: str, value: str, presses: int = 30) -> int | None:
+    """Press Tab until the focused element's ``key`` is ``value``: how many presses it took, None if never."""
+    for press in range(1, presses + 1):
         page.keyboard.press("Tab")
         if focused(page)[key] == value:
-            return True
-    return False
+            return press
+    return None
 
 
 def test_keyboard_only_reaches_the_nav_and_search_with_visible_focus(visit: Visit) -> None:
@@ -81,15 +81,24 @@ def test_keyboard_only_reaches_the_nav_and_search_with_visible_focus(visit: Visi
     assert any(s["name"] == names[0] for s in later), "the focus never came back round: a keyboard trap"
 
     page = visit.go("/ui")
-    assert tab_until(page, "name", "Search"), "Tab never reached the Search link"
+    assert tab_until(page, "name", "Search") == 2, "Search is not the second stop"
     page.keyboard.press("Enter")
     expect(page).to_have_url(visit.base + "/ui/search")
-    assert tab_until(page, "id", "q"), "Tab never reached the search field"
+    # The search field comes right after the header: its links, then Log out.
+    assert tab_until(page, "id", "q") == len(names) + 2, "Tab did not go from the header to the search field"
     assert focused(page)["outline"] or focused(page)["shadow"]
     page.keyboard.type("staging password")
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"/ui/search\?q=staging\+password&"))
     expect(page.locator(".hit mark").first).to_be_visible()
+
+
+def test_log_in_from_the_keyboard_alone(fresh: Visit, site: LiveSidecar) -> None:
+    page = fresh.go("/ui/login")
+    assert focused(page)["id"] == "token"  # the field has the focus: type, Enter
+    page.keyboard.type(site.token)
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(site.url + "/ui")
 
 
 def test_the_original_json_opens_from_the_keyboard(visit: Visit) -> None:
