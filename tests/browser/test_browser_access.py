@@ -67,6 +67,13 @@ def tab_until(page: Page, key: str, value: str, presses: int = 30) -> int | None
     return None
 
 
+def assert_no_trap(page: Page, first: str) -> None:
+    """Tabbing on from anywhere comes back round to the page's first link: no element keeps the focus."""
+    focusable = page.evaluate("document.querySelectorAll('a[href], button, input, select, summary').length")
+    later = tab_through(page, 3 * focusable + 3)  # a date field takes one stop per part
+    assert any(s["name"] == first for s in later), "the focus never came back round: a keyboard trap"
+
+
 def test_keyboard_only_reaches_the_nav_and_search_with_visible_focus(visit: Visit) -> None:
     page = visit.go("/ui")
     names = page.get_by_role("navigation", name="Pages").get_by_role("link").all_inner_texts()
@@ -75,10 +82,7 @@ def test_keyboard_only_reaches_the_nav_and_search_with_visible_focus(visit: Visi
     for stop in stops:
         assert stop["outline"] or stop["shadow"], f"no visible focus on {stop}"
 
-    # No keyboard trap: tabbing on comes back round to the first link.
-    focusable = page.evaluate("document.querySelectorAll('a[href], button, input, select, summary').length")
-    later = tab_through(page, focusable + 3)
-    assert any(s["name"] == names[0] for s in later), "the focus never came back round: a keyboard trap"
+    assert_no_trap(page, names[0])
 
     page = visit.go("/ui")
     assert tab_until(page, "name", "Search") == 2, "Search is not the second stop"
@@ -91,6 +95,7 @@ def test_keyboard_only_reaches_the_nav_and_search_with_visible_focus(visit: Visi
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"/ui/search\?q=staging\+password&"))
     expect(page.locator(".hit mark").first).to_be_visible()
+    assert_no_trap(page, names[0])  # through the form (a date field has a stop per part) and every hit
 
 
 def test_log_in_from_the_keyboard_alone(fresh: Visit, site: LiveSidecar) -> None:
