@@ -165,3 +165,18 @@ def test_forget_a_message_from_its_page_and_see_it_gone(visit: Visit, site: Live
     assert gone is not None and gone.status == 404
     api = site.client.get("/v1/search", params={"q": "printer toner cartridge HP-412X", "mode": "keyword"})
     assert api.json()["hits"] == []
+
+
+def test_copy_a_citation_and_the_recover_markdown(visit: Visit, site: LiveSidecar) -> None:
+    """The page's own script runs under the strict CSP (script-src 'self') and fills the clipboard."""
+    visit.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site.url)
+    page = visit.go("/ui/messages/9")
+    page.get_by_role("button", name="Copy msg:9").click()
+    expect(page.get_by_role("button", name="Copy msg:9")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == "msg:9"
+    page = visit.go("/ui/conversation?session=s-main&last=100")
+    page.get_by_role("button", name="Copy the markdown").click()
+    expect(page.get_by_role("button", name="Copy the markdown")).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith("# Conversation s-main (agent main)")
+    assert FACT in copied
