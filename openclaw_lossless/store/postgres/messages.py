@@ -54,6 +54,12 @@ def date_terms(created_at: float) -> str | None:
     return f"{day.day} {_MONTHS[day.month - 1]} {day.year:04d}"
 
 
+def pg_text(text: str) -> str:
+    """Text PostgreSQL can store: NUL becomes U+FFFD (a ``text`` value cannot hold it; SQLite's can). Only the
+    derived text needs it: the original is canonical JSON, where NUL is written as an escape."""
+    return text.replace("\x00", "\ufffd")
+
+
 def insert_records(
     conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
 ) -> list[int]:
@@ -98,7 +104,7 @@ def insert_row(
             kind,
             record.created_at,
             stored_at,
-            record.text,
+            pg_text(record.text),
             record.original,
             record.content_hash,
             record.window_key,
@@ -162,7 +168,7 @@ def claim_imported(conn: Connection, session: SessionRef, record: MessageRecord,
     rows = conn.execute(
         "SELECT id, original FROM messages WHERE session_rowid = %s AND turn_rowid IS NULL AND role = %s"
         " AND text = %s ORDER BY id FOR UPDATE",
-        (session.rowid, record.role, record.text),
+        (session.rowid, record.role, pg_text(record.text)),
     )
     for message_id, original in rows.fetchall():
         value = json.loads(original)
@@ -182,7 +188,7 @@ def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecor
         "SELECT m.id, m.content_hash, t.advancement_key, t.message_count FROM messages m JOIN turns t"
         " ON t.id = m.turn_rowid WHERE m.session_rowid = %s AND m.role = %s AND m.text = %s AND m.original = %s"
         " ORDER BY m.id FOR UPDATE OF m",
-        (session.rowid, undated.role, undated.text, undated.original),
+        (session.rowid, undated.role, pg_text(undated.text), undated.original),
     )
     for message_id, content_hash, key, count in rows.fetchall():
         if any(bytes(content_hash) == _turn_identity(str(key), p, undated) for p in range(int(count))):

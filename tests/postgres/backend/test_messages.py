@@ -3,7 +3,10 @@ same moment, a replay writes nothing, and what was committed is read back as it 
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import sqlite3
+import string
 from collections import Counter
 from datetime import date
 
@@ -146,3 +149,22 @@ def test_neighbours_and_around_stay_in_the_session(store: Database) -> None:
     assert sorted(n.message.id for n in found) == [ids[1], ids[3]]
     assert around is not None
     assert [v.id for v in around.before] == [ids[1]] and [v.id for v in around.after] == [ids[3]]
+
+
+def test_a_huge_message_and_one_holding_nul_are_stored_and_found(store: Database) -> None:
+    rng = random.Random(5)
+    words = [f"{''.join(rng.choices(string.ascii_lowercase, k=8))}" for _ in range(150_000)]  # ~1.3 M chars
+    # Capture cuts a message's text to 20,000 characters; an imported line may carry any length.
+    huge = dataclasses.replace(said("imported"), text=" ".join(words))
+    nul = said("before\x00after zebra")
+
+    status, ids = commit(store, "k1", [huge, nul])
+
+    assert status == "committed" and len(ids) == 2
+    stored = messages.texts(store.reader(), ids)
+    assert stored[ids[0]] == huge.text  # stored whole; its first 200,000 characters are keyword-indexed
+    assert stored[ids[1]] == "before\ufffdafter zebra"
+    rows = store.reader().execute(
+        "SELECT id FROM messages WHERE search @@ to_tsquery('lossless', %s) ORDER BY id", (f"{words[0]} | zebra",)
+    )
+    assert [row[0] for row in rows] == ids
