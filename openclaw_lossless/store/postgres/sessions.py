@@ -53,6 +53,24 @@ def ensure_session(conn: Connection, session_id: str, session_key: str | None) -
     return found
 
 
+def register_spawned(conn: Connection, child_key: str) -> None:
+    """Register a subagent's session at spawn, before the host names it: its id is its key until then."""
+    if latest_session_for_key(conn, child_key) is None:
+        ensure_session(conn, child_key, child_key)
+
+
+def unregister_spawned(conn: Connection, child_key: str) -> bool:
+    """Undo ``register_spawned`` (a rolled-back spawn) while the session is unused; returns whether it did."""
+    rowid = _unused_spawned(conn, child_key)
+    if rowid is None or any(
+        conn.execute(f"SELECT 1 FROM {table} WHERE session_rowid = %s LIMIT 1", (rowid,)).fetchone()
+        for table in ("turns", "compactions", "snapshots")
+    ):
+        return False
+    conn.execute("DELETE FROM sessions WHERE id = %s", (rowid,))
+    return True
+
+
 def _unused_spawned(conn: Connection, child_key: str) -> int | None:
     """The session registered at spawn for ``child_key``, while no host call has named it and it holds nothing;
     locked, so a concurrent first sight on another sidecar waits and then sees it taken."""
