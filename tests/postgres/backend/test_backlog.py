@@ -13,6 +13,7 @@ from openclaw_lossless.store.postgres.connection import Database
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import CONTEXT
+from tests.postgres.backend.test_messages import commit, said
 
 QUEUED = 600
 BATCH = 5
@@ -82,3 +83,21 @@ def test_a_killed_workers_claim_runs_out_and_another_worker_takes_its_rows(
 
     assert (name, held) == ("doomed", queued[:20])
     assert sorted(taken) == queued  # the dead worker's rows too, once its lease ran out
+
+
+def test_reindex_queues_every_message_once_and_the_cache_keeps_the_first_vector(store: Database) -> None:
+    commit(store, "k1", [said("one"), said("two", role="assistant")])
+    store.write(lambda conn: backlog.remove(conn, [row[0] for row in backlog.oldest(conn, 10)]))
+    model = ("local", "all-MiniLM-L6-v2", "default", 384)
+
+    queued = [store.write(backlog.queue_all) for _ in range(2)]
+    store.write(lambda conn: backlog.cache_vectors(conn, model, [(b"h1", b"first"), (b"h2", b"other")]))
+    store.write(lambda conn: backlog.cache_vectors(conn, model, [(b"h1", b"second")]))
+
+    assert queued == [2, 0]
+    assert backlog.size(store.reader()) == 2
+    assert sorted(backlog.cached_vectors(store.reader(), model, [b"h1", b"h2", b"h3"])) == [
+        (b"h1", b"first"),
+        (b"h2", b"other"),
+    ]
+    assert backlog.cached_vectors(store.reader(), (*model[:3], 768), [b"h1"]) == []

@@ -90,3 +90,13 @@ def test_a_conflict_that_never_ends_is_store_unavailable(store: Database) -> Non
         store.write(work)
     assert len(attempts) == connection.WRITE_ATTEMPTS
     assert notes(store) == []
+
+
+def test_the_store_reports_its_size_and_takes_maintenance_outside_a_transaction(store: Database) -> None:
+    empty = store.file_bytes()
+    store.write(lambda conn: conn.execute(NOTE, ("x" * 100_000,)))
+
+    with store.writer() as conn:
+        conn.execute("VACUUM meta")  # refused inside a transaction block
+
+    assert 0 < empty < store.file_bytes()
