@@ -12,8 +12,9 @@ Reads use a second pool in autocommit mode: each statement sees everything commi
 sidecar, and no read holds a transaction open. Like SQLite's ``reader()``, a thread keeps its read
 connection while it lives; the connections of ended threads go back to the pool when a new thread asks.
 
-Every connection's ``search_path`` is the store's schema (default ``lossless``) then ``public``, where the
-``vector`` and ``unaccent`` extensions are created.
+Every connection's ``search_path`` is the store's schema (default ``lossless``), then the schemas holding
+the ``vector`` and ``unaccent`` extensions when an operator put them elsewhere (managed services keep them
+in ``extensions``), then ``public``, where the store creates them when they are missing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ T = TypeVar("T")
 Connection = psycopg.Connection[TupleRow]
 
 DEFAULT_SCHEMA = "lossless"
+EXTENSIONS = ("vector", "unaccent")  # created in ``public`` by the first migration unless already present
 WRITE_POOL_SIZE = 8
 READ_POOL_SIZE = 16
 CONNECT_TIMEOUT_S = 30.0
@@ -77,6 +79,17 @@ def translate_error(exc: Exception) -> Exception:
 
 def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def set_search_path(conn: Connection, schema: str) -> None:
+    """The store's schema, then the schemas of the extensions it uses (other than ``public``), then ``public``."""
+    rows = conn.execute(
+        "SELECT DISTINCT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+        " WHERE e.extname = ANY(%s) ORDER BY n.nspname",
+        (list(EXTENSIONS),),
+    ).fetchall()
+    names = dict.fromkeys([schema, *(str(row[0]) for row in rows), "public"])
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.SQL(", ").join(map(sql.Identifier, names))))
 
 
 def redacted(url: str) -> str:
@@ -135,8 +148,8 @@ class Database:
         return pool
 
     def _configure(self, conn: Connection) -> None:
-        """Each new connection looks in the store's schema first, then ``public`` (the extensions)."""
-        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+        """Each new connection looks in the store's schema first, then where the extensions are."""
+        set_search_path(conn, self.schema)
         if not conn.autocommit:
             conn.commit()
 

@@ -32,7 +32,7 @@ import psycopg
 from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
-from openclaw_lossless.store.postgres.connection import Connection, Database, translate_error
+from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path, translate_error
 
 Migration = Callable[[Connection], None]
 
@@ -48,7 +48,8 @@ INDEXED_CHARS = 200_000
 
 
 def m001_extensions_and_text_search(conn: Connection) -> None:
-    """pgvector and unaccent (in ``public``, where every store's search path finds them), and the ``lossless``
+    """pgvector and unaccent, created in ``public`` when the database lacks them (where an operator installed
+    them already, in any schema, they are used there: ``connection.set_search_path``), and the ``lossless``
     text search configuration of this store's schema."""
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
     conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent WITH SCHEMA public")
@@ -257,7 +258,7 @@ def _migrate_locked(conn: Connection, schema: str) -> list[str]:
         )
     with conn.transaction():
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema)))
+        set_search_path(conn, schema)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS migrations (name text PRIMARY KEY, applied_at double precision NOT NULL)"
         )

@@ -13,6 +13,8 @@ from openclaw_lossless.store.postgres.connection import Database
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
+from tests.postgres.backend.test_messages import commit, said
+from tests.postgres.server import PostgresServer
 
 ALL = [fn.__name__ for fn in migrations.MIGRATIONS]
 
@@ -62,3 +64,35 @@ def test_a_store_written_by_a_newer_version_is_refused_untouched(place: Place) -
     finally:
         db.close()
     assert recorded(place) == ["m999_from_the_future"]  # nothing applied beside it
+
+
+def test_extensions_an_operator_installed_in_another_schema_are_used_there(postgres_server: PostgresServer) -> None:
+    """Managed services install extensions in a schema of their own (``extensions``), not ``public``."""
+    name = "lossless_managed"
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        with psycopg.connect(postgres_server.url(name), autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA extensions")
+            conn.execute("CREATE EXTENSION vector WITH SCHEMA extensions")
+            conn.execute("CREATE EXTENSION unaccent WITH SCHEMA extensions")
+        db = Database(postgres_server.url(name), write_pool_size=1, read_pool_size=1)
+        try:
+            migrations.migrate(db)
+            (_, ids) = commit(db, "k1", [said("Un café à Paris")])
+            found = db.reader().execute("SELECT id FROM messages WHERE search @@ to_tsquery('lossless', 'cafe')")
+            assert found.fetchall() == [(ids[0],)]  # unaccent from the operator's schema folded the accent
+            vector_type = db.reader().execute(
+                "SELECT t.typnamespace::regnamespace::text, t.typname FROM pg_attribute a JOIN pg_type t"
+                " ON t.oid = a.atttypid WHERE a.attrelid = 'message_vectors'::regclass AND a.attname = 'embedding'"
+            )
+            assert vector_type.fetchall() == [("extensions", "halfvec")]
+            in_public = db.reader().execute(
+                "SELECT count(*) FROM pg_extension WHERE extnamespace = 'public'::regnamespace"
+            )
+            assert in_public.fetchone() == (0,)  # nothing installed a second time
+        finally:
+            db.close()
+    finally:
+        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
