@@ -19,15 +19,23 @@ from openclaw_lossless.timeexpr import DayRange
 
 def index(conn: Connection, message_id: int, role: str, text: str, created_at: float) -> None:
     """Record the days ``text`` refers to, read as said at ``created_at``."""
-    if role not in ROLES or not text:
-        return
-    days = timeexpr.referenced(text[:MAX_CHARS], created_at)
-    if days:
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO message_days (message_id, first_day, last_day) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [(message_id, *span.epoch_days) for span in days],
-            )
+    index_many(conn, [(message_id, role, text, created_at)])
+
+
+def index_many(conn: Connection, messages: Sequence[tuple[int, str, str, float]]) -> None:
+    """Record the days each ``(id, role, text, created_at)`` refers to, in one statement."""
+    rows = [
+        (message_id, *span.epoch_days)
+        for message_id, role, text, created_at in messages
+        if role in ROLES and text
+        for span in timeexpr.referenced(text[:MAX_CHARS], created_at)
+    ]
+    if rows:
+        conn.execute(
+            "INSERT INTO message_days (message_id, first_day, last_day)"
+            " SELECT * FROM unnest(%s::bigint[], %s::int[], %s::int[]) ON CONFLICT DO NOTHING",
+            ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+        )
 
 
 def of(conn: Connection, ids: Sequence[int]) -> dict[int, list[DayRange]]:

@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from openclaw_lossless.capture.records import MessageRecord, canonical_json
 from openclaw_lossless.store.messages import (
@@ -63,12 +64,63 @@ def pg_text(text: str) -> str:
 def insert_records(
     conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
 ) -> list[int]:
-    """Insert the records not already stored in this session; returns the ids of the new ones."""
-    now = time.time()
-    inserted = (insert_row(conn, session, record, turn_rowid=turn_rowid, stored_at=now) for record in records)
-    new_ids = [ident for ident in inserted if ident is not None]
-    queue_for_embedding(conn, new_ids)
-    return new_ids
+    """Insert the records not already stored in this session, nor named by a tombstone; returns the ids of the
+    new ones, in the records' order, each queued for embedding.
+
+    One statement stores the messages and queues them (and one more keeps their days), whatever the turn's
+    length: against a server across a network, each round trip would cost the turn its latency. Rows go in
+    the records' order, so ids rise with it; a record whose identity is already held (or came earlier in
+    this same batch) is left out, as SQLite's INSERT OR IGNORE does.
+    """
+    batch = list(records)
+    if not batch:
+        return []
+    rows = conn.execute(
+        f"WITH input AS (SELECT * FROM unnest({_BATCH_ARRAYS}) WITH ORDINALITY AS i({', '.join(_BATCH)}, position)),"
+        " stored AS (INSERT INTO messages (session_rowid, agent_id, turn_rowid, stored_at,"
+        f" {', '.join(_BATCH)}) SELECT %s, %s, %s, %s, {', '.join(_BATCH)} FROM input i"
+        " WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.session_id = %s"
+        " AND (f.content_hash = i.content_hash OR f.window_key = i.window_key))"
+        " ORDER BY position ON CONFLICT DO NOTHING RETURNING id, content_hash),"
+        " queued AS (INSERT INTO embedding_backlog (message_id) SELECT id FROM stored ON CONFLICT DO NOTHING)"
+        " SELECT id, content_hash FROM stored ORDER BY id",
+        (
+            *_columns(batch),
+            session.rowid,
+            session.agent_id,
+            turn_rowid,
+            time.time(),
+            session.session_id,
+        ),
+    ).fetchall()
+    first_of: dict[bytes, MessageRecord] = {}
+    for record in batch:
+        first_of.setdefault(record.content_hash, record)
+    stored = [(int(row[0]), first_of[bytes(row[1])]) for row in rows]
+    message_days.index_many(conn, [(ident, r.role, r.text, r.created_at) for ident, r in stored])
+    return [ident for ident, _ in stored]
+
+
+_BATCH = ("role", "created_at", "text", "original", "content_hash", "window_key", "tokens", "importance",
+          "importance_label", "date_terms")  # fmt: skip
+_BATCH_ARRAYS = "%s::text[], %s::float8[], %s::text[], %s::text[], %s::bytea[], %s::text[], %s::int[], %s::float8[],"
+_BATCH_ARRAYS += " %s::text[], %s::text[]"
+
+
+def _columns(batch: Sequence[MessageRecord]) -> tuple[list[Any], ...]:
+    """The batch as one array per column of ``_BATCH``, for ``unnest``."""
+    return (
+        [r.role for r in batch],
+        [r.created_at for r in batch],
+        [pg_text(r.text) for r in batch],
+        [r.original for r in batch],
+        [r.content_hash for r in batch],
+        [r.window_key for r in batch],
+        [r.tokens for r in batch],
+        [r.importance for r in batch],
+        [r.importance_label for r in batch],
+        [date_terms(r.created_at) for r in batch],
+    )
 
 
 def insert_row(

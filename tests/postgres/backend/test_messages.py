@@ -9,12 +9,17 @@ import sqlite3
 import string
 from collections import Counter
 from datetime import date
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.store import messages as sqlite_messages
+from openclaw_lossless.store import migrations as sqlite_migrations
+from openclaw_lossless.store import sessions as sqlite_sessions
+from openclaw_lossless.store.connection import Database as SqliteDatabase
 from openclaw_lossless.store.migrations import DATE_TERMS
 from openclaw_lossless.store.postgres import backlog, message_days, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
@@ -168,3 +173,48 @@ def test_a_huge_message_and_one_holding_nul_are_stored_and_found(store: Database
         "SELECT id FROM messages WHERE search @@ to_tsquery('lossless', %s) ORDER BY id", (f"{words[0]} | zebra",)
     )
     assert [row[0] for row in rows] == ids
+
+
+TURNS = [  # a long turn, a turn repeating a message, repeats across turns, a tombstoned message, a replay
+    ("k1", [said(f"step {n}", at=MAY_8_2023 + n) for n in range(12)]),
+    ("k2", [said("again", at=MAY_8_2023 + 50), said("again", at=MAY_8_2023 + 50), said("yes", at=None)]),
+    ("k3", [said("step 3", at=MAY_8_2023 + 3), said("yes", at=None), said("forgotten thing"), said("new")]),
+    ("k2", [said("a replay of k2 with other content")]),
+]
+Outcome = list[tuple[str, list[str], bool]]
+
+
+def replay_turns(db: Any, backend: Any, mark: str) -> Outcome:
+    """Commit ``TURNS`` through one backend's modules (``mark``: its parameter style); what each answered."""
+    sessions_of, messages_of = backend
+    forgotten = said("forgotten thing")
+    db.write(lambda conn: conn.execute(
+        f"INSERT INTO forgotten (session_id, content_hash, window_key, forgotten_at) VALUES ('s1', {mark}, {mark}, 0)",
+        (forgotten.content_hash, forgotten.window_key),
+    ))  # fmt: skip
+    outcome: Outcome = []
+    for key, records in TURNS:
+        identified = sqlite_messages.turn_identities(records, key)
+
+        def work(conn: Any, key: str = key, identified: list[MessageRecord] = identified) -> Any:
+            session = sessions_of.ensure_session(conn, "s1", "agent:main:s1")
+            return messages_of.commit_turn(conn, session, key, identified, heartbeat=False)
+
+        status, ids = db.write(work)
+        texts = messages_of.texts(db.reader(), ids)
+        outcome.append((status, [texts[i] for i in ids], ids == sorted(ids)))
+    return outcome
+
+
+def test_the_same_turns_store_the_same_messages_in_the_same_order_as_on_sqlite(store: Database, tmp_path: Path) -> None:
+    lite = SqliteDatabase(tmp_path / "lossless.sqlite")
+    try:
+        sqlite_migrations.migrate(lite)
+        on_sqlite = replay_turns(lite, (sqlite_sessions, sqlite_messages), "?")
+    finally:
+        lite.close()
+
+    on_postgres = replay_turns(store, (sessions, messages), "%s")
+
+    assert on_postgres == on_sqlite
+    assert [len(texts) for _, texts, _ in on_postgres] == [12, 2, 2, 0]
