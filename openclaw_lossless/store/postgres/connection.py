@@ -11,6 +11,8 @@ unreachable or restarting server 503 (retryable: a replayed turn is answered ``d
 Reads use a second pool in autocommit mode: each statement sees everything committed before it, by any
 sidecar, and no read holds a transaction open. Like SQLite's ``reader()``, a thread keeps its read
 connection while it lives; the connections of ended threads go back to the pool when a new thread asks.
+A connection the server dropped (restart, failover) is noticed before use, without a round trip
+(``check_idle``), and replaced: the first writes and reads after a restart do not fail.
 
 Every connection's ``search_path`` is the store's schema (default ``lossless``), then the schemas holding
 the ``vector`` and ``unaccent`` extensions when an operator put them elsewhere (managed services keep them
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -92,6 +95,27 @@ def set_search_path(conn: Connection, schema: str) -> None:
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.SQL(", ").join(map(sql.Identifier, names))))
 
 
+def _dropped(conn: Connection) -> bool:
+    """Whether an idle connection was closed by the server (a restart, a failover, an administrator): an idle
+    connection has nothing to read unless the server sent it its farewell or hung up. No round trip."""
+    if conn.closed:
+        return True
+    if hasattr(select, "poll"):  # any descriptor number (select() stops at 1024), and a hang-up counts
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return bool(readable)
+
+
+def check_idle(conn: Connection) -> None:
+    """The pools' check of a connection they hand out: probed (one round trip) only when it looks dropped, so
+    a server restart costs no failed write per pooled connection, and a healthy one costs nothing. Raising
+    makes the pool discard the connection and take another."""
+    if _dropped(conn):
+        ConnectionPool.check_connection(conn)
+
+
 def redacted(url: str) -> str:
     """The URL without its password, to show in ``/stats`` and messages."""
     parts = urlsplit(url)
@@ -138,6 +162,7 @@ class Database:
             timeout=timeout,
             kwargs={"autocommit": autocommit},
             configure=self._configure,
+            check=check_idle,
             open=False,
         )
         try:
@@ -187,7 +212,7 @@ class Database:
     def reader(self) -> Connection:
         """This thread's read connection (autocommit: each statement sees every commit made before it)."""
         conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
+        if conn is None or _dropped(conn):
             with self._readers_lock:
                 self._return_orphans()
             try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
+
 from openclaw_lossless.store.postgres import messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from tests.postgres.backend.conftest import Place
@@ -64,3 +66,21 @@ def test_a_spawned_subagents_session_is_adopted_and_scoped(store: Database) -> N
     assert child_scope.contains("main", parent.rowid) and child_scope.contains("main", child.rowid)
     assert sessions.agent_ids(conn) == frozenset({"main"})
     assert sessions.session_ids(conn) == {parent.rowid: "parent-1", child.rowid: "child-1"}
+
+
+def test_after_the_server_drops_every_connection_reads_and_writes_go_on(place: Place, store: Database) -> None:
+    """A restarted or failed-over server closes every connection: the pools notice before handing one out and
+    take a fresh one, so no write or read fails for it."""
+    reader = store.reader()
+    messages.count(reader)
+    with psycopg.connect(place.url, autocommit=True) as admin:
+        admin.execute(  # waits (up to 10 s) until each backend has gone: its goodbye is on the client's socket
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+
+    assert messages.count(store.reader()) == 0
+    (_, ids) = commit(store, "k1", [said("after the restart")])
+
+    assert messages.texts(store.reader(), ids) == {ids[0]: "after the restart"}
+    assert store.reader() is not reader
