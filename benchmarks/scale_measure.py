@@ -49,7 +49,8 @@ class Vec0Lane:
         """``VectorIndex.vectors``: those of ``message_ids`` the table holds, and their vectors."""
         held = [(i, vector) for i in message_ids if (vector := self.vector(i)) is not None]
         if not held:
-            return [], np.zeros((0, 0), dtype=np.float32)
+            row = self.conn.execute("SELECT embedding FROM baseline LIMIT 1").fetchone()
+            return [], np.zeros((0, 0 if row is None else len(row[0]) // 4), dtype=np.float32)
         return [i for i, _ in held], np.stack([vector for _, vector in held])
 
     def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]:
