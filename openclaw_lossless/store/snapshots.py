@@ -178,12 +178,10 @@ def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | N
 
 
 @dataclass(frozen=True)
-class CompactionListed:
-    """A recorded compaction as the UI lists it: where (session, last message), what it came to, its snapshot."""
+class CompactionMark:
+    """A compaction where it happened: after message ``last_message_id``; ``snapshot`` when it compacted."""
 
     compaction_id: int
-    session_id: str
-    agent_id: str
     recorded_at: float
     status: str
     reason: str | None
@@ -193,12 +191,20 @@ class CompactionListed:
     snapshot: str | None
 
 
+@dataclass(frozen=True)
+class CompactionListed(CompactionMark):
+    """A recorded compaction as the UI lists it: the mark, and the session (and its agent) it happened in."""
+
+    session_id: str
+    agent_id: str
+
+
 def list_compactions(conn: Connection, limit: int, status: str | None = None) -> list[CompactionListed]:
     """The ``limit`` latest compactions (of one status, or all), newest first, each with its automatic snapshot."""
     where, params = ("WHERE c.status = ?", [status]) if status is not None else ("", [])
     rows = conn.execute(
-        "SELECT c.id, s.session_id, s.agent_id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after,"
-        " c.last_message_id, (SELECT sn.name FROM snapshots sn WHERE sn.compaction_id = c.id)"
+        "SELECT c.id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after, c.last_message_id,"
+        " (SELECT sn.name FROM snapshots sn WHERE sn.compaction_id = c.id), s.session_id, s.agent_id"
         f" FROM compactions c JOIN sessions s ON s.id = c.session_rowid {where} ORDER BY c.id DESC LIMIT ?",
         [*params, limit],
     ).fetchall()

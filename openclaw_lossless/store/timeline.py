@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from openclaw_lossless.store.connection import Connection
 from openclaw_lossless.store.messages import MessageView, message_view
 from openclaw_lossless.store.sessions import SessionRef
+from openclaw_lossless.store.snapshots import CompactionMark
 
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 NO_MESSAGE = 0  # where a compaction or snapshot of a session that held no message yet sits: before every one
@@ -35,20 +36,6 @@ class SessionSummary:
     messages: int
     last_message_at: float | None
     spawned_by: str | None  # the parent's session key when this is a subagent's session
-
-
-@dataclass(frozen=True)
-class CompactionMark:
-    """A compaction where it happened: after message ``last_message_id``; ``snapshot`` when it compacted."""
-
-    compaction_id: int
-    recorded_at: float
-    status: str
-    reason: str | None
-    tokens_before: int | None
-    tokens_after: int | None
-    last_message_id: int | None
-    snapshot: str | None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from fastapi.responses import HTMLResponse
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.store.messages import MessageView
-from openclaw_lossless.store.timeline import CompactionMark, SnapshotMark, SpawnMark, Timeline, Window
+from openclaw_lossless.store.snapshots import CompactionMark
+from openclaw_lossless.store.timeline import SnapshotMark, SpawnMark, Timeline, Window
 from openclaw_lossless.ui.render import page
 
 PAGE = 200  # messages on a page by default: a session may hold 100,000
