@@ -87,12 +87,17 @@ def shape(signature: inspect.Signature) -> list[tuple[str, Any, bool]]:
     return [(p.name, p.kind, p.default is not p.empty) for p in signature.parameters.values()]
 
 
-@pytest.mark.parametrize(("protocol", "implementation"), IMPLEMENTATIONS, ids=lambda x: getattr(x, "__name__", ""))
-def test_each_sqlite_module_answers_every_call_of_its_protocol(protocol: type[Any], implementation: object) -> None:
+def assert_answers(protocol: type[Any], implementation: object) -> None:
+    """Every call of ``protocol`` exists on ``implementation`` with the same parameters (names, kinds, defaults)."""
     for name, expected in operations(protocol).items():
         function = getattr(implementation, name, None)
         assert callable(function), f"{protocol.__name__}.{name} has no implementation in {implementation!r}"
         assert shape(inspect.signature(function)) == shape(expected), f"{protocol.__name__}.{name} differs"
+
+
+@pytest.mark.parametrize(("protocol", "implementation"), IMPLEMENTATIONS, ids=lambda x: getattr(x, "__name__", ""))
+def test_each_sqlite_module_answers_every_call_of_its_protocol(protocol: type[Any], implementation: object) -> None:
+    assert_answers(protocol, implementation)
 
 
 def test_the_database_class_is_a_unit_of_work_runner() -> None:

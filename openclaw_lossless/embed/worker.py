@@ -84,8 +84,8 @@ class EmbeddingWorker:
         self.backlog_history = backlog_history  # the status page's last hour: sampled here once a minute
         # Extra threads only for the local model, the only provider whose work is this machine's cores.
         extra = min(drain_threads, os.cpu_count() or 1) - 1 if provider.identity.provider == "local" else 0
+        self._extra = extra
         self._helpers = ThreadPoolExecutor(extra, thread_name_prefix="lossless-embed-extra") if extra > 0 else None
-        self._extra = max(extra, 0)
         self.stats = WorkerStats()
         self._wake = threading.Event()
         self._stop = threading.Event()

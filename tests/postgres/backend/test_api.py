@@ -3,7 +3,6 @@ assignments below, and the test checks each call's parameters at run time (``tes
 
 from __future__ import annotations
 
-import inspect
 from types import ModuleType
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 from openclaw_lossless.store import api
 from openclaw_lossless.store.postgres import backlog, connection, message_days, messages, meta, migrations, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from tests.test_store_api import operations, shape
+from tests.test_store_api import assert_answers, operations
 
 _migrations: api.Migrations[Database] = migrations
 _sessions: api.Sessions[Connection] = sessions
@@ -30,10 +29,7 @@ IMPLEMENTATIONS: list[tuple[type[Any], ModuleType]] = [
 
 @pytest.mark.parametrize(("protocol", "implementation"), IMPLEMENTATIONS, ids=lambda x: getattr(x, "__name__", ""))
 def test_each_postgres_module_answers_every_call_of_its_protocol(protocol: type[Any], implementation: object) -> None:
-    for name, expected in operations(protocol).items():
-        function = getattr(implementation, name, None)
-        assert callable(function), f"{protocol.__name__}.{name} has no implementation in {implementation!r}"
-        assert shape(inspect.signature(function)) == shape(expected), f"{protocol.__name__}.{name} differs"
+    assert_answers(protocol, implementation)
 
 
 def test_the_database_class_is_a_unit_of_work_runner() -> None:
