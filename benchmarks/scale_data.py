@@ -33,9 +33,9 @@ from openclaw_lossless.capture.records import MessageRecord, canonical_json
 from openclaw_lossless.capture.text import descriptor_tokens, searchable_text, window_key
 from openclaw_lossless.embed.index import store_vectors
 from openclaw_lossless.embed.provider import Vectors
-from openclaw_lossless.store import messages
-from openclaw_lossless.store.connection import Connection, Database, open_connection
-from openclaw_lossless.store.sessions import SessionRef, ensure_session
+from openclaw_lossless.store.sqlite import messages
+from openclaw_lossless.store.sqlite.connection import Connection, Database, open_connection
+from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session
 
 AGENT = "bench"
 

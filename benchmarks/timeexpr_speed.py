@@ -1,7 +1,7 @@
 """What reading a message's time costs at capture: ``timeexpr.referenced`` per message, as commit runs it.
 
 Capture runs the English rules on every user and assistant message inside the commit transaction
-(``store/message_days.py``), where the budget is tens of microseconds a message. Measured on the LoCoMo
+(``store/sqlite/message_days.py``), where the budget is tens of microseconds a message. Measured on the LoCoMo
 turns (real chat, ~9 % of which name a time), on short messages without time words (the common case) and on
 long ones at the 4,000 characters capture reads, beside what the rest of capture (text, redaction, hash,
 importance) costs for the same messages. Each figure is the best of 5 passes (the machine may be busy; the
@@ -28,7 +28,7 @@ from benchmarks import machine  # noqa: E402
 from openclaw_lossless import timeexpr  # noqa: E402
 from openclaw_lossless.capture.records import CaptureOptions, capture  # noqa: E402
 from openclaw_lossless.capture.redact import build_redactor  # noqa: E402
-from openclaw_lossless.store.message_days import MAX_CHARS  # noqa: E402
+from openclaw_lossless.store.sqlite.message_days import MAX_CHARS  # noqa: E402
 
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 SAMPLE = REPO / "benchmarks" / "fixtures" / "locomo-format-sample.json"

@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 from openclaw_lossless.recall.assemble import AssembleResult, Recalled
 from openclaw_lossless.recall.scoring import Candidate
-from openclaw_lossless.store import agents
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite import agents
+from openclaw_lossless.store.sqlite.connection import Connection
 
 MAX_AGENTS = 10_000
 MAX_RECALLS = 64  # agents whose recalls are kept

@@ -28,7 +28,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
 from openclaw_lossless.prometheus import Exposition, RequestMetrics
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.connection import sqlite_module, translate_error
+from openclaw_lossless.store.sqlite.connection import sqlite_module, translate_error
 from openclaw_lossless.ui import install as install_ui
 from openclaw_lossless.ui import is_ui_path
 

@@ -58,7 +58,7 @@ from openclaw_lossless.cli_common import is_loopback as is_loopback  # re-export
 from openclaw_lossless.cli_maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
 from openclaw_lossless.cli_serve import cmd_mcp, cmd_model_fetch, cmd_serve
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
-from openclaw_lossless.store.connection import translate_error
+from openclaw_lossless.store.sqlite.connection import translate_error
 from openclaw_lossless.store_access import open_file_store
 
 # -- queries ------------------------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from openclaw_lossless.store.transfer import ExportScope, check_scope, export_store, write_jsonl
+    from openclaw_lossless.store.sqlite.transfer import ExportScope, check_scope, export_store, write_jsonl
 
     to_file = args.output not in (None, "-")
     exists = to_file and os.path.lexists(args.output) and not os.path.isdir(args.output)  # a directory: exit 1
@@ -219,7 +219,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         return _import_openclaw(args)
     settings = settings_of(args)
     with open_file_store(settings) as sidecar:
-        from openclaw_lossless.store.transfer import import_jsonl
+        from openclaw_lossless.store.sqlite.transfer import import_jsonl
 
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
             report: Any = import_jsonl(sidecar.db, Path(args.jsonl), sidecar.capture_options, bar.update)
@@ -390,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _database_errors() -> tuple[type[Exception], ...]:
     """The binding's DatabaseError (sqlean's is not the stdlib's), for the process edge."""
-    from openclaw_lossless.store.connection import sqlite_module
+    from openclaw_lossless.store.sqlite.connection import sqlite_module
 
     return (sqlite3.DatabaseError, sqlite_module().DatabaseError)
 

@@ -52,7 +52,7 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     def on_file() -> Any:
         from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse
         from openclaw_lossless.api.responses import wire
-        from openclaw_lossless.store import forget
+        from openclaw_lossless.store.sqlite import forget
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
@@ -116,7 +116,7 @@ def cmd_salvage(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from openclaw_lossless.api.responses import PrunedView, WouldPruneView, wire
-    from openclaw_lossless.store import archive
+    from openclaw_lossless.store.sqlite import archive
 
     settings = settings_of(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb

@@ -38,7 +38,7 @@ from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.metrics import LATENCY_BUCKETS
-from openclaw_lossless.store import archive, messages
+from openclaw_lossless.store.sqlite import archive, messages
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -16,8 +16,8 @@ from tqdm import tqdm
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import backlog, fulltext, messages, vectors
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sqlite import backlog, fulltext, messages, vectors
+from openclaw_lossless.store.sqlite.connection import Connection, Database
 
 FTS_BATCH = 5000
 

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.capture.records import CaptureOptions, canonical_json, storable
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store import meta, rewrite
-from openclaw_lossless.store.connection import Connection, Database, checkpoint_fully, set_secure_delete
+from openclaw_lossless.store.sqlite import meta, rewrite
+from openclaw_lossless.store.sqlite.connection import Connection, Database, checkpoint_fully, set_secure_delete
 
 if TYPE_CHECKING:
     from openclaw_lossless.sidecar import Sidecar

@@ -34,10 +34,10 @@ from openclaw_lossless.service.ingest import Ingest
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.service.status import Parts, Rebuild, Status
-from openclaw_lossless.store import message_days
-from openclaw_lossless.store.connection import Database, open_connection, sqlite_module, translate_error
-from openclaw_lossless.store.migrations import migrate
-from openclaw_lossless.store.term_stats import TermStats
+from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite.connection import Database, open_connection, sqlite_module, translate_error
+from openclaw_lossless.store.sqlite.migrations import migrate
+from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class Sidecar:
 
     def _backfill_days(self) -> None:
         """Read the days that messages stored before migration m008 refer to, a batch per write, in the
-        background (``store/message_days.py``): start-up never waits on it, and turns queue behind one batch."""
+        background (``store/sqlite/message_days.py``): start-up never waits on it, and turns queue behind one batch."""
         try:
             while not self._closing.is_set() and self.db.write(message_days.backfill_step):
                 self._closing.wait(DAYS_BACKFILL_PAUSE_S)

@@ -22,7 +22,7 @@ from openclaw_lossless.app import create_app, server_config
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 
 _WORD = re.compile(r"\w+")
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.store.agents import LAST_COMMITS_SQL
+from openclaw_lossless.store.sqlite.agents import LAST_COMMITS_SQL
 from tests.conversation import FACT, QUESTION, commit_body, conversation, history
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, live_sidecar, make_settings
 

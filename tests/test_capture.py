@@ -23,7 +23,7 @@ from openclaw_lossless.capture.text import (
     window_key,
 )
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 
 NEW_YEAR_2026 = 1767225600.0  # 2026-01-01T00:00:00Z

@@ -5,7 +5,7 @@ strings may hold lone surrogates), nulls and wrong types. Sent to ``commit-turn`
 sidecar, such a value is either stored, with a derived text and its original, or refused with 422 in the
 standard shape, and a refusal writes nothing at all (the database's fingerprint is unchanged). A success
 stores the whole request: every message sent, in order, but one that has the identity of a message stored
-before it (``store/messages.py``: content, or for an undated message of a turn, the turn's key and its
+before it (``store/sqlite/messages.py``: content, or for an undated message of a turn, the turn's key and its
 place). Each session here is new, so those are exactly the dated repeats within a turn, or any repeat
 within an ingest; and a message with text gets a non-empty derived text.
 """

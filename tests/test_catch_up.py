@@ -21,7 +21,7 @@ import pytest
 from openclaw_lossless.history import catchup
 from openclaw_lossless.history.gaps import find_gaps
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 from tests.test_history_import import AgentDatabase, Transcript, file_digests, legacy_sessions
 

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from openclaw_lossless.store.connection import Database
+from openclaw_lossless.store.sqlite.connection import Database
 
 CHUNK = 100_000
 

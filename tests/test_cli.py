@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openclaw_lossless.cli import main
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, live_sidecar, make_settings, run_cli, run_cli_json
 from tests.openclaw_state import use_linked_openclaw

@@ -20,7 +20,7 @@ from openclaw_lossless.cli import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import TABLE
 from openclaw_lossless.embed.local import LocalEmbedder
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import FACT, commit_body, conversation
 from tests.helpers import live_sidecar, make_settings
 

@@ -22,7 +22,7 @@ import pytest
 
 from openclaw_lossless.salvage.pages import PageFile, schema_roots
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings
 from tests.openclaw_state import linked_openclaw_home

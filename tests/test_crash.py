@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.reliability import SidecarProcess, record
 
 KILLS = 20

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import FACT, QUESTION, commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 from tests.reliability import record

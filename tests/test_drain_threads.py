@@ -19,7 +19,7 @@ from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import backlog
+from openclaw_lossless.store.sqlite import backlog
 from tests.helpers import make_settings
 
 TOPICS = ("the staging deploy", "my sister's wedding", "the garden beds", "a flaky test", "the tax return")

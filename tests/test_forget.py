@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.history import import_history
-from openclaw_lossless.store import archive
-from openclaw_lossless.store.transfer import ExportScope, export_store, import_jsonl, write_jsonl
+from openclaw_lossless.store.sqlite import archive
+from openclaw_lossless.store.sqlite.transfer import ExportScope, export_store, import_jsonl, write_jsonl
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings, run_cli
 from tests.test_history_import import Transcript
 from tests.test_history_import import write_jsonl as write_transcript

@@ -20,7 +20,7 @@ import pytest
 
 from openclaw_lossless.errors import NotFound
 from openclaw_lossless.history import discover, import_history, import_session
-from openclaw_lossless.store.connection import Connection, sqlite_module
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
 from tests.conversation import FACT, QUESTION
 from tests.helpers import LiveSidecar, db_fingerprint
 

@@ -327,7 +327,7 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
 ) -> None:
     """A full disk (or the sidecar closing) in the middle of writing an archive: the messages it was to hold
     stay in the store, and no half-written archive is left beside it."""
-    from openclaw_lossless.store.transfer import export_records as real
+    from openclaw_lossless.store.sqlite.transfer import export_records as real
 
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
     with live_sidecar(settings, HashEmbedder()) as server:
@@ -339,14 +339,14 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
                     raise OSError(28, "No space left on device")
                 yield record
 
-        monkeypatch.setattr("openclaw_lossless.store.archive.export_records", cut_short)
+        monkeypatch.setattr("openclaw_lossless.store.sqlite.archive.export_records", cut_short)
         with pytest.raises(OSError, match="No space"):
             server.sidecar.size_cap.check(force=True)
         assert server.client.get("/stats").json()["messages"] == 120
         assert list(settings.archive_dir.iterdir()) == []
-        monkeypatch.setattr("openclaw_lossless.store.archive.export_records", real)
+        monkeypatch.setattr("openclaw_lossless.store.sqlite.archive.export_records", real)
         server.sidecar.size_cap._closing.set()  # as close() does: a prune it interrupts ends quietly
-        monkeypatch.setattr("openclaw_lossless.store.archive.export_records", cut_short)
+        monkeypatch.setattr("openclaw_lossless.store.sqlite.archive.export_records", cut_short)
         server.sidecar.size_cap.check(force=True)
         assert list(settings.archive_dir.iterdir()) == []
         assert server.client.get("/stats").json()["messages"] == 120

@@ -20,7 +20,7 @@ from mcp_types import CallToolResult, TextContent
 from openclaw_lossless.config import Settings
 from openclaw_lossless.mcp_server import TOOL_NAME, MemorySearch
 from openclaw_lossless.sidecar import open_store
-from openclaw_lossless.store.connection import open_connection
+from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import FACT, commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, free_port, live_sidecar, make_settings
 

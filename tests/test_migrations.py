@@ -13,9 +13,9 @@ import pytest
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.salvage import salvage
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import migrations
-from openclaw_lossless.store.connection import Database, open_connection
-from openclaw_lossless.store.migrations import MIGRATIONS, migrate
+from openclaw_lossless.store.sqlite import migrations
+from openclaw_lossless.store.sqlite.connection import Database, open_connection
+from openclaw_lossless.store.sqlite.migrations import MIGRATIONS, migrate
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 
 TABLES = {

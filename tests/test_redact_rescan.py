@@ -24,9 +24,9 @@ from openclaw_lossless.cli import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.rescan import CURSOR_KEY, Rescan
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import archive
-from openclaw_lossless.store.connection import open_connection
-from openclaw_lossless.store.snapshots import CompactionRecord
+from openclaw_lossless.store.sqlite import archive
+from openclaw_lossless.store.sqlite.connection import open_connection
+from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings, run_cli, run_cli_json
 
 GITHUB = "ghp_R7x2Kq9Lm4Np8Vt3Wz6Yb1Cd5Ef0Gh2Ij4Kl"

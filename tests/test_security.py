@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from openclaw_lossless.cli import main
-from openclaw_lossless.store import archive
-from openclaw_lossless.store.connection import Database
-from openclaw_lossless.store.migrations import migrate
+from openclaw_lossless.store.sqlite import archive
+from openclaw_lossless.store.sqlite.connection import Database
+from openclaw_lossless.store.sqlite.migrations import migrate
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 from tests.reliability import SidecarProcess

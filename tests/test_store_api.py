@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.store import (
+from openclaw_lossless.store import api
+from openclaw_lossless.store.sqlite import (
     agents,
-    api,
     archive,
     backlog,
     checks,
@@ -34,8 +34,8 @@ from openclaw_lossless.store import (
     transfer,
     vectors,
 )
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.term_stats import TermStats
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 # Checked by mypy: each module (or object) is an implementation of its protocol for SQLite's types.
 _migrations: api.Migrations[Database] = migrations

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from openclaw_lossless.recall.assemble import LANE_DEPTH
-from openclaw_lossless.store.sessions import find_session, recall_scope
+from openclaw_lossless.store.sqlite.sessions import find_session, recall_scope
 from tests.conversation import QUESTION, commit_body, conversation
 from tests.helpers import LiveSidecar
 

@@ -13,8 +13,8 @@ import pytest
 
 from openclaw_lossless.recall.search import keyword_search
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sessions import Scope
-from openclaw_lossless.store.term_stats import TermStats
+from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.sqlite.term_stats import TermStats
 from tests.helpers import HashEmbedder, make_settings
 
 ALL = Scope(agent_ids=frozenset({"main"}))

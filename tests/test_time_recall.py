@@ -19,9 +19,9 @@ import pytest
 
 from openclaw_lossless.salvage import salvage
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import message_days, migrations
-from openclaw_lossless.store.connection import Database
-from openclaw_lossless.store.migrations import MIGRATIONS, migrate
+from openclaw_lossless.store.sqlite import message_days, migrations
+from openclaw_lossless.store.sqlite.connection import Database
+from openclaw_lossless.store.sqlite.migrations import MIGRATIONS, migrate
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, run_cli_json
 
 SAID = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)  # a Monday

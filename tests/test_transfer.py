@@ -16,7 +16,7 @@ import pytest
 
 from openclaw_lossless.capture.records import canonical_json
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.snapshots import CompactionRecord
+from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from tests.conversation import conversation
 from tests.helpers import make_settings, run_cli, run_cli_json
 

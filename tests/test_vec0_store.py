@@ -24,10 +24,10 @@ from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import vectors as stored
-from openclaw_lossless.store.connection import Database
-from openclaw_lossless.store.migrations import migrate
-from openclaw_lossless.store.sessions import Scope
+from openclaw_lossless.store.sqlite import vectors as stored
+from openclaw_lossless.store.sqlite.connection import Database
+from openclaw_lossless.store.sqlite.migrations import migrate
+from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.helpers import live_sidecar, make_settings
 
 RELEASE_STORE = Path(__file__).parent / "fixtures" / "store-0.1.0-int8-vectors.sqlite"

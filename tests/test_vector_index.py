@@ -21,8 +21,8 @@ from openclaw_lossless.embed.index import FORMAT_KEY, TABLE, VectorIndex
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.connection import open_connection
-from openclaw_lossless.store.sessions import Scope
+from openclaw_lossless.store.sqlite.connection import open_connection
+from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.helpers import HashEmbedder, live_sidecar, make_settings
 
 SUBJECTS = ["the deploy", "my sister's wedding", "the postgres migration", "our trip to Lisbon", "the invoice",

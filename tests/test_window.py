@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from openclaw_lossless.cli import main
 from openclaw_lossless.recall.search import MAX_QUERY_TERMS, fts_query
 from openclaw_lossless.recall.window import Descriptor, query_text, window_start
-from openclaw_lossless.store.connection import Connection, Database, open_connection
-from openclaw_lossless.store.migrations import migrate
+from openclaw_lossless.store.sqlite.connection import Connection, Database, open_connection
+from openclaw_lossless.store.sqlite.migrations import migrate
 from tests.helpers import HashEmbedder, LiveSidecar
 
 

@@ -23,7 +23,7 @@ from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.catchup_report import CatchUpReport
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store import agents
+from openclaw_lossless.store.sqlite import agents
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 

@@ -40,7 +40,7 @@ class MessageRecord:
     """One message as the store keeps it; ``dated`` says whether ``created_at`` is the host's own stamp.
 
     A message the host did not date (or dated unreadably) gets the time of capture instead, and the store
-    identifies such a message of a turn by its place in the turn (``store/messages.turn_identities``): the record
+    identifies such a message of a turn by its place in the turn (``store/sqlite/messages.turn_identities``): the record
     carries that fact, so the store never reads the host's message again to find it out.
     """
 

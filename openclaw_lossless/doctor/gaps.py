@@ -16,7 +16,7 @@ from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.history.gaps import GapReport, find_gaps
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.connection import open_connection, sqlite_module
+from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_module
 
 CHECK = "transcript-gaps"
 SESSIONS_SHOWN = 50  # doctor --json lists at most this many sessions (the report says how many there are)

@@ -21,10 +21,10 @@ from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store import checks, messages, vectors
-from openclaw_lossless.store.connection import Connection, open_connection, sqlite_module, translate_error
-from openclaw_lossless.store.forget import forgotten_count, resurrected
-from openclaw_lossless.store.migrations import MIGRATIONS
+from openclaw_lossless.store.sqlite import checks, messages, vectors
+from openclaw_lossless.store.sqlite.connection import Connection, open_connection, sqlite_module, translate_error
+from openclaw_lossless.store.sqlite.forget import forgotten_count, resurrected
+from openclaw_lossless.store.sqlite.migrations import MIGRATIONS
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
 # About 20 s of the local model's work (48 msg/s on one core): a backlog beyond it leaves recall without those
@@ -156,7 +156,7 @@ def _integrity(conn: Connection) -> Finding:
 
 
 def _fts(conn: Connection) -> Finding:
-    """FTS5's own check against the content table (``store/checks.fts_problem``: it writes nothing)."""
+    """FTS5's own check against the content table (``store/sqlite/checks.fts_problem``: it writes nothing)."""
     stored = messages.count(conn)
     problem = checks.fts_problem(conn)
     if problem is not None:
@@ -167,7 +167,7 @@ def _fts(conn: Connection) -> Finding:
 
 
 def _forgotten(conn: Connection) -> Finding:
-    """No message a tombstone names is stored again (``store/forget.py``): forgetting held."""
+    """No message a tombstone names is stored again (``store/sqlite/forget.py``): forgetting held."""
     if not checks.has_table(conn, "forgotten"):
         return Finding("forgotten", True, "nothing forgotten yet")
     back = resurrected(conn)

@@ -1,6 +1,6 @@
 """Message vectors: int8 codes persisted in a sqlite-vec table, searched from compact in-memory arrays.
 
-SQLite is the source of truth: ``message_vectors`` (``store/vectors.py``, a ``vec0`` table any SQLite shell
+SQLite is the source of truth: ``message_vectors`` (``store/sqlite/vectors.py``, a ``vec0`` table any SQLite shell
 with sqlite-vec can search) holds each message's int8 codes and scale (``quantize.py`` says why int8 keeps
 the ranking) and its session. The in-memory ``VectorIndex`` is a cache of that table, loaded at start and
 appended to by the backlog worker after each committed batch.
@@ -28,11 +28,11 @@ import numpy.typing as npt
 
 from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
-from openclaw_lossless.store import agents as store_agents
-from openclaw_lossless.store import backlog, meta
-from openclaw_lossless.store import vectors as stored
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.sessions import Scope
+from openclaw_lossless.store.sqlite import agents as store_agents
+from openclaw_lossless.store.sqlite import backlog, meta
+from openclaw_lossless.store.sqlite import vectors as stored
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.sessions import Scope
 
 IDENTITY_KEY = "embedding.identity"
 FORMAT_KEY = "embedding.format"
@@ -194,7 +194,7 @@ class VectorIndex:
             self._slots[self._ids[: self._size][gone]] = -1
 
     def forget_ids(self, ids: Sequence[int]) -> None:
-        """Forget these messages (``store/forget.py``): their codes are zeroed and their slots match no scope."""
+        """Forget these messages (``store/sqlite/forget.py``): their codes are zeroed and their slots match no scope."""
         with self._lock:
             known = [int(i) for i in ids if 0 <= int(i) < len(self._slots) and self._slots[int(i)] >= 0]
             slots = self._slots[known]

@@ -33,8 +33,8 @@ from openclaw_lossless.embed.index import VectorIndex, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
 from openclaw_lossless.last_hour import BacklogWindow
-from openclaw_lossless.store import backlog, messages
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sqlite import backlog, messages
+from openclaw_lossless.store.sqlite.connection import Connection, Database
 
 log = logging.getLogger(__name__)
 
@@ -300,5 +300,5 @@ def _model_key(identity: ProviderIdentity) -> backlog.ModelKey:
 
 
 def backlog_size(conn: Connection) -> int:
-    """Messages waiting to be embedded (``store/backlog.size``; kept here for the modules that report it)."""
+    """Messages waiting to be embedded (``store/sqlite/backlog.size``; kept here for the modules that report it)."""
     return backlog.size(conn)

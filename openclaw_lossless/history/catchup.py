@@ -46,10 +46,10 @@ from openclaw_lossless.history.importer import import_history
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.imported import newest_time
-from openclaw_lossless.store.messages import newest_window_keys
-from openclaw_lossless.store.sessions import agent_ids, agent_of, find_session, parent_key
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.imported import newest_time
+from openclaw_lossless.store.sqlite.messages import newest_window_keys
+from openclaw_lossless.store.sqlite.sessions import agent_ids, agent_of, find_session, parent_key
 
 log = logging.getLogger(__name__)
 

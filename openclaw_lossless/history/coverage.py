@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.imported import first_contact, held_session_ids
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.imported import first_contact, held_session_ids
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from openclaw_lossless.history.entries import (
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.history.transcript_only import transcript_only
-from openclaw_lossless.store import imported, messages, meta, snapshots
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.sessions import SessionRef, ensure_session
+from openclaw_lossless.store.sqlite import imported, messages, meta, snapshots
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session
 
 CURSOR_PREFIX = "import.cursor."
 COMPACTION_PREFIX = "import.compaction."

@@ -43,10 +43,10 @@ from openclaw_lossless.history.readers import (
 from openclaw_lossless.history.sources import Source, discover, is_identifier
 from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store import counts
-from openclaw_lossless.store.connection import Connection, sqlite_module
-from openclaw_lossless.store.imported import keys_and_times
-from openclaw_lossless.store.sessions import find_session
+from openclaw_lossless.store.sqlite import counts
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.store.sqlite.imported import keys_and_times
+from openclaw_lossless.store.sqlite.sessions import find_session
 
 
 @dataclass

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from openclaw_lossless.capture.records import MessageRecord
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.imported import with_window_keys
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.imported import with_window_keys
 
 MARK_FIELDS = ("toolCallId", "idempotencyKey", "responseId")
 

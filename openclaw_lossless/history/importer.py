@@ -18,7 +18,7 @@ from openclaw_lossless.history.sources import (
     is_identifier,
     relative_path,
 )
-from openclaw_lossless.store.sessions import find_session
+from openclaw_lossless.store.sqlite.sessions import find_session
 
 Progress = Callable[[int, int], object]  # (entries done, entries planned); what it returns is ignored
 

@@ -18,7 +18,7 @@ from openclaw_lossless.history.entries import entry_kind, parse_entry, session_k
 from openclaw_lossless.history.feed import BATCH, Feed, load_cursor, save_cursor
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import Source, SourceReport, is_identifier
-from openclaw_lossless.store.connection import Connection, sqlite_module
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
 
 _TAIL_BYTES = 64
 # Whether to read a session: (agent id, session id, the key OpenClaw recorded or None, when OpenClaw created

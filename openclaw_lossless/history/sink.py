@@ -12,7 +12,7 @@ from typing import Protocol
 
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.connection import Database
+from openclaw_lossless.store.sqlite.connection import Database
 
 
 class Sink(Protocol):

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from openclaw_lossless.capture.text import window_key
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.imported import keys_under, mark_all
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.imported import keys_under, mark_all
 
 PREFIX = "skipped.heartbeat."
 

@@ -40,10 +40,17 @@ from openclaw_lossless.recall.query import Query, QueryVectors, combine
 from openclaw_lossless.recall.scoring import Candidate, score
 from openclaw_lossless.recall.search import fts_query, keyword_search
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
-from openclaw_lossless.store import messages
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import DEFAULT_AGENT, Scope, SessionRef, agent_of, find_session, recall_scope
-from openclaw_lossless.store.term_stats import TermStats
+from openclaw_lossless.store.sqlite import messages
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import (
+    DEFAULT_AGENT,
+    Scope,
+    SessionRef,
+    agent_of,
+    find_session,
+    recall_scope,
+)
+from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 LANE_DEPTH = 100
 LANE_THREADS = 4  # vector lanes running at once, beside their requests' keyword lanes

@@ -11,10 +11,10 @@ import re
 import time
 from dataclasses import dataclass
 
-from openclaw_lossless.store import fulltext
-from openclaw_lossless.store.connection import Connection, sqlite_module
-from openclaw_lossless.store.sessions import Scope
-from openclaw_lossless.store.term_stats import TermStats
+from openclaw_lossless.store.sqlite import fulltext
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -200,7 +200,7 @@ def keyword_search(
 ) -> list[KeywordHit]:
     """Best BM25 matches in scope; raises TimeoutError when ``deadline`` (monotonic) passes first.
 
-    With ``terms``, words too common to rank over the whole history are left out (``store/term_stats.py``).
+    With ``terms``, words too common to rank over the whole history are left out (``store/sqlite/term_stats.py``).
     """
     expression = fts_query(text)
     if expression is None or k <= 0:

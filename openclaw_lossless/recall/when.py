@@ -3,7 +3,7 @@
 A question names time as people do ("what did I do last Saturday?", "when did Melanie go camping in June?",
 "when did Caroline go to the support group?"). Read against "now" (the assemble request's), its expressions
 become day ranges (``timeexpr``); a candidate matches when it was written on one of those days or refers to
-one (``store/message_days.py``: "last Saturday" said on 8 May 2023 refers to 6 May). A question that asks
+one (``store/sqlite/message_days.py``: "last Saturday" said on 8 May 2023 refers to 6 May). A question that asks
 *when* but names no day ("when did ...") is answered by a message that says when: a candidate that refers to
 any day matches. A match multiplies the candidate's score (and its prompt score) by ``1 + recall_time_boost``:
 a bounded nudge that reorders near-ties, never a lane of its own that could bring in an unrelated message
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from openclaw_lossless import timeexpr
 from openclaw_lossless.recall.scoring import Candidate
-from openclaw_lossless.store import message_days
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.messages import StoredMessage
+from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.messages import StoredMessage
 from openclaw_lossless.timeexpr import DayRange
 from openclaw_lossless.timeexpr.days import day_of
 

@@ -25,10 +25,10 @@ from typing import Any
 from openclaw_lossless.embed.index import IDENTITY_KEY
 from openclaw_lossless.errors import BadRequest, StoreCorrupt
 from openclaw_lossless.salvage.pages import DamagedPage, PageFile, Row, schema_roots
-from openclaw_lossless.store import message_days
-from openclaw_lossless.store.connection import Connection, Database, checkpoint_fully
-from openclaw_lossless.store.migrations import migrate
-from openclaw_lossless.store.rebuild import (
+from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite.connection import Connection, Database, checkpoint_fully
+from openclaw_lossless.store.sqlite.migrations import migrate
+from openclaw_lossless.store.sqlite.rebuild import (
     add_placeholder_sessions,
     allow_dangling_references,
     insert_rows,

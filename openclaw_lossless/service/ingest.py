@@ -27,9 +27,9 @@ from openclaw_lossless.history.feed import claim_imported
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.size_cap import SizeCap
-from openclaw_lossless.store import messages, snapshots, subagents
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.sessions import (
+from openclaw_lossless.store.sqlite import messages, snapshots, subagents
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.sessions import (
     agent_of,
     check_identifier,
     ensure_session,

@@ -21,9 +21,9 @@ from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult, Recalled
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store import messages, snapshots
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.sessions import (
+from openclaw_lossless.store.sqlite import messages, snapshots
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.sessions import (
     Scope,
     agent_ids,
     agent_of,
@@ -34,8 +34,8 @@ from openclaw_lossless.store.sessions import (
     session_by_rowid,
     session_ids,
 )
-from openclaw_lossless.store.snapshots import CompactionListed, CompactionPoint, Snapshot
-from openclaw_lossless.store.timeline import SessionSummary, Timeline, Window, read_timeline, session_summaries
+from openclaw_lossless.store.sqlite.snapshots import CompactionListed, CompactionPoint, Snapshot
+from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window, read_timeline, session_summaries
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.metrics import Metrics
-from openclaw_lossless.store import archive
-from openclaw_lossless.store.connection import Database
-from openclaw_lossless.store.term_stats import TermStats
+from openclaw_lossless.store.sqlite import archive
+from openclaw_lossless.store.sqlite.connection import Database
+from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
-from openclaw_lossless.store import archive, counts, snapshots
-from openclaw_lossless.store.connection import Database, translate_error
+from openclaw_lossless.store.sqlite import archive, counts, snapshots
+from openclaw_lossless.store.sqlite.connection import Database, translate_error
 
 
 @dataclass(frozen=True)

@@ -34,21 +34,21 @@ import numpy as np
 import numpy.typing as npt
 
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
-from openclaw_lossless.store.archive import Pruned, WouldPrune
-from openclaw_lossless.store.counts import StoreCounts
-from openclaw_lossless.store.forget import ForgettingIndex, Forgotten, Selector
-from openclaw_lossless.store.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
-from openclaw_lossless.store.sessions import Scope, SessionRef
-from openclaw_lossless.store.snapshots import (
+from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
+from openclaw_lossless.store.sqlite.counts import StoreCounts
+from openclaw_lossless.store.sqlite.forget import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
+from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
+from openclaw_lossless.store.sqlite.snapshots import (
     Compaction,
     CompactionListed,
     CompactionPoint,
     CompactionRecord,
     Snapshot,
 )
-from openclaw_lossless.store.timeline import SessionSummary, Timeline, Window
-from openclaw_lossless.store.transfer import ExportScope, ImportReport
-from openclaw_lossless.store.vectors import StoredVectors
+from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
+from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
+from openclaw_lossless.store.sqlite.vectors import StoredVectors
 from openclaw_lossless.timeexpr.days import DayRange
 
 C = TypeVar("C", contravariant=True)  # the backend's connection, as the caller's unit of work hands it over
@@ -222,7 +222,7 @@ class MessageReads(Protocol[C]):
 
 
 class Messages(MessageWrites[C], MessageReads[C], Protocol[C]):
-    """``store/messages.py``: both halves."""
+    """``store/sqlite/messages.py``: both halves."""
 
 
 # -- search lanes: keywords, days --------------------------------------------------------------------------------

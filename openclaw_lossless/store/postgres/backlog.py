@@ -8,7 +8,7 @@ therefore never hold the same row. ``remove`` (in the transaction storing the ve
 row; a worker killed mid-batch stores nothing and removes nothing, and once its lease ends another takes the
 rows. A message is embedded twice at worst (a batch outliving its lease), never lost.
 
-``oldest`` is the SQLite module's call (``store/backlog.py``) with this process as the worker and the
+``oldest`` is the SQLite module's call (``store/sqlite/backlog.py``) with this process as the worker and the
 default lease, so the embedding worker can call either backend alike.
 """
 

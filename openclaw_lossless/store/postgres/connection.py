@@ -5,7 +5,7 @@ CONFLICT``), and several sidecars write to one database at once anyway, so seria
 behind a lock would buy nothing. ``Database.write`` runs a unit of work in one transaction on a pooled
 connection; a serialisation failure or a deadlock (the server rolled the whole transaction back) is retried
 here with the same work, so the hook never sees one. Every other server error is translated into the
-project's error tree (``errors.py``), as ``store/connection.py`` does for SQLite: a full disk is 507, an
+project's error tree (``errors.py``), as ``store/sqlite/connection.py`` does for SQLite: a full disk is 507, an
 unreachable or restarting server 503 (retryable: a replayed turn is answered ``duplicate`` if it had landed).
 
 Reads use a second pool in autocommit mode: each statement sees everything committed before it, by any

@@ -1,6 +1,6 @@
 """The days each message refers to, on PostgreSQL: written at capture in the commit's transaction.
 
-The rules (which roles, how much text, ``timeexpr``) are the SQLite module's (``store/message_days.py``); a
+The rules (which roles, how much text, ``timeexpr``) are the SQLite module's (``store/sqlite/message_days.py``); a
 message's rows go with it (``ON DELETE CASCADE``). The background backfill keeps SQLite's rule (newest first, a
 batch per write transaction, a cursor in ``meta``) for stores filled without reading days (a copy from
 another backend); two sidecars stepping at once read a batch twice at worst and store each day once.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openclaw_lossless import timeexpr
-from openclaw_lossless.store.message_days import BACKFILL_BATCH, BACKFILL_KEY, MAX_CHARS, ROLES
 from openclaw_lossless.store.postgres import meta
 from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.sqlite.message_days import BACKFILL_BATCH, BACKFILL_KEY, MAX_CHARS, ROLES
 from openclaw_lossless.timeexpr import DayRange
 
 

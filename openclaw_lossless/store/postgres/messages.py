@@ -1,4 +1,4 @@
-"""Messages and turns on PostgreSQL: the SQLite module's calls (``store/messages.py``) for several sidecars.
+"""Messages and turns on PostgreSQL: the SQLite module's calls (``store/sqlite/messages.py``) for several sidecars.
 
 A committed turn is one transaction: its advancement key, every message it carries, their days, and their
 places on the embedding backlog. The key is committed once across every sidecar sharing the store: the
@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from openclaw_lossless.capture.records import MessageRecord, canonical_json
-from openclaw_lossless.store.messages import (
+from openclaw_lossless.store.postgres import message_days
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.sqlite.messages import (
     Around,
     CommitStatus,
     MessageView,
@@ -31,9 +33,7 @@ from openclaw_lossless.store.messages import (
     _turn_identity,
     message_view,
 )
-from openclaw_lossless.store.postgres import message_days
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sessions import Scope, SessionRef
+from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 _COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
 _NEIGHBOUR = "id, role, kind, created_at, text, session_rowid, agent_id, cites, importance, window_key"
@@ -215,7 +215,7 @@ def commit_turn(
 
 def claim_imported(conn: Connection, session: SessionRef, record: MessageRecord, turn_rowid: int) -> bool:
     """An undated message of a turn that the import already stored: claim that copy for the turn instead
-    (``store/messages.claim_imported`` says why). The candidates are locked, so two sidecars committing
+    (``store/sqlite/messages.claim_imported`` says why). The candidates are locked, so two sidecars committing
     two turns never claim one copy twice: the second re-reads it claimed and skips it."""
     rows = conn.execute(
         "SELECT id, original FROM messages WHERE session_rowid = %s AND turn_rowid IS NULL AND role = %s"

@@ -1,4 +1,4 @@
-"""The ``meta`` table on PostgreSQL: small named values the store keeps about itself (``store/meta.py``)."""
+"""The ``meta`` table on PostgreSQL: small named values the store keeps about itself (``store/sqlite/meta.py``)."""
 
 from __future__ import annotations
 

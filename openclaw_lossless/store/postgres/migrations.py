@@ -1,6 +1,6 @@
 """The PostgreSQL schema: ordered named migrations, applied once however many sidecars start at the same moment.
 
-The tables mirror the SQLite store's (``store/migrations.py``, m001-m009) with PostgreSQL's own means:
+The tables mirror the SQLite store's (``store/sqlite/migrations.py``, m001-m009) with PostgreSQL's own means:
 
 - ids are ``bigint`` identities (an import may still insert explicit ids); times stay ``double precision``
   epoch seconds, the values SQLite stores, so both backends hand callers the same numbers;

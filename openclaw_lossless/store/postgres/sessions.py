@@ -1,4 +1,4 @@
-"""Sessions on PostgreSQL: the SQLite module's calls (``store/sessions.py``), safe with several sidecars.
+"""Sessions on PostgreSQL: the SQLite module's calls (``store/sqlite/sessions.py``), safe with several sidecars.
 
 What is not SQL (``SessionRef``, ``Scope``, ``agent_of``, ``check_identifier``) is the SQLite module's, shared.
 Two sidecars seeing a session for the first time at the same moment get one row: the insert yields to the
@@ -11,7 +11,7 @@ import time
 
 from openclaw_lossless.errors import NotFound
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sessions import Scope, SessionRef, agent_of, check_identifier
+from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef, agent_of, check_identifier
 
 _COLUMNS = "id, session_id, session_key, agent_id"
 

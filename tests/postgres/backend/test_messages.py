@@ -16,13 +16,13 @@ import pytest
 
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import Redactor
-from openclaw_lossless.store import messages as sqlite_messages
-from openclaw_lossless.store import migrations as sqlite_migrations
-from openclaw_lossless.store import sessions as sqlite_sessions
-from openclaw_lossless.store.connection import Database as SqliteDatabase
-from openclaw_lossless.store.migrations import DATE_TERMS
 from openclaw_lossless.store.postgres import backlog, message_days, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.sqlite import messages as sqlite_messages
+from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
+from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
+from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
+from openclaw_lossless.store.sqlite.migrations import DATE_TERMS
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together

@@ -1,6 +1,6 @@
 """Export: the store read out as JSONL lines, messages first, then the records that point into them.
 
-The file's layout and why it is so are in this package's docstring (``store/transfer/__init__.py``).
+The file's layout and why it is so are in this package's docstring (``store/sqlite/transfer/__init__.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 FORMAT = "openclaw-lossless/v1"
 

@@ -6,7 +6,7 @@ cursor) names the key and never writes SQL for it.
 
 from __future__ import annotations
 
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 
 def get(conn: Connection, key: str) -> str | None:

@@ -19,12 +19,12 @@ from typing import Literal
 
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.forget import honour
-from openclaw_lossless.store.messages import insert_row, is_forgotten, queue_for_embedding
-from openclaw_lossless.store.sessions import SessionRef, ensure_session, find_session
-from openclaw_lossless.store.subagents import outcome_identity
-from openclaw_lossless.store.transfer.lines import (
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.forget import honour
+from openclaw_lossless.store.sqlite.messages import insert_row, is_forgotten, queue_for_embedding
+from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session, find_session
+from openclaw_lossless.store.sqlite.subagents import outcome_identity
+from openclaw_lossless.store.sqlite.transfer.lines import (
     CompactionLine,
     ForgottenLine,
     Line,
@@ -63,7 +63,7 @@ class ImportReport:
     snapshots: int = 0
     subagent_links: int = 0
     tombstones: int = 0  # forgotten messages' identities the file carried and the store did not hold yet
-    forgotten: int = 0  # message lines not imported: they were forgotten (``store/forget.py``)
+    forgotten: int = 0  # message lines not imported: they were forgotten (``store/sqlite/forget.py``)
     already_present: int = 0
     conflicts: int = 0  # a snapshot name or a child's link the store holds with other content: the store's kept
     malformed: int = 0

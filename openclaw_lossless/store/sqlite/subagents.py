@@ -18,10 +18,10 @@ from typing import Any
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.capture.text import descriptor_text
-from openclaw_lossless.store import message_days
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.messages import is_forgotten, queue_for_embedding
-from openclaw_lossless.store.sessions import (
+from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.messages import is_forgotten, queue_for_embedding
+from openclaw_lossless.store.sqlite.sessions import (
     SessionRef,
     agent_of,
     latest_session_for_key,

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.store import vectors
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sqlite import vectors
+from openclaw_lossless.store.sqlite.connection import Connection, Database
 
 EXCERPT_CHARS = 80
 _WORD = re.compile(r"\w+", re.UNICODE)

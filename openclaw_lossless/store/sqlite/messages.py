@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from openclaw_lossless.capture.records import MessageRecord, canonical_json
-from openclaw_lossless.store import message_days
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import Scope, SessionRef
+from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 CommitStatus = Literal["committed", "duplicate"]
 
@@ -84,7 +84,7 @@ def insert_row(
     """Insert one message unless its session already holds one of that identity; its id, or None then.
 
     ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded.
-    A forgotten message (``store/forget.py``) is never stored again, whichever way it comes back.
+    A forgotten message (``store/sqlite/forget.py``) is never stored again, whichever way it comes back.
     """
     if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sqlite.connection import Connection, Database
 
 
 def table_columns(conn: Connection, table: str) -> list[tuple[Any, ...]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from openclaw_lossless.store import snapshots
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import SessionRef
+from openclaw_lossless.store.sqlite import snapshots
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import SessionRef
 
 # -- sessions and messages -----------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openclaw_lossless import timeexpr
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.timeexpr import DayRange
 
 ROLES = frozenset({"user", "assistant"})

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from openclaw_lossless.errors import SchemaTooNew
-from openclaw_lossless.store.connection import Connection, Database
+from openclaw_lossless.store.sqlite.connection import Connection, Database
 
 Migration = Callable[[Connection], None]
 
@@ -240,7 +240,7 @@ def m005_messages_scope_index(conn: Connection) -> None:
     """A covering index from a message's id to its scope: agent and session.
 
     Why: the keyword lane ranks every message holding the query's words (up to 10,000 under the term limit,
-    ``store/term_stats.py``) and keeps those in the recall scope. Checked against the table, each match loads
+    ``store/sqlite/term_stats.py``) and keeps those in the recall scope. Checked against the table, each match loads
     its message's row, text and all (a page or more apiece), so at 100,000 messages the scope check took as
     long as the BM25 ranking itself (p95 15 ms of the lane's 21). This index holds only the id, agent and
     session, ~20 bytes a message, and its pages stay in cache: the same check takes p95 3-4 ms.
@@ -289,7 +289,7 @@ def m008_message_days(conn: Connection) -> None:
     """The days each message refers to ("last Saturday" said on 8 May 2023: 6 May), read at capture.
 
     Why: a question that names a time ("what did I do last Saturday?", "in May") and the message that says
-    what happened then rarely share a date's words; ``store/message_days.py`` keeps each user and assistant
+    what happened then rarely share a date's words; ``store/sqlite/message_days.py`` keeps each user and assistant
     message's referenced day ranges (days since 1970-01-01, UTC) so recall can weigh a candidate whose days
     match the question's. Keyed by message, so recall reads a few hundred candidates' rows by primary key; a
     trigger drops a message's rows when the message is deleted (forget, archive).
@@ -320,7 +320,7 @@ DEFAULT_DIMENSION = 384  # the default local model's (all-MiniLM-L6-v2)
 
 
 def m009_vectors_in_vec0(conn: Connection) -> None:
-    """The message vectors become a sqlite-vec ``vec0`` table (``store/vectors.py``), keeping every vector.
+    """The message vectors become a sqlite-vec ``vec0`` table (``store/sqlite/vectors.py``), keeping every vector.
 
     Why: the store is meant to be searchable by other tools with sqlite-vec (``MATCH ... AND k = 10`` in any
     SQLite shell), and the int8 codes had been kept in an ordinary table that sqlite-vec cannot search.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 # (provider, model, variant, dimension): the embedder a cached vector came from
 ModelKey = tuple[str, str, str, int]

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.messages import MessageView, message_view
-from openclaw_lossless.store.sessions import SessionRef
-from openclaw_lossless.store.snapshots import CompactionMark
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.messages import MessageView, message_view
+from openclaw_lossless.store.sqlite.sessions import SessionRef
+from openclaw_lossless.store.sqlite.snapshots import CompactionMark
 
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 NO_MESSAGE = 0  # where a compaction or snapshot of a session that held no message yet sits: before every one

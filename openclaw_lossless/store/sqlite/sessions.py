@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from openclaw_lossless.errors import BadRequest, InvalidSessionKey, NotFound
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 DEFAULT_AGENT = "main"
 _SESSION_KEY = re.compile(r"^agent:([A-Za-z0-9][A-Za-z0-9_.\-]{0,127}):\S.*$", re.S)

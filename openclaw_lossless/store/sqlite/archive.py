@@ -2,7 +2,7 @@
 
 When the database outgrows its limit, its oldest messages are first written, with their full original
 objects and metadata, to a gzip-compressed JSONL file next to the database (fsynced), and only then removed
-from the hot store in one transaction. The archive is a normal export (``store/transfer/``): ``import --jsonl``
+from the hot store in one transaction. The archive is a normal export (``store/sqlite/transfer/``): ``import --jsonl``
 brings it back.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from openclaw_lossless.store import vectors
-from openclaw_lossless.store.connection import Connection, Database
-from openclaw_lossless.store.transfer import export_records
+from openclaw_lossless.store.sqlite import vectors
+from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.transfer import export_records
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
 MAX_ROUNDS = 4

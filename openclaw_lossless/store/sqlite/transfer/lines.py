@@ -1,4 +1,4 @@
-"""A line of an export file (``store/transfer/``) → a checked record, ready to write; None when malformed.
+"""A line of an export file (``store/sqlite/transfer/``) → a checked record, ready to write; None when malformed.
 
 Import treats a file as untrusted input, and this is its capture step, run before any write. A message
 line's message goes through ``capture`` as if it had been committed over HTTP: its searchable text is derived
@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 from openclaw_lossless.capture.importance import label_for
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, canonical_json, capture, storable
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.sessions import agent_of, check_identifier
-from openclaw_lossless.store.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
-from openclaw_lossless.store.subagents import outcome_identity
+from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
+from openclaw_lossless.store.sqlite.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
+from openclaw_lossless.store.sqlite.subagents import outcome_identity
 
 _REQUIRED = ("id", "sessionId", "role", "createdAt", "message", "text", "contentHash", "windowKey", "tokens")
 _MAX_INT = 2**63 - 1  # SQLite's INTEGER
@@ -77,7 +77,7 @@ class CompactionLine:
     summary: str | None
     reason: str | None
     last_message_id: int | None
-    status: str  # compacted, failed, skipped, not-compacted (store/snapshots.py)
+    status: str  # compacted, failed, skipped, not-compacted (store/sqlite/snapshots.py)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class LinkLine:
 
 @dataclass(frozen=True)
 class ForgottenLine:
-    """A tombstone (``store/forget.py``): a forgotten message's identity in its session, never its text."""
+    """A tombstone (``store/sqlite/forget.py``): a forgotten message's identity in its session, never its text."""
 
     session_id: str
     content_hash: bytes

@@ -6,7 +6,7 @@ without writing to a store that may be damaged or newer than this version, is th
 
 from __future__ import annotations
 
-from openclaw_lossless.store.connection import Connection, sqlite_module
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
 
 
 def library_versions() -> tuple[str, str]:

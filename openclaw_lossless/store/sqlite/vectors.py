@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 TABLE = "message_vectors"
 # The vec0 rowids table: one ordinary row per stored vector whose rowid is the message id (its ``id`` column is

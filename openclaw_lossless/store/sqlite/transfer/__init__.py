@@ -22,7 +22,7 @@ The package splits the job by direction: ``lines.py`` checks and captures one li
 reads the store out as lines, and ``importing.py`` writes checked lines back into a store.
 """
 
-from openclaw_lossless.store.transfer.export import (
+from openclaw_lossless.store.sqlite.transfer.export import (
     FORMAT,
     ExportScope,
     check_scope,
@@ -30,7 +30,7 @@ from openclaw_lossless.store.transfer.export import (
     export_store,
     write_jsonl,
 )
-from openclaw_lossless.store.transfer.importing import BATCH, ImportReport, Unreadable, import_jsonl
+from openclaw_lossless.store.sqlite.transfer.importing import BATCH, ImportReport, Unreadable, import_jsonl
 
 __all__ = [
     "BATCH",

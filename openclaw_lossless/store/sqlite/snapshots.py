@@ -17,8 +17,8 @@ from typing import Any
 
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.errors import InvalidName
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import SessionRef
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import SessionRef
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 

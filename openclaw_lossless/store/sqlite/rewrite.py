@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from openclaw_lossless.store import message_days, vectors
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite import message_days, vectors
+from openclaw_lossless.store.sqlite.connection import Connection
 
 Row = tuple[Any, ...]
 

@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 DEFAULT_LIMIT = 5000
 CACHE_TERMS = 20000

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from openclaw_lossless.store.connection import Connection
-from openclaw_lossless.store.sessions import Scope
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import Scope
 
 
 def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k: int) -> list[tuple[int, float]]:

@@ -6,7 +6,7 @@ answer them is the store's business, so the SQL stays here.
 
 from __future__ import annotations
 
-from openclaw_lossless.store.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection
 
 # Per session, its newest turn through ``turns_by_session`` (session_rowid, id): one index seek a session, so
 # the cost grows with the number of sessions, not with the turns ever stored. The outer scan reads the
