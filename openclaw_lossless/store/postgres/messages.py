@@ -35,6 +35,7 @@ from openclaw_lossless.store.sqlite.messages import (
 )
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
+ID_ORDER_LOCK = 0x6C6F73736C657331  # a transaction-level advisory lock every message insert holds until commit
 _COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
 _NEIGHBOUR = "id, role, kind, created_at, text, session_rowid, agent_id, cites, importance, window_key"
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
@@ -61,6 +62,18 @@ def pg_text(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
+def hold_id_order(conn: Connection) -> None:
+    """Make this transaction's new message ids visible only after every lower one.
+
+    Why: PostgreSQL hands out a sequence value at insert, not at commit, so with two writers a lower id could
+    become visible after a higher one, and a reader that keeps "every id above the last one I saw" (the term
+    statistics' cache, the keyword lane's ``after``) would skip it for ever. Holding one advisory lock from
+    the first message insert to the commit orders the writers as SQLite's single writer does; a turn holds it
+    for the few milliseconds of its own statements, and the lock is released by the commit or rollback.
+    """
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (ID_ORDER_LOCK,))
+
+
 def insert_records(
     conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
 ) -> list[int]:
@@ -75,6 +88,7 @@ def insert_records(
     batch = list(records)
     if not batch:
         return []
+    hold_id_order(conn)
     rows = conn.execute(
         f"WITH input AS (SELECT * FROM unnest({_BATCH_ARRAYS}) WITH ORDINALITY AS i({', '.join(_BATCH)}, position)),"
         " stored AS (INSERT INTO messages (session_rowid, agent_id, turn_rowid, stored_at,"
@@ -141,6 +155,7 @@ def insert_row(
     """
     if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
         return None
+    hold_id_order(conn)
     # Any conflict leaves the row out, as SQLite's INSERT OR IGNORE: the session's identity, or an imported id.
     row = conn.execute(
         "INSERT INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at, text,"

@@ -7,6 +7,7 @@ import dataclasses
 import random
 import sqlite3
 import string
+import threading
 from collections import Counter
 from datetime import date
 from pathlib import Path
@@ -218,3 +219,32 @@ def test_the_same_turns_store_the_same_messages_in_the_same_order_as_on_sqlite(s
 
     assert on_postgres == on_sqlite
     assert [len(texts) for _, texts, _ in on_postgres] == [12, 2, 2, 0]
+
+
+def test_a_lower_id_is_never_visible_after_a_higher_one(store: Database) -> None:
+    """A reader that keeps "every id above the last one seen" must not skip a message: while one sidecar's turn
+    holds its new ids uncommitted, another sidecar's turn waits, so no higher id becomes visible first."""
+    first_inserted, release_first = threading.Event(), threading.Event()
+    seen_while_first_open: list[int] = []
+
+    def slow_turn(conn: Connection) -> list[int]:
+        session = sessions.ensure_session(conn, "s1", "agent:main:s1")
+        ids = messages.insert_records(conn, session, [said("the first sidecar's message")])
+        first_inserted.set()
+        assert release_first.wait(10)
+        return ids
+
+    first = threading.Thread(target=lambda: store.write(slow_turn))
+    first.start()
+    assert first_inserted.wait(10)
+    second = threading.Thread(target=lambda: commit(store, "k-second", [said("the second sidecar's message")], "s2"))
+    second.start()
+    second.join(1.0)  # it would have committed by now if it did not wait for the first
+    seen_while_first_open.extend(int(r[0]) for r in store.reader().execute("SELECT id FROM messages").fetchall())
+    release_first.set()
+    first.join(10)
+    second.join(10)
+    assert seen_while_first_open == []
+    ids = [int(r[0]) for r in store.reader().execute("SELECT id FROM messages ORDER BY id").fetchall()]
+    texts = messages.texts(store.reader(), ids)
+    assert [texts[i] for i in ids] == ["the first sidecar's message", "the second sidecar's message"]
