@@ -1,0 +1,426 @@
+"""Import on PostgreSQL: the lines of an export or archive file, checked and captured, written into the store.
+
+The meaning is the SQLite importer's (``store/sqlite/transfer/importing.py``): a file is untrusted input,
+every line is parsed and captured by the shared parser (``store/sqlite/transfer/lines.py``) before any
+write, each line is applied under a savepoint so a line the checks missed costs that line, ids are kept
+when free and remapped when taken, and importing a file twice stores nothing the second time.
+
+What PostgreSQL adds:
+
+- An id kept from the file is inserted into an identity column, which does not move its sequence: the
+  sequence is set past it first, or the next turn committed (by any sidecar) would draw that id and lose
+  its message to the conflict. Message ids are checked and inserted under the lock every message insert
+  holds (``messages.hold_id_order``), so no other writer draws a message id in between.
+- ``Database.write`` runs a batch again after a serialisation failure or a deadlock, so what a batch learns
+  (ids moved, sessions and turns this import created, the counts) is kept apart and merged into the
+  import's state only once the batch has committed: a batch run twice counts once.
+- Another sidecar may commit the same message or turn while the import runs: the import then finds it
+  present, as it would have found it stored before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import ChainMap
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from openclaw_lossless.capture.records import CaptureOptions
+from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.store.postgres import messages
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
+from openclaw_lossless.store.sqlite.sessions import SessionRef
+from openclaw_lossless.store.sqlite.subagents import outcome_identity
+from openclaw_lossless.store.sqlite.transfer.importing import (
+    _COUNTER,
+    BATCH,
+    ImportReport,
+    Outcome,
+    Unreadable,
+    _read,
+)
+from openclaw_lossless.store.sqlite.transfer.lines import (
+    CompactionLine,
+    ForgottenLine,
+    Line,
+    LinkLine,
+    MessageLine,
+    SessionLine,
+    SnapshotLine,
+    TurnLine,
+    parse_line,
+)
+
+# A line the checks let through but the server refuses costs that line (counted malformed), never the batch:
+# a constraint, a value out of a column's range (an ``integer`` token count), text PostgreSQL cannot hold.
+_LINE_ERRORS = (BadRequest, OverflowError, UnicodeEncodeError, psycopg.IntegrityError, psycopg.DataError)
+
+
+def import_jsonl(
+    db: Database, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
+) -> ImportReport:
+    """Bring records back from an export or archive file; a malformed line is counted and skipped."""
+    if not path.is_file():
+        raise BadRequest(f"no such file: {path}")
+    importer = Importer(db)
+    batch: list[Line] = []
+    try:
+        for line in _checked(path, options, importer.report):
+            batch.append(line)
+            if len(batch) >= BATCH:
+                importer.flush(batch, progress)
+    except Unreadable as exc:
+        importer.flush(batch, progress)  # the lines read before the damage are imported
+        raise Unreadable(f"{exc.message}; the {importer.report.read} lines before it were imported") from exc
+    importer.flush(batch, progress)
+    return importer.report
+
+
+def _checked(path: Path, options: CaptureOptions, report: ImportReport) -> Iterator[Line]:
+    """The file's lines, parsed and captured; blank lines skipped, malformed ones counted."""
+    for raw in _read(path):
+        if raw.strip():
+            report.read += 1
+            line = parse_line(raw, options)
+            if line is None:
+                report.malformed += 1
+            else:
+                yield line
+
+
+@dataclass
+class Learned:
+    """What an import has learned so far: sessions and turns it created whose own lines have not come yet
+    (True; False once their line set them), and ids it had to move."""
+
+    new_sessions: MutableMapping[str, bool] = dataclasses.field(default_factory=dict)
+    new_turns: MutableMapping[int, bool] = dataclasses.field(default_factory=dict)
+    moved_messages: MutableMapping[int, int] = dataclasses.field(default_factory=dict)
+    moved_compactions: MutableMapping[int, int] = dataclasses.field(default_factory=dict)
+
+    def layer(self) -> Learned:
+        """A batch's view: it reads what the import learned and writes to fresh maps on top of it."""
+        return Learned(*(ChainMap({}, getattr(self, f.name)) for f in dataclasses.fields(self)))
+
+    def absorb(self, layer: Learned) -> None:
+        """Keep what a committed batch learned."""
+        for f in dataclasses.fields(self):
+            added = getattr(layer, f.name)
+            assert isinstance(added, ChainMap)
+            getattr(self, f.name).update(added.maps[0])
+
+
+@dataclass
+class Importer:
+    """Applies parsed lines in file order, one transaction a batch, keeping what committed batches learned."""
+
+    db: Database
+    report: ImportReport = dataclasses.field(default_factory=ImportReport)
+    learned: Learned = dataclasses.field(default_factory=Learned)
+
+    def flush(self, batch: list[Line], progress: Callable[[int], object] | None) -> None:
+        if not batch:
+            return
+        done = self.db.write(lambda conn: self._apply_all(conn, batch))
+        self.learned.absorb(done.learned)
+        for counter in dataclasses.fields(ImportReport):
+            name = counter.name
+            setattr(self.report, name, getattr(self.report, name) + getattr(done.report, name))
+        if progress:
+            progress(len(batch))
+        batch.clear()
+
+    def _apply_all(self, conn: Connection, batch: list[Line]) -> BatchWriter:
+        """Run afresh on each attempt: a fresh layer over what committed, and counts from zero."""
+        writer = BatchWriter(ImportReport(), self.learned.layer())
+        for line in batch:
+            writer.apply(conn, line)
+        return writer
+
+
+class _AlreadyStored(Exception):
+    """Another writer stored this message while the import was writing it: the line's writes are undone."""
+
+    def __init__(self, message_id: int) -> None:
+        super().__init__(message_id)
+        self.message_id = message_id
+
+
+@dataclass
+class BatchWriter:
+    """One batch's writes, in one transaction; each line under its own savepoint."""
+
+    report: ImportReport
+    learned: Learned
+
+    def apply(self, conn: Connection, line: Line) -> None:
+        outcome: Outcome | None
+        try:
+            with conn.transaction():  # a savepoint
+                outcome = self._apply(conn, line)
+        except _AlreadyStored as stored:
+            assert isinstance(line, MessageLine)
+            self._moved(self.learned.moved_messages, line.id, stored.message_id)
+            outcome = "present"
+        except _LINE_ERRORS:
+            outcome = None
+        self._count(line, outcome)
+
+    def _count(self, line: Line, outcome: Outcome | None) -> None:
+        name = {None: "malformed", "present": "already_present", "conflict": "conflicts", "forgotten": "forgotten"}
+        counter = name.get(outcome, _COUNTER[type(line)])
+        setattr(self.report, counter, getattr(self.report, counter) + 1)
+
+    def _apply(self, conn: Connection, line: Line) -> Outcome:
+        if isinstance(line, MessageLine):
+            return self._message(conn, line)
+        if isinstance(line, SessionLine):
+            return self._session_line(conn, line)
+        if isinstance(line, TurnLine):
+            return self._turn_line(conn, line)
+        if isinstance(line, CompactionLine):
+            return self._compaction(conn, line)
+        if isinstance(line, SnapshotLine):
+            return self._snapshot(conn, line)
+        if isinstance(line, ForgottenLine):
+            return _honour(conn, line)
+        return self._link(conn, line)
+
+    def _session(self, conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
+        if find_session(conn, session_id) is None:
+            session = ensure_session(conn, session_id, session_key)
+            self.learned.new_sessions[session_id] = True
+            return session
+        return ensure_session(conn, session_id, session_key)
+
+    def _message(self, conn: Connection, line: MessageLine) -> Outcome:
+        cites = None if line.cites is None else self.learned.moved_messages.get(line.cites, line.cites)
+        record = line.record
+        if line.child_key is not None and cites is not None:  # an outcome names its cited message's new id
+            original, digest = outcome_identity(line.child_key, cites)
+            record = dataclasses.replace(record, original=original, content_hash=digest)
+        session = self._session(conn, line.session_id, line.session_key)
+        if messages.is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
+            return "forgotten"
+        found = _stored_id(conn, session.rowid, record.content_hash)
+        if found is not None:
+            self._moved(self.learned.moved_messages, line.id, found)
+            return "present"
+        messages.hold_id_order(conn)  # before the id is chosen: no other writer draws one until this commits
+        ident = messages.insert_row(
+            conn,
+            session,
+            record,
+            stored_at=time.time() if line.stored_at is None else line.stored_at,
+            turn_rowid=self._turn(conn, line, session.rowid),
+            message_id=_keep_id(conn, "messages", line.id),
+            kind=line.kind,
+            cites=cites,
+        )
+        if ident is None:  # committed by another sidecar since the check above (it waited for that commit)
+            raise _AlreadyStored(_stored_id(conn, session.rowid, record.content_hash) or line.id)
+        messages.queue_for_embedding(conn, [ident])
+        self._moved(self.learned.moved_messages, line.id, ident)
+        return "new"
+
+    def _turn(self, conn: Connection, line: MessageLine, session_rowid: int) -> int | None:
+        """The turn row for the message's advancement key, so a replay of that turn is still a duplicate.
+
+        A turn that was in the store before this import already counts its messages; one this import created
+        from message lines counts them as they come (its own line, if the file has one, sets the exact count).
+        """
+        if line.advancement_key is None:
+            return None
+        found = _turn_id(conn, line.advancement_key)
+        if found is None:
+            row = conn.execute(
+                "INSERT INTO turns (advancement_key, session_rowid, committed_at, message_count)"
+                " VALUES (%s, %s, %s, 0) ON CONFLICT (advancement_key) DO NOTHING RETURNING id",
+                (line.advancement_key, session_rowid, time.time() if line.stored_at is None else line.stored_at),
+            ).fetchone()
+            if row is None:  # a sidecar committed this turn meanwhile: it counts its own messages
+                return _turn_id(conn, line.advancement_key)
+            found = int(row[0])
+            self.learned.new_turns[found] = True
+        if self.learned.new_turns.get(found, False):
+            conn.execute("UPDATE turns SET message_count = message_count + 1 WHERE id = %s", (found,))
+        return found
+
+    def _session_line(self, conn: Connection, line: SessionLine) -> Outcome:
+        known = find_session(conn, line.session_id) is not None
+        if known and not self.learned.new_sessions.get(line.session_id, False):
+            ensure_session(conn, line.session_id, line.session_key)  # fills in a key the store lacked, as a hook does
+            return "present"
+        session = ensure_session(conn, line.session_id, line.session_key)
+        conn.execute(
+            "UPDATE sessions SET created_at = %s, last_seen_at = %s WHERE id = %s",
+            (line.created_at, line.last_seen_at, session.rowid),
+        )
+        self.learned.new_sessions[line.session_id] = False
+        return "new"
+
+    def _turn_line(self, conn: Connection, line: TurnLine) -> Outcome:
+        found = _turn_id(conn, line.advancement_key)
+        if found is not None and not self.learned.new_turns.get(found, False):
+            return "present"
+        session = self._session(conn, line.session_id, None)
+        values = (session.rowid, line.committed_at, line.message_count, line.heartbeat)
+        if found is None:
+            row = conn.execute(
+                "INSERT INTO turns (session_rowid, committed_at, message_count, heartbeat, advancement_key)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (advancement_key) DO NOTHING RETURNING id",
+                (*values, line.advancement_key),
+            ).fetchone()
+            return "new" if row is not None else "present"  # present: a sidecar committed it meanwhile
+        conn.execute(
+            "UPDATE turns SET session_rowid = %s, committed_at = %s, message_count = %s, heartbeat = %s WHERE id = %s",
+            (*values, found),
+        )
+        self.learned.new_turns[found] = False
+        return "new"
+
+    def _compaction(self, conn: Connection, line: CompactionLine) -> Outcome:
+        session = self._session(conn, line.session_id, None)
+        last = self._message_id(line.last_message_id)
+        found = conn.execute(
+            "SELECT id FROM compactions WHERE session_rowid = %s AND recorded_at = %s"
+            " AND last_message_id IS NOT DISTINCT FROM %s::bigint",
+            (session.rowid, line.recorded_at, last),
+        ).fetchone()
+        if found is not None:
+            self._moved(self.learned.moved_compactions, line.id, int(found[0]))
+            return "present"
+        wanted = _keep_id(conn, "compactions", line.id)
+        row = conn.execute(
+            "INSERT INTO compactions (id, session_rowid, recorded_at, tokens_before, tokens_after, compacted,"
+            f" summary, reason, last_message_id, status) VALUES ({_id_slot(wanted)}, %s, %s, %s, %s, %s, %s, %s,"
+            " %s, %s) RETURNING id",
+            (
+                *_id_param(wanted),
+                session.rowid,
+                line.recorded_at,
+                line.tokens_before,
+                line.tokens_after,
+                line.compacted,
+                line.summary,
+                line.reason,
+                last,
+                line.status,
+            ),
+        ).fetchone()
+        assert row is not None, "INSERT ... RETURNING returns its row"
+        self._moved(self.learned.moved_compactions, line.id, int(row[0]))
+        return "new"
+
+    def _snapshot(self, conn: Connection, line: SnapshotLine) -> Outcome:
+        session = self._session(conn, line.session_id, None)
+        last = self._message_id(line.last_message_id)
+        compaction = self._compaction_id(conn, line.compaction_id)
+        name = line.name
+        if (
+            line.automatic
+            and compaction not in (None, line.compaction_id)
+            and name == f"pre-compaction-{line.compaction_id}"
+        ):
+            name = f"pre-compaction-{compaction}"  # the automatic name follows its compaction's new id
+        found = conn.execute("SELECT session_rowid, last_message_id FROM snapshots WHERE name = %s", (name,)).fetchone()
+        if found is not None:
+            return "present" if tuple(found) == (session.rowid, last) else "conflict"
+        wanted = _keep_id(conn, "snapshots", line.id)
+        conn.execute(
+            "INSERT INTO snapshots (id, name, session_rowid, last_message_id, created_at, automatic, compaction_id)"
+            f" VALUES ({_id_slot(wanted)}, %s, %s, %s, %s, %s, %s)",
+            (*_id_param(wanted), name, session.rowid, last, line.created_at, line.automatic, compaction),
+        )
+        return "new"
+
+    def _link(self, conn: Connection, line: LinkLine) -> Outcome:
+        values = (line.parent_key, line.context_mode, line.spawned_at, line.ended_at, line.ended_reason)
+        found = conn.execute(
+            "SELECT parent_session_key, context_mode, spawned_at, ended_at, ended_reason FROM subagent_links"
+            " WHERE child_session_key = %s",
+            (line.child_key,),
+        ).fetchone()
+        if found is not None:
+            return "present" if tuple(found) == values else "conflict"
+        wanted = _keep_id(conn, "subagent_links", line.id)
+        conn.execute(
+            "INSERT INTO subagent_links (id, child_session_key, parent_session_key, context_mode, spawned_at,"
+            f" ended_at, ended_reason) VALUES ({_id_slot(wanted)}, %s, %s, %s, %s, %s, %s)",
+            (*_id_param(wanted), line.child_key, *values),
+        )
+        return "new"
+
+    def _message_id(self, exported: int | None) -> int | None:
+        return None if exported is None else self.learned.moved_messages.get(exported, exported)
+
+    def _compaction_id(self, conn: Connection, exported: int | None) -> int | None:
+        """The compaction a snapshot belongs to, or None when it is not in the store (the snapshot still names
+        its point in the conversation)."""
+        stored = None if exported is None else self.learned.moved_compactions.get(exported, exported)
+        if stored is None or conn.execute("SELECT 1 FROM compactions WHERE id = %s", (stored,)).fetchone() is None:
+            return None
+        return stored
+
+    @staticmethod
+    def _moved(moved: MutableMapping[int, int], exported: int, stored: int) -> None:
+        """Remember only ids that changed: importing into an empty store remembers nothing."""
+        if exported != stored:
+            moved[exported] = stored
+
+
+def _stored_id(conn: Connection, session_rowid: int, content_hash: bytes) -> int | None:
+    row = conn.execute(
+        "SELECT id FROM messages WHERE session_rowid = %s AND content_hash = %s", (session_rowid, content_hash)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _turn_id(conn: Connection, advancement_key: str) -> int | None:
+    row = conn.execute("SELECT id FROM turns WHERE advancement_key = %s", (advancement_key,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _keep_id(conn: Connection, table: str, wanted: int) -> int | None:
+    """The exported id when no row has it, with the table's sequence moved past it so no later insert draws
+    it; None (the sequence chooses) when it is taken."""
+    if conn.execute(f"SELECT 1 FROM {table} WHERE id = %s", (wanted,)).fetchone() is not None:
+        return None
+    conn.execute(
+        "SELECT setval(q.seq, %s) FROM (SELECT pg_get_serial_sequence(%s, 'id')::regclass AS seq) q"
+        " WHERE %s > coalesce(pg_sequence_last_value(q.seq), 0)",
+        (wanted, table, wanted),
+    )
+    return wanted
+
+
+def _id_slot(wanted: int | None) -> str:
+    return "DEFAULT" if wanted is None else "%s"
+
+
+def _id_param(wanted: int | None) -> tuple[int, ...]:
+    return () if wanted is None else (wanted,)
+
+
+def _honour(conn: Connection, line: ForgottenLine) -> Outcome:
+    """Record an imported tombstone and forget what it names here (``store/sqlite/forget.honour``)."""
+    row = conn.execute(
+        "INSERT INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
+        " VALUES (%s, %s, %s, NULL, %s) ON CONFLICT (session_id, content_hash) DO NOTHING RETURNING id",
+        (line.session_id, line.content_hash, line.window_key, line.forgotten_at),
+    ).fetchone()
+    if row is None:
+        return "present"
+    conn.execute(
+        "WITH gone AS (SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
+        " AND (m.content_hash = %s OR (%s::text IS NOT NULL AND m.window_key = %s))),"
+        " unqueued AS (DELETE FROM embedding_backlog WHERE message_id IN (SELECT id FROM gone))"
+        " DELETE FROM messages WHERE id IN (SELECT id FROM gone)",
+        (line.session_id, line.content_hash, line.window_key, line.window_key),
+    )
+    return "new"

@@ -1,0 +1,307 @@
+"""Export and import on PostgreSQL give what they give on SQLite: a store exported from SQLite, imported into
+PostgreSQL and exported again is the same file to the byte (and back), tombstones, compactions, snapshots and
+subagent links included; an import into a store with its own history moves ids exactly as SQLite's does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psycopg import errors as pgerrors
+
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
+from openclaw_lossless.capture.redact import Redactor
+from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.postgres import messages, sessions
+from openclaw_lossless.store.postgres import transfer as pg_transfer
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
+from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
+from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
+from openclaw_lossless.store.sqlite.messages import turn_identities
+from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
+from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
+from tests.conversation import conversation
+from tests.helpers import make_settings
+from tests.postgres.backend.conftest import Place
+
+MAIN, CHILD, OPS = "agent:main:main", "agent:main:subagent:7", "agent:ops:main"
+WHOLE = ExportScope()
+SECRET = "sk-proj-" + "Q7w9E2r4T6y8U0i1O3p5A7s9D1f3G5h7J9k"
+
+
+def _commit(sidecar: Sidecar, key: str, session: str, session_key: str, turn: list[dict[str, Any]]) -> None:
+    sidecar.ingest.commit_turn(key, session, session_key, turn, heartbeat=False, recall=sidecar.settings.recall)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CaptureOptions]:
+    """A SQLite store holding every kind of line, written through the sidecar's hook methods: two agents, a
+    pasted key, a heartbeat turn, a compaction with its automatic snapshot and a manual snapshot, a finished
+    subagent whose outcome reached the parent and a running one, and a forgotten message (a tombstone)."""
+    state = tmp_path_factory.mktemp("pg-transfer") / "state"
+    sidecar = Sidecar(make_settings(state, embedding_provider="none"), start_worker=False)
+    try:
+        early = conversation(4)
+        for turn in early:
+            _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
+        _commit(sidecar, "s-main:key", "s-main", MAIN, [{"role": "user", "content": f"deploy key {SECRET}"}])
+        sidecar.ingest.commit_turn(
+            "s-main:beat", "s-main", MAIN, [{"role": "user", "content": "ping"}], heartbeat=True,
+            recall=sidecar.settings.recall,
+        )  # fmt: skip
+        sidecar.ingest.compact("s-main", MAIN, CompactionRecord(5000, 1200, True, "the first turns", "size"))
+        for turn in conversation(3, session="s-main-late", seed=5):
+            _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
+        sidecar.ingest.snapshot_create("before-refactor", "s-main")
+        sidecar.ingest.subagent_spawn(MAIN, CHILD, "isolated")
+        child: list[dict[str, Any]] = [
+            {"role": "user", "content": "Find the region of the audit bucket."},
+            {"role": "assistant", "content": [{"type": "text", "text": "The audit bucket is in eu-north-1."}]},
+        ]
+        _commit(sidecar, "child:1", "s-child", CHILD, child)
+        assert sidecar.ingest.subagent_ended(CHILD, "completed").outcomes_copied == 1
+        sidecar.ingest.subagent_spawn(MAIN, "agent:main:subagent:8", None)
+        for turn in conversation(2, session="s-ops", seed=9):
+            _commit(sidecar, turn.key, "s-ops", OPS, turn.messages)
+        forgotten = forget.run(sidecar.db, None, state / "archive", forget.Selector(ids=(3,)), dry_run=False)
+        assert forgotten.removed == 1
+        return state / "lossless.sqlite", sidecar.capture_options
+    finally:
+        sidecar.close()
+
+
+@pytest.fixture
+def lite(tmp_path: Path) -> Iterator[SqliteDatabase]:
+    """An empty SQLite store, to compare with the PostgreSQL one doing the same."""
+    db = SqliteDatabase(tmp_path / "lite" / "lossless.sqlite")
+    try:
+        sqlite_migrations.migrate(db)
+        yield db
+    finally:
+        db.close()
+
+
+def export_sqlite(path: Path, out: Path, scope: ExportScope = WHOLE) -> bytes:
+    db = SqliteDatabase(path)
+    try:
+        return export_lite(db, out, scope)
+    finally:
+        db.close()
+
+
+def export_lite(db: SqliteDatabase, out: Path, scope: ExportScope = WHOLE) -> bytes:
+    with out.open("w") as handle:
+        sqlite_transfer.write_jsonl(sqlite_transfer.export_store(db.reader(), scope), handle)
+    return out.read_bytes()
+
+
+def export_pg(db: Database, out: Path, scope: ExportScope = WHOLE) -> bytes:
+    with out.open("w") as handle:
+        pg_transfer.write_jsonl(pg_transfer.export_store(db.reader(), scope), handle)
+    return out.read_bytes()
+
+
+def types(data: bytes) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for line in data.splitlines():
+        kind = json.loads(line).get("type", "message")
+        found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+def test_sqlite_to_postgresql_and_back_gives_the_same_file(
+    source: tuple[Path, CaptureOptions], store: Database, lite: SqliteDatabase, tmp_path: Path
+) -> None:
+    path, options = source
+    first = export_sqlite(path, tmp_path / "first.jsonl")
+    kinds = types(first)
+    assert {k: kinds.get(k) for k in ("session", "compaction", "snapshot", "subagentLink", "forgotten")} == {
+        "session": 4, "compaction": 1, "snapshot": 2, "subagentLink": 2, "forgotten": 1,
+    }  # fmt: skip
+
+    report = pg_transfer.import_jsonl(store, tmp_path / "first.jsonl", options)
+    assert (report.read, report.malformed, report.conflicts, report.already_present) == (sum(kinds.values()), 0, 0, 0)
+    assert (report.imported, report.sessions, report.turns) == (kinds["message"], 4, kinds["turn"])
+    assert (report.compactions, report.snapshots, report.subagent_links, report.tombstones) == (1, 2, 2, 1)
+    assert export_pg(store, tmp_path / "pg.jsonl") == first
+
+    again = pg_transfer.import_jsonl(store, tmp_path / "first.jsonl", options)
+    assert again.already_present == report.read and again.imported == again.tombstones == again.turns == 0
+    assert export_pg(store, tmp_path / "pg-again.jsonl") == first
+
+    back = sqlite_transfer.import_jsonl(lite, tmp_path / "pg.jsonl", options)
+    assert back.imported == report.imported and back.malformed == 0
+    assert export_lite(lite, tmp_path / "back.jsonl") == first
+
+
+def test_a_scoped_export_gives_the_same_lines_from_either_backend(
+    source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
+) -> None:
+    path, options = source
+    pg_transfer.import_jsonl(
+        store, Path(_written(tmp_path / "all.jsonl", export_sqlite(path, tmp_path / "a"))), options
+    )
+    for scope in (ExportScope(agent="ops"), ExportScope(session="s-child"), ExportScope("main", "s-main")):
+        lines = export_sqlite(path, tmp_path / "lite.jsonl", scope)
+        assert lines and export_pg(store, tmp_path / "pg.jsonl", scope) == lines, scope
+    for scope in (ExportScope(agent="nobody"), ExportScope(session="s-none"), ExportScope("ops", "s-main")):
+        with pytest.raises(BadRequest) as on_pg:
+            pg_transfer.check_scope(store.reader(), scope)
+        lite_db = SqliteDatabase(path)
+        try:
+            with pytest.raises(BadRequest) as on_lite:
+                sqlite_transfer.check_scope(lite_db.reader(), scope)
+        finally:
+            lite_db.close()
+        assert on_pg.value.message == on_lite.value.message
+
+
+def _written(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_an_import_into_a_store_with_its_own_history_moves_ids_as_sqlite_does(
+    source: tuple[Path, CaptureOptions], store: Database, lite: SqliteDatabase, tmp_path: Path
+) -> None:
+    """Both targets first hold another store's history (message 1, compaction 1, pre-compaction-1 are taken),
+    then take the same file: the two stores export the same lines, pointers following the moved ids."""
+    other_state = tmp_path / "other"
+    sidecar = Sidecar(make_settings(other_state, embedding_provider="none"), start_worker=False)
+    try:
+        for turn in conversation(2, session="s-other", seed=11):
+            _commit(sidecar, turn.key, "s-other", "agent:main:other", turn.messages)
+        sidecar.ingest.compact("s-other", "agent:main:other", CompactionRecord(900, 100, True, "other", None))
+        options = sidecar.capture_options
+    finally:
+        sidecar.close()
+    other = _written(tmp_path / "other.jsonl", export_sqlite(other_state / "lossless.sqlite", tmp_path / "o"))
+    full = _written(tmp_path / "full.jsonl", export_sqlite(source[0], tmp_path / "f"))
+
+    reports: list[ImportReport] = []
+    for file in (other, full, full):
+        reports.append(pg_transfer.import_jsonl(store, file, options))
+        assert sqlite_transfer.import_jsonl(lite, file, options) == reports[-1], file
+    assert (reports[1].compactions, reports[1].snapshots, reports[1].conflicts, reports[1].malformed) == (1, 2, 0, 0)
+    assert reports[2].already_present == reports[2].read
+    merged = export_lite(lite, tmp_path / "lite.jsonl")
+    assert export_pg(store, tmp_path / "pg.jsonl") == merged
+    names = [json.loads(line).get("name") for line in merged.splitlines() if b'"snapshot"' in line]
+    assert names == ["pre-compaction-1", "pre-compaction-2", "before-refactor"]
+
+
+def test_ids_kept_from_a_file_are_never_drawn_again_by_a_commit(
+    source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
+) -> None:
+    path, options = source
+    imported = pg_transfer.import_jsonl(
+        store, _written(tmp_path / "f.jsonl", export_sqlite(path, tmp_path / "x")), options
+    )
+    highest = _scalar(store, "SELECT max(id) FROM messages")
+
+    def commit(conn: Connection) -> tuple[str, list[int]]:
+        session = sessions.ensure_session(conn, "s-new", "agent:main:new")
+        records = turn_identities([_said("a message after the import", options)], "s-new:1")
+        return messages.commit_turn(conn, session, "s-new:1", records, heartbeat=False)
+
+    status, ids = store.write(commit)
+    assert status == "committed" and ids == [highest + 1]
+    assert _scalar(store, "SELECT count(*) FROM messages") == imported.imported + 1
+
+
+def _said(text: str, options: CaptureOptions) -> MessageRecord:
+    return capture({"role": "user", "content": text}, options)
+
+
+def _scalar(db: Database, query: str) -> int:
+    row = db.reader().execute(query).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+class FlakyDatabase(Database):
+    """A store whose first write fails at its end as a serialisation failure would (the server rolls the
+    whole transaction back), so ``write`` runs the batch again."""
+
+    failures = 1
+
+    def write(self, work: Any) -> Any:
+        def failing(conn: Connection) -> Any:
+            result = work(conn)
+            if self.failures:
+                self.failures -= 1
+                raise pgerrors.SerializationFailure("could not serialize access (injected)")
+            return result
+
+        return super().write(failing)
+
+
+def test_a_batch_run_again_after_a_serialisation_failure_counts_once(
+    source: tuple[Path, CaptureOptions], place: Place, store: Database, tmp_path: Path
+) -> None:
+    path, options = source
+    first = _written(tmp_path / "f.jsonl", export_sqlite(path, tmp_path / "x"))
+    flaky = FlakyDatabase(place.url, schema=place.schema, write_pool_size=2, read_pool_size=2)
+    try:
+        report = pg_transfer.import_jsonl(flaky, first, options)
+    finally:
+        flaky.close()
+    kinds = types(first.read_bytes())
+    assert flaky.failures == 0 and report.read == sum(kinds.values())
+    assert (report.imported, report.turns, report.sessions) == (kinds["message"], kinds["turn"], kinds["session"])
+    assert report.already_present == report.malformed == 0
+    assert export_pg(store, tmp_path / "pg.jsonl") == first.read_bytes()
+
+
+def test_bad_lines_cost_only_themselves_as_on_sqlite(
+    source: tuple[Path, CaptureOptions], store: Database, lite: SqliteDatabase, tmp_path: Path
+) -> None:
+    path, options = source
+    good = export_sqlite(path, tmp_path / "x").splitlines()
+    message = json.loads(good[0])
+    bad = [
+        b"not json",
+        b"[1, 2]",
+        b"\xff\xfe",
+        json.dumps({**message, "id": 0}).encode(),
+        json.dumps({"type": "snapshot", "id": 1, "name": "", "sessionId": "s-main", "createdAt": 1.0,
+                    "automatic": False}).encode(),
+        json.dumps({"type": "compaction", "id": 9, "sessionId": "s-main", "recordedAt": 1.0, "compacted": True,
+                    "status": "exploded"}).encode(),
+    ]  # fmt: skip
+    mixed = _written(tmp_path / "mixed.jsonl", b"\n".join([*bad[:3], *good[:4], *bad[3:], *good[4:]]) + b"\n")
+    on_pg = pg_transfer.import_jsonl(store, mixed, options)
+    assert on_pg == sqlite_transfer.import_jsonl(lite, mixed, options)
+    assert (on_pg.read, on_pg.malformed) == (len(good) + len(bad), len(bad))
+    assert export_pg(store, tmp_path / "pg.jsonl") == export_lite(lite, tmp_path / "lite.jsonl")
+
+
+def test_a_value_postgresql_cannot_hold_costs_only_its_line(
+    source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
+) -> None:
+    """SQLite's integers are 64-bit, a token count here is ``integer``: such a line is counted malformed, and
+    the lines of its batch around it are stored."""
+    path, options = source
+    good = export_sqlite(path, tmp_path / "x").splitlines()
+    huge = {
+        **json.loads(good[0]),
+        "id": 999,
+        "tokens": 2**40,
+        "contentHash": "cd" * 32,
+        "message": {"role": "user", "content": "big"},
+    }
+    file = _written(tmp_path / "huge.jsonl", b"\n".join([good[0], json.dumps(huge).encode(), *good[1:]]) + b"\n")
+    report = pg_transfer.import_jsonl(store, file, options)
+    assert report.malformed == 1 and report.imported == types(b"\n".join(good))["message"]
+    assert export_pg(store, tmp_path / "pg.jsonl") == b"\n".join(good) + b"\n"
+
+
+def test_a_missing_file_is_refused(store: Database, tmp_path: Path) -> None:
+    with pytest.raises(BadRequest, match="no such file"):
+        pg_transfer.import_jsonl(store, tmp_path / "absent.jsonl", CaptureOptions(redactor=Redactor(())))
