@@ -1,0 +1,176 @@
+"""Subagent links and outcomes on PostgreSQL: the SQLite module's calls (``store/sqlite/subagents.py``), safe
+with several sidecars.
+
+What holds no SQL is the SQLite module's: which message is the child's answer (``_is_answer``) and an
+outcome record's identity (``outcome_identity``), so both backends copy the same records with the same hashes.
+Several sidecars may report one child's end at the same moment (the host retries a hook on another sidecar):
+``end`` first updates the link's row, which locks it, so a second end waits for the first to commit; its
+copies then meet the first's rows (``ON CONFLICT (session_rowid, content_hash) DO NOTHING``) and nothing is
+copied twice. A spawn on two sidecars at once links the child once (``ON CONFLICT (child_session_key)``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from openclaw_lossless.capture.importance import MUST_REMEMBER
+from openclaw_lossless.capture.records import storable
+from openclaw_lossless.store.postgres import message_days
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.messages import (
+    date_terms,
+    hold_id_order,
+    is_forgotten,
+    pg_text,
+    queue_for_embedding,
+)
+from openclaw_lossless.store.postgres.sessions import (
+    latest_session_for_key,
+    register_spawned,
+    unregister_spawned,
+)
+from openclaw_lossless.store.sqlite.sessions import SessionRef, agent_of
+from openclaw_lossless.store.sqlite.subagents import _is_answer, outcome_identity
+
+
+def _text(text: str) -> str:
+    return pg_text(storable(text))
+
+
+def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | None) -> int:
+    """Register the child's session and link it to its parent; returns the spawn id a rollback names."""
+    agent_of(parent_key)
+    agent_of(child_key)
+    row = conn.execute(
+        "INSERT INTO subagent_links (parent_session_key, child_session_key, context_mode, spawned_at)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT (child_session_key) DO UPDATE SET parent_session_key = excluded."
+        "parent_session_key, context_mode = excluded.context_mode, ended_at = NULL, ended_reason = NULL"
+        " RETURNING id",
+        (parent_key, child_key, None if context_mode is None else _text(context_mode), time.time()),
+    ).fetchone()
+    assert row is not None  # DO UPDATE returns the row, inserted or updated
+    register_spawned(conn, child_key)
+    return int(row[0])
+
+
+def unlink(conn: Connection, spawn_id: int | None, child_key: str | None) -> bool:
+    """Undo a spawn that has not ended: its session (while unused) and its link."""
+    if spawn_id is not None:
+        row = conn.execute(
+            "SELECT child_session_key FROM subagent_links WHERE id = %s AND ended_at IS NULL FOR UPDATE", (spawn_id,)
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT child_session_key FROM subagent_links WHERE child_session_key = %s AND ended_at IS NULL FOR UPDATE",
+            (child_key,),
+        ).fetchone()
+    if row is None:
+        return False
+    unregister_spawned(conn, str(row[0]))  # needs the link to tell a spawned session from any other
+    conn.execute("DELETE FROM subagent_links WHERE child_session_key = %s", (row[0],))
+    return True
+
+
+def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:
+    """Mark the child ended and copy its outcome into the parent; returns (linked, outcomes copied).
+
+    The update locks the link until this transaction ends: a concurrent end of the same child waits, then
+    finds the outcome already copied.
+    """
+    row = conn.execute(
+        "UPDATE subagent_links SET ended_at = coalesce(ended_at, %s), ended_reason = %s"
+        " WHERE child_session_key = %s RETURNING parent_session_key",
+        (time.time(), _text(reason), child_key),
+    ).fetchone()
+    if row is None:
+        return False, 0
+    parent = latest_session_for_key(conn, str(row[0]))
+    if parent is None:
+        return True, 0
+    return True, _copy_outcome(conn, child_key, parent)
+
+
+def _outcome_ids(conn: Connection, child_key: str) -> list[int]:
+    """The child's messages its parent inherits: the final answer and every must-remember message.
+
+    Read along ``messages_by_session``: the child's own messages only, never the rest of the history.
+    """
+    sessions = [int(r[0]) for r in conn.execute("SELECT id FROM sessions WHERE session_key = %s", (child_key,))]
+    chosen = {
+        int(r[0])
+        for r in conn.execute(
+            "SELECT id FROM messages WHERE session_rowid = ANY(%s::bigint[]) AND kind = 'message' AND importance >= %s",
+            (sessions, MUST_REMEMBER),
+        )
+    }
+    answer = _final_answer(conn, sessions)
+    if answer is not None:
+        chosen.add(answer)
+    return sorted(chosen)
+
+
+def _final_answer(conn: Connection, sessions: Sequence[int]) -> int | None:
+    """The child's last assistant message with text of its own (tool calls alone are not an answer).
+
+    Walks each session backwards from its newest assistant message and stops at the first answer; the rows
+    come a few at a time (a server-side cursor), so a long tool-call tail costs what it holds.
+    """
+    answers: list[int] = []
+    for session in sessions:
+        with conn.cursor(name="final_answer") as cursor:
+            cursor.itersize = 20
+            cursor.execute(
+                "SELECT id, original FROM messages WHERE session_rowid = %s AND role = 'assistant'"
+                " AND kind = 'message' ORDER BY id DESC",
+                (session,),
+            )
+            found = next((int(i) for i, original in cursor if _is_answer(json.loads(original))), None)
+        if found is not None:
+            answers.append(found)
+    return max(answers, default=None)
+
+
+def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
+    ids = _outcome_ids(conn, child_key)
+    if not ids:
+        return 0
+    rows = conn.execute(
+        "SELECT id, role, created_at, text, window_key, tokens, importance, importance_label"
+        " FROM messages WHERE id = ANY(%s::bigint[]) ORDER BY id",
+        (ids,),
+    ).fetchall()
+    copied: list[int] = []
+    for msg_id, role, created_at, text, key, tokens, importance, label in rows:
+        original, digest = outcome_identity(child_key, msg_id)
+        if is_forgotten(conn, parent.session_id, digest, key):  # an outcome forgotten stays forgotten
+            continue
+        hold_id_order(conn)
+        stored = conn.execute(
+            "INSERT INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text, original,"
+            " content_hash, window_key, tokens, importance, importance_label, cites, date_terms)"
+            " VALUES (%s, %s, %s, 'outcome', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT DO NOTHING RETURNING id",
+            (
+                parent.rowid,
+                parent.agent_id,
+                role,
+                created_at,
+                time.time(),
+                f"[subagent result] {text}",
+                original,
+                digest,
+                key,
+                tokens,
+                importance,
+                label,
+                msg_id,
+                date_terms(created_at),
+            ),
+        ).fetchone()
+        if stored is not None:
+            copied.append(int(stored[0]))
+            message_days.index(conn, copied[-1], role, text, created_at)
+    queue_for_embedding(conn, copied)
+    return len(copied)
