@@ -1,0 +1,328 @@
+"""Forgetting on PostgreSQL: the SQLite module's calls (``store/sqlite/forget.py``) for a store several sidecars share.
+
+The meaning is the SQLite module's: a selection is planned first (every given selector must hold; bad input
+changes nothing), then exactly the planned messages go in one write transaction: a tombstone per message
+(table ``forgotten``: its session and identity, never its text), the message with its vector and days
+(``ON DELETE CASCADE``), its place on the backlog, any outcome record citing it and, when a whole session
+goes, its compaction summaries and snapshots. ``messages.insert_records`` and ``insert_row`` refuse what a
+tombstone names, so a replayed turn, an import or another sidecar's catch-up never stores it again.
+
+Zeroing what was freed: PostgreSQL has no ``secure_delete``. After the commit, on an autocommit connection
+(neither runs inside a transaction block), the touched tables are ``VACUUM``-ed and the keyword index is
+rebuilt (``REINDEX INDEX CONCURRENTLY``: a GIN index keeps a word as a key after its last row is gone).
+Measured on PostgreSQL 18 (``tests/postgres/backend/test_forget.py``): afterwards no byte of the forgotten text
+is left in the data files of the messages table, its TOAST table or the keyword index. What this does not
+reach: the server's WAL, base backups and replicas keep the bytes until they are recycled, and a row still
+visible to a transaction older than the forget (a long export on another sidecar) waits for the next
+vacuum. ``VACUUM FULL`` would lock every sidecar out of the tables while it ran, so it is left to the
+operator. ``Forgotten.wal_truncated`` reports here whether the VACUUM and the REINDEX ran to their end.
+
+Archives: this sidecar's gzip archives (``archive_dir``) are searched by the plan and rewritten without the
+forgotten lines, as on SQLite. What holds no SQL (``Selector``, ``Plan``, ``Forgotten``, reading and
+rewriting archive files) is the SQLite module's, shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+
+from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
+from openclaw_lossless.store.sqlite.forget import (
+    _WORD,
+    ForgettingIndex,
+    Forgotten,
+    Named,
+    Plan,
+    Selector,
+    _archived,
+    _check,
+    _replace,
+    _row,
+    archive_files,
+)
+
+log = logging.getLogger(__name__)
+
+# What a forget touches: the rows it deletes, and those deleted with them (vectors and days by cascade).
+_TOUCHED = ("messages", "message_vectors", "message_days", "embedding_backlog")
+_TOUCHED_WITH_SESSIONS = (*_TOUCHED, "snapshots", "compactions")
+_SELECTED = (
+    "SELECT m.id, m.created_at, m.role, s.session_id, m.agent_id, m.text FROM messages m"
+    " JOIN sessions s ON s.id = m.session_rowid"
+)
+
+__all__ = ["ForgettingIndex", "Forgotten", "Selector", "forgotten_count", "resurrected", "run"]
+
+
+# -- planning -----------------------------------------------------------------------------------------------
+
+
+def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
+    """What ``selector`` names, or a ``BadRequest``/``NotFound`` saying what to fix (nothing is changed)."""
+    _check_selector(conn, selector)
+    found = Plan(stored=_stored(conn, selector))
+    found.archived = list(_archived(archive_dir, selector, {row.id for row in found.stored}))
+    missing = sorted(set(selector.ids) - {row.id for row in found.stored + found.archived})
+    if missing:
+        raise NotFound(
+            "no message " + ", ".join(f"msg:{i}" for i in missing[:10]) + " is stored"
+            + (" within this selection" if not selector.empty() and len(selector.ids) < 2 else "")
+            + ": nothing was forgotten"
+        )  # fmt: skip
+    if not found.stored and not found.archived:
+        raise BadRequest("the selection names no stored message: nothing was forgotten")
+    if selector.time_only() and not selector.everything and len(found.stored) == _count(conn):
+        raise BadRequest('this time range selects every stored message: add --all ("all": true) to forget everything')
+    if selector.session is not None and selector.match is None and not selector.ids:
+        found.sessions = [selector.session]
+    return found
+
+
+def _check_selector(conn: Connection, selector: Selector) -> None:
+    """The SQLite module's checks: those needing no store are its own ``_check`` (given no session nor agent to
+    look up, it never touches the connection; ``everything`` stands in for the session or agent taken out, so
+    its "name what to forget" still fires exactly when the selection is empty), then the two lookups here."""
+    named = not selector.empty()
+    _check(cast(Any, None), replace(selector, session=None, agent=None, everything=selector.everything or named))
+    if selector.session is not None and not _exists(conn, "session_id", selector.session):
+        raise NotFound(f"no session {selector.session[:80]!r} is stored: nothing was forgotten")
+    if selector.agent is not None and not _exists(conn, "agent_id", selector.agent):
+        raise NotFound(f"no session of agent {selector.agent[:80]!r} is stored: nothing was forgotten")
+
+
+def _exists(conn: Connection, column: str, value: str) -> bool:
+    row = conn.execute(f"SELECT 1 FROM sessions WHERE {column} = %s LIMIT 1", (value,)).fetchone()
+    return row is not None
+
+
+def _count(conn: Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM messages").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def text_query(match: str) -> tuple[str, list[str]]:
+    """Every word of the match, all required, each as a phrase of its own (as FTS5 reads a quoted word: a word
+    the parser splits, ``foo_bar``, must appear as those parts in a row): a tsquery expression and its words."""
+    words = _WORD.findall(match)
+    return " && ".join(["phraseto_tsquery('lossless', %s)"] * len(words)), words
+
+
+def _stored(conn: Connection, selector: Selector) -> list[Named]:
+    clauses, params = _where(selector)
+    if selector.match is not None:
+        query, words = text_query(selector.match)
+        # The index finds candidates by text and date words; the text alone must match (FTS5's ``{text} :``).
+        clauses.append(f"m.search @@ ({query}) AND to_tsvector('lossless', left(m.text, {INDEXED_CHARS})) @@ ({query})")
+        params.extend(words + words)
+    rows = conn.execute(f"{_SELECTED} WHERE {' AND '.join(clauses)} ORDER BY m.id", params).fetchall()
+    selected = [_row(r) for r in rows]
+    return selected + _outcomes(conn, [row.id for row in selected])
+
+
+def _where(selector: Selector) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = ["true"]
+    params: list[Any] = []
+    if selector.ids:
+        clauses.append("m.id = ANY(%s::bigint[])")
+        params.append(sorted(set(selector.ids)))
+    for clause, value in (
+        ("s.session_id = %s", selector.session),
+        ("m.agent_id = %s", selector.agent),
+        ("m.created_at >= %s", selector.since),
+        ("m.created_at <= %s", selector.until),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    return clauses, params
+
+
+def _outcomes(conn: Connection, ids: list[int]) -> list[Named]:
+    """Subagent outcome records citing a selected message: copies of its text in the parent's session."""
+    if not ids:
+        return []
+    rows = conn.execute(
+        f"{_SELECTED} WHERE m.kind = 'outcome' AND m.cites = ANY(%s::bigint[]) AND m.id <> ALL(%s::bigint[])"
+        " ORDER BY m.id",
+        (ids, ids),
+    ).fetchall()
+    return [_row(r) for r in rows]
+
+
+# -- forgetting ---------------------------------------------------------------------------------------------
+
+
+def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found: Plan) -> tuple[int, int, bool]:
+    """Remove what ``found`` names from the store, the vector index and the archives; returns the messages
+    removed, the archive files rewritten and whether the VACUUM of the touched tables ran to its end."""
+    ids = [row.id for row in found.stored]
+    removed = db.write(lambda conn: _remove(conn, ids, found.sessions, found.archived))
+    if index is not None:
+        index.forget_ids(ids)
+    vacuumed = scrub(db, _TOUCHED_WITH_SESSIONS if found.sessions else _TOUCHED)
+    rewritten = rewrite_archives(db.reader(), archive_dir)
+    return removed, rewritten, vacuumed
+
+
+def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: list[Named]) -> int:
+    now = time.time()
+    # A dated message's window key names it too (SQLite: json_type(original, '$.timestamp') is a number).
+    # ``json``, not ``jsonb``: an original may hold the escape \u0000, which ``jsonb`` refuses.
+    conn.execute(
+        "INSERT INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
+        " SELECT s.session_id, m.content_hash, CASE WHEN json_typeof(m.original::json -> 'timestamp') = 'number'"
+        " THEN m.window_key END, m.id, %s FROM messages m JOIN sessions s ON s.id = m.session_rowid"
+        " WHERE m.id = ANY(%s::bigint[]) ORDER BY m.id ON CONFLICT DO NOTHING",
+        (now, ids),
+    )
+    for named in archived:
+        if named.record is not None:
+            _tombstone_archived(conn, named.record, now)
+    removed = delete_messages(conn, ids)
+    for session_id in sessions:
+        _forget_summaries(conn, session_id)
+    return removed
+
+
+def delete_messages(conn: Connection, ids: Sequence[int]) -> int:
+    """Delete messages with their backlog entries (their vectors and days go by ``ON DELETE CASCADE``)."""
+    marks = [int(i) for i in ids]
+    conn.execute("DELETE FROM embedding_backlog WHERE message_id = ANY(%s::bigint[])", (marks,))
+    return max(conn.execute("DELETE FROM messages WHERE id = ANY(%s::bigint[])", (marks,)).rowcount, 0)
+
+
+def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: str | None, at: float) -> bool:
+    """Record an imported tombstone and forget what it names here; False when the store already had it."""
+    cursor = conn.execute(
+        "INSERT INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
+        " VALUES (%s, %s, %s, NULL, %s) ON CONFLICT DO NOTHING",
+        (session_id, content_hash, window_key, at),
+    )
+    if not cursor.rowcount:
+        return False
+    rows = conn.execute(
+        "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
+        " AND (m.content_hash = %s OR m.window_key = %s)",
+        (session_id, content_hash, window_key),
+    ).fetchall()
+    delete_messages(conn, [int(r[0]) for r in rows])
+    return True
+
+
+def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
+    """A tombstone for an archived line (the export format); a line too damaged to name a message gets none."""
+    message = record.get("message")
+    stamp = message.get("timestamp") if isinstance(message, dict) else None
+    dated = isinstance(stamp, int | float) and not isinstance(stamp, bool) and math.isfinite(stamp)
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        identity = (str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
+        key = record.get("windowKey") if dated else None
+        message_id = record.get("id") if isinstance(record.get("id"), int) else None
+        conn.execute(
+            "INSERT INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (*identity, None if key is None else str(key), message_id, now),
+        )
+
+
+def _forget_summaries(conn: Connection, session_id: str) -> None:
+    """A session forgotten whole loses its compaction summaries (the host's words about it) and snapshots."""
+    rowid = "(SELECT id FROM sessions WHERE session_id = %s)"
+    conn.execute(f"DELETE FROM snapshots WHERE session_rowid = {rowid}", (session_id,))
+    conn.execute(f"DELETE FROM compactions WHERE session_rowid = {rowid}", (session_id,))
+
+
+def scrub(db: Database, tables: Sequence[str]) -> bool:
+    """``VACUUM`` the tables a forget touched, then rebuild the keyword index, after the commit, on an autocommit
+    connection (a transaction block refuses both); True when both ran to their end.
+
+    VACUUM removes the dead rows from the heap and TOAST pages and their entries from the indexes, but a GIN
+    index keeps a word as a key once no row holds it any more: ``REINDEX INDEX CONCURRENTLY`` writes it anew
+    without them (as FTS5's ``optimize`` on SQLite), while commits and reads go on. It reads the whole table:
+    the cost of a forget grows with the store, as on SQLite. A failure is logged, not raised: the forget is
+    committed and stands, and autovacuum removes the rows later.
+    """
+    try:
+        with db.writer() as conn:
+            conn.execute(f"VACUUM {', '.join(tables)}")
+            conn.execute("REINDEX INDEX CONCURRENTLY messages_search")
+    except psycopg.Error as exc:
+        log.warning("the VACUUM or REINDEX after a forget failed; autovacuum will remove the rows later: %s", exc)
+        return False
+    return True
+
+
+def rewrite_archives(conn: Connection, archive_dir: Path) -> int:
+    """Rewrite every archive holding a tombstoned message without its line (atomically, 0600); returns how many."""
+    rewritten = 0
+    for path in archive_files(archive_dir):
+        with gzip.open(path, "rb") as handle:
+            raws = list(handle)
+        dead = _tombstoned(conn, raws)
+        if dead:
+            _replace(path, [raw for n, raw in enumerate(raws) if n not in dead])
+            rewritten += 1
+    return rewritten
+
+
+def _tombstoned(conn: Connection, raws: list[bytes]) -> set[int]:
+    """The positions of the lines a tombstone names, asked in one statement for the whole file."""
+    named = list(_identities(raws))
+    if not named:
+        return set()
+    rows = conn.execute(
+        "SELECT i.n FROM unnest(%s::int[], %s::text[], %s::bytea[]) AS i(n, session_id, content_hash)"
+        " WHERE EXISTS (SELECT 1 FROM forgotten f WHERE f.session_id = i.session_id"
+        " AND f.content_hash = i.content_hash)",
+        ([n for n, _, _ in named], [s for _, s, _ in named], [d for _, _, d in named]),
+    )
+    return {int(row[0]) for row in rows}
+
+
+def _identities(raws: list[bytes]) -> Iterator[tuple[int, str, bytes]]:
+    """(position, session, content hash) of each line that names a message; damaged lines are kept as they are."""
+    for n, raw in enumerate(raws):
+        try:
+            record = json.loads(raw)
+            yield n, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+
+
+def forgotten_count(conn: Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM forgotten").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def resurrected(conn: Connection) -> int:
+    """Stored messages a tombstone names (doctor: should be 0)."""
+    row = conn.execute(
+        "SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_rowid"
+        " JOIN forgotten f ON f.session_id = s.session_id AND f.content_hash = m.content_hash"
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def run(
+    db: Database, index: ForgettingIndex | None, archive_dir: Path, selector: Selector, *, dry_run: bool
+) -> Forgotten:
+    """Plan, then (unless ``dry_run``) forget exactly what the plan shows; the view lists every message."""
+    found = plan(db.reader(), archive_dir, selector)
+    view = found.view(dry_run=dry_run, full_text=selector.match is not None)
+    if dry_run:
+        return view
+    removed, rewritten, vacuumed = forget(db, index, archive_dir, found)
+    return replace(view, removed=removed, archive_files_rewritten=rewritten, wal_truncated=vacuumed)

@@ -1,0 +1,257 @@
+"""Forgetting on PostgreSQL: the same selection names the same messages as on SQLite, exactly those go (with
+the outcome records citing them), and a tombstone keeps them from being stored again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.store.postgres import forget, messages, sessions
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.sqlite import forget as sqlite_forget
+from openclaw_lossless.store.sqlite import messages as sqlite_messages
+from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
+from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
+from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
+from openclaw_lossless.store.sqlite.forget import Forgotten, Selector
+from tests.postgres.backend.test_messages import MAY_8_2023, said
+from tests.postgres.server import PostgresServer
+
+DAY = 86_400.0
+# (session, session key, advancement key, [(text, time offset in days)]): two agents, three sessions, and a
+# turn whose words ("heron", "mill") a keyword selection finds.
+TURNS = [
+    ("s1", "agent:main:s1", "k1", [("The heron fished at dawn by the mill", 0), ("Noted: heron and mill", 0)]),
+    ("s1", "agent:main:s1", "k2", [("Tomatoes need sun and water", 1), ("Water them at dusk", 1)]),
+    ("s2", "agent:main:s2", "k3", [("My locker code is 4711", 2), ("I will keep the code", 2)]),
+    ("h1", "agent:helper:h1", "k4", [("The helper found the mill closed", 3), ("Report: closed mill", 3)]),
+    ("s1", "agent:main:s1", "k5", [("Plans for Friday: a walk", 4), ("A walk it is", 4)]),
+]
+CITED_TEXT = "Report: closed mill"  # a helper's message its parent holds an outcome record of
+
+
+class Backend:
+    """One backend's modules and parameter style, so one seeding runs on SQLite and on PostgreSQL alike."""
+
+    def __init__(self, db: Any, forgetting: Any, session_mod: Any, message_mod: Any, mark: str) -> None:
+        self.db, self.forget, self.sessions, self.messages, self.mark = db, forgetting, session_mod, message_mod, mark
+
+    def commit(self, session_id: str, session_key: str, key: str, texts: Sequence[tuple[str, float]]) -> list[int]:
+        records = [said(text, at=MAY_8_2023 + day * DAY, role=("user", "assistant")[n % 2])
+                   for n, (text, day) in enumerate(texts)]  # fmt: skip
+
+        def work(conn: Any) -> list[int]:
+            session = self.sessions.ensure_session(conn, session_id, session_key)
+            identified = sqlite_messages.turn_identities(records, key)
+            status, ids = self.messages.commit_turn(conn, session, key, identified, heartbeat=False)
+            assert status == "committed"
+            return list(ids)
+
+        return list(self.db.write(work))
+
+    def seed(self) -> dict[str, int]:
+        """``TURNS``, then an outcome record of the helper's report in s1; every message's id by its text."""
+        ids: dict[str, int] = {}
+        for session_id, session_key, key, texts in TURNS:
+            stored = self.commit(session_id, session_key, key, texts)
+            ids.update(zip([text for text, _ in texts], stored, strict=True))
+
+        def outcome(conn: Any) -> int:
+            parent = self.sessions.find_session(conn, "s1")
+            record = said(f"[subagent result] {CITED_TEXT}", at=MAY_8_2023 + 3 * DAY)
+            new = self.messages.insert_row(
+                conn, parent, record, stored_at=time.time(), kind="outcome", cites=ids[CITED_TEXT]
+            )
+            assert new is not None
+            return int(new)
+
+        ids["outcome"] = self.db.write(outcome)
+        return ids
+
+    def run(self, archive_dir: Path, selector: Selector, *, dry_run: bool) -> Forgotten | str:
+        """What forgetting answered, or the error it refused with (its type and message)."""
+        try:
+            return self.forget.run(self.db, None, archive_dir, selector, dry_run=dry_run)  # type: ignore[no-any-return]
+        except (BadRequest, NotFound) as exc:
+            return f"{type(exc).__name__}: {exc.message}"
+
+
+@pytest.fixture
+def lite(tmp_path: Path) -> Any:
+    db = SqliteDatabase(tmp_path / "lossless.sqlite")
+    sqlite_migrations.migrate(db)
+    yield Backend(db, sqlite_forget, sqlite_sessions, sqlite_messages, "?")
+    db.close()
+
+
+@pytest.fixture
+def pg(store: Database) -> Backend:
+    return Backend(store, forget, sessions, messages, "%s")
+
+
+def scalar(db: Database, query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = db.reader().execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def with_vectors(db: Database) -> None:
+    """A vector for every message, as the embedding worker would store."""
+    db.write(lambda conn: conn.execute(
+        "INSERT INTO message_vectors (message_id, agent_id, session_rowid, embedding)"
+        " SELECT id, agent_id, session_rowid, array_fill(0.5, ARRAY[384])::real[]::halfvec FROM messages"
+    ))  # fmt: skip
+
+
+SELECTIONS = [
+    Selector(session="s2"),
+    Selector(agent="helper"),
+    Selector(match="heron mill"),
+    Selector(match="mill"),
+    Selector(match="MILL, closed!"),
+    Selector(agent="main", match="water"),
+    Selector(since=MAY_8_2023 + DAY, until=MAY_8_2023 + 2 * DAY),
+    Selector(since=MAY_8_2023 + 3 * DAY),
+    Selector(ids=(1, 3)),
+    Selector(ids=(8,)),  # the helper's report: its outcome record in s1 goes with it
+    Selector(ids=(8,), session="h1"),
+    Selector(ids=(999,)),
+    Selector(ids=(1, 999)),
+    Selector(ids=(7,), session="s1"),  # a citation outside the session named
+    Selector(session="nope"),
+    Selector(agent="nobody"),
+    Selector(match="!!!"),
+    Selector(match="May"),  # the date words are indexed beside the text, but a match looks at the text only
+    Selector(since=MAY_8_2023 - DAY),  # every message, by time alone
+    Selector(since=MAY_8_2023 - DAY, everything=True),
+    Selector(since=MAY_8_2023 + DAY, until=MAY_8_2023),
+    Selector(),
+    Selector(everything=True),
+]
+
+
+def test_the_same_selection_names_the_same_messages_as_on_sqlite(lite: Backend, pg: Backend, tmp_path: Path) -> None:
+    assert lite.seed() == pg.seed()  # the same ids on both, so the answers compare whole
+
+    for selector in SELECTIONS:
+        on_sqlite = lite.run(tmp_path / "lite-archive", selector, dry_run=True)
+        on_postgres = pg.run(tmp_path / "pg-archive", selector, dry_run=True)
+        assert on_postgres == on_sqlite, selector
+    answers = [pg.run(tmp_path / "pg-archive", selector, dry_run=True) for selector in SELECTIONS]
+    assert sum(isinstance(answer, Forgotten) and answer.forgotten > 0 for answer in answers) >= 10
+    assert messages.count(pg.db.reader()) == 11  # a dry run changes nothing
+
+
+def test_forgetting_removes_exactly_the_plan_with_the_outcomes_citing_it(
+    lite: Backend, pg: Backend, tmp_path: Path
+) -> None:
+    ids = pg.seed()
+    lite.seed()
+    with_vectors(pg.db)
+    selector = Selector(ids=(ids[CITED_TEXT],))
+    planned = pg.run(tmp_path, selector, dry_run=True)
+
+    done = pg.run(tmp_path, selector, dry_run=False)
+
+    assert isinstance(done, Forgotten) and isinstance(planned, Forgotten)
+    assert [m.id for m in done.messages] == [m.id for m in planned.messages] == [ids[CITED_TEXT], ids["outcome"]]
+    assert done.removed == 2 and done.wal_truncated is True
+    on_sqlite = lite.run(tmp_path / "lite", selector, dry_run=False)
+    assert done == on_sqlite
+    gone = [ids[CITED_TEXT], ids["outcome"]]
+    reader = pg.db.reader()
+    assert messages.fetch(reader, gone) == {}
+    assert messages.count(reader) == 9
+    for table, column in (("embedding_backlog", "message_id"), ("message_vectors", "message_id"),
+                          ("message_days", "message_id")):  # fmt: skip
+        assert scalar(pg.db, f"SELECT count(*) FROM {table} WHERE {column} = ANY(%s)", (gone,)) == 0, table
+    assert scalar(pg.db, "SELECT count(*) FROM embedding_backlog") == 9
+    assert forget.forgotten_count(reader) == 2
+    assert forget.resurrected(reader) == 0
+
+
+def data_files(server: PostgresServer, db: Database, relation: str) -> bytes:
+    """The bytes of a relation's data files as the server keeps them on disk (a hex editor's view)."""
+    path = scalar(db, "SELECT pg_relation_filepath(%s::regclass)", (relation,))
+    return b"".join(p.read_bytes() for p in sorted(server.data_dir.glob(f"{path}*")) if p.is_file())
+
+
+def test_the_forgotten_text_is_gone_from_the_data_files(
+    pg: Backend, tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    pg.seed()
+    code = "zqxvarkmarker is the door code"
+    long_text = "qjwblongmarker " + " ".join(f"w{n}x{n * 7919 % 1000}" for n in range(3000))  # TOASTed
+    pg.commit("s9", "agent:main:s9", "k9", [(code, 5), (long_text, 5)])
+    for n in range(30):  # rows after the secrets, so a VACUUM cutting the table's empty tail proves nothing
+        pg.commit("s1", "agent:main:s1", f"later-{n}", [(f"later {n} " + "filler " * 200, 6)])
+    toast = scalar(pg.db, "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'messages'::regclass")
+    relations = ("messages", toast, "messages_search")
+    pg.db.reader().execute("CHECKPOINT")
+    before = {r: data_files(postgres_server, pg.db, r) for r in relations}
+    assert all(b"zqxvarkmark" in before[r] for r in ("messages", "messages_search"))
+    assert b"qjwblongmark" in before[toast]
+
+    done = pg.run(tmp_path, Selector(session="s9"), dry_run=False)
+    pg.db.reader().execute("CHECKPOINT")
+
+    assert isinstance(done, Forgotten) and done.removed == 2 and done.wal_truncated is True
+    for relation in relations:
+        after = data_files(postgres_server, pg.db, relation)
+        assert b"zqxvarkmark" not in after and b"qjwblongmark" not in after, relation
+    assert b"filler" in data_files(postgres_server, pg.db, "messages")  # the files read are the live ones
+
+
+def test_a_tombstone_keeps_a_forgotten_message_from_being_stored_again(pg: Backend, tmp_path: Path) -> None:
+    ids = pg.seed()
+    turn = TURNS[2]  # s2's turn
+    assert isinstance(pg.run(tmp_path, Selector(session="s2"), dry_run=False), Forgotten)
+
+    replayed = pg.commit("s2", "agent:main:s2", "k3-replayed", turn[3])  # the same words, a new advancement key
+
+    def again(conn: Connection) -> int | None:
+        session = sessions.ensure_session(conn, "s2", "agent:main:s2")
+        record = said(turn[3][0][0], at=MAY_8_2023 + turn[3][0][1] * DAY)
+        return messages.insert_row(conn, session, record, stored_at=time.time())
+
+    assert replayed == []
+    assert pg.db.write(again) is None
+    reader = pg.db.reader()
+    assert messages.fetch(reader, [ids[text] for text, _ in turn[3]]) == {}
+    assert forget.forgotten_count(reader) == 2
+    assert forget.resurrected(reader) == 0
+    assert pg.commit("s2", "agent:main:s2", "k-new", [("Something new", 7)]) != []  # the session lives on
+
+
+def test_a_session_forgotten_whole_loses_its_summaries_and_snapshots(pg: Backend, tmp_path: Path) -> None:
+    ids = pg.seed()
+
+    def summarise(conn: Connection) -> None:
+        for session_id, last in (("s2", ids["I will keep the code"]), ("s1", ids["A walk it is"])):
+            session = sessions.find_session(conn, session_id)
+            assert session is not None
+            row = conn.execute(
+                "INSERT INTO compactions (session_rowid, recorded_at, compacted, summary, last_message_id)"
+                " VALUES (%s, 0, true, %s, %s) RETURNING id",
+                (session.rowid, f"summary of {session_id}", last),
+            ).fetchone()
+            assert row is not None
+            conn.execute(
+                "INSERT INTO snapshots (name, session_rowid, last_message_id, created_at, compaction_id)"
+                " VALUES (%s, %s, %s, 0, %s)",
+                (f"pre-{session_id}", session.rowid, last, row[0]),
+            )
+
+    pg.db.write(summarise)
+    done = pg.run(tmp_path, Selector(session="s2"), dry_run=False)
+    by_match = pg.run(tmp_path, Selector(session="s1", match="walk"), dry_run=False)
+
+    assert isinstance(done, Forgotten) and done.sessions == ["s2"]
+    assert isinstance(by_match, Forgotten) and by_match.sessions == []  # a match is not the whole session
+    assert scalar(pg.db, "SELECT array_agg(summary ORDER BY id) FROM compactions") == ["summary of s1"]
+    assert scalar(pg.db, "SELECT array_agg(name ORDER BY id) FROM snapshots") == ["pre-s1"]
