@@ -1,0 +1,144 @@
+"""What history import and catch-up ask the store, on PostgreSQL (``store/sqlite/imported.py``'s calls).
+
+The questions are the SQLite module's: does a session hold this already, which marks are in ``meta``, was
+this compaction recorded live by the hook. Two things differ because several sidecars share one store:
+
+- ``keys_under`` matches a prefix with ``starts_with`` rather than a key range: ``meta.key`` compares by the
+  database's collation, under which a range from ``prefix`` to ``prefix[:-1] + '/'`` need not hold exactly
+  the keys that start with ``prefix`` (a linguistic collation weighs punctuation last);
+- ``claim_compaction`` locks the compaction it takes (``FOR UPDATE``): two sidecars' hooks claiming the
+  same imported compaction at once claim it once, the second re-reads it claimed and finds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import SessionRef
+from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
+
+# -- sessions and messages -----------------------------------------------------------------------------------
+
+
+def held_session_ids(conn: Connection) -> frozenset[str]:
+    """Every session the store holds: catch-up follows these whatever their age."""
+    return frozenset(str(row[0]) for row in conn.execute("SELECT session_id FROM sessions"))
+
+
+def first_contact(conn: Connection) -> dict[str, float]:
+    """Agent id to when the store first registered one of its sessions (epoch s)."""
+    rows = conn.execute("SELECT agent_id, min(created_at) FROM sessions GROUP BY agent_id")
+    return {str(row[0]): float(row[1]) for row in rows if row[1] is not None}
+
+
+def holds_content(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
+    """Whether the session holds a message with this content hash (the message identity)."""
+    row = conn.execute(
+        "SELECT 1 FROM messages WHERE session_rowid = %s AND content_hash = %s", (session_rowid, content_hash)
+    ).fetchone()
+    return row is not None
+
+
+def newest_time(conn: Connection, session_rowid: int, among: int = 1) -> float | None:
+    """The latest ``created_at`` among the session's ``among`` newest messages (by id); None when it has none.
+
+    With ``among`` 1 that is when its newest message was written; more finds a turn that arrived out of order.
+    """
+    row = conn.execute(
+        "SELECT max(created_at) FROM (SELECT created_at FROM messages WHERE session_rowid = %s ORDER BY id DESC"
+        " LIMIT %s) newest",
+        (session_rowid, among),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def keys_and_times(conn: Connection, session_rowid: int) -> list[tuple[str, float]]:
+    """``(window_key, created_at)`` of every message of the session: what the gap report compares."""
+    rows = conn.execute(
+        "SELECT window_key, created_at FROM messages WHERE session_rowid = %s ORDER BY id", (session_rowid,)
+    )
+    return [(str(row[0]), float(row[1])) for row in rows]
+
+
+def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) -> list[tuple[bytes, str, str]]:
+    """``(content_hash, window_key, original)`` of the session's messages with one of these window keys, in id
+    order: one range of ``messages_by_session``; the caller parses only these originals."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return []
+    rows = conn.execute(
+        "SELECT content_hash, window_key, original FROM messages WHERE session_rowid = %s"
+        " AND window_key = ANY(%s::text[]) ORDER BY id",
+        (session_rowid, wanted),
+    )
+    return [(bytes(row[0]), str(row[1]), str(row[2])) for row in rows]
+
+
+# -- marks in meta ---------------------------------------------------------------------------------------------
+
+
+def mark_all(conn: Connection, keys: Iterable[str]) -> None:
+    """Set each key in ``meta`` (value '1'), in one statement; a key already there stays as it is."""
+    wanted = list(dict.fromkeys(keys))
+    if wanted:
+        conn.execute(
+            "INSERT INTO meta (key, value) SELECT unnest(%s::text[]), '1' ON CONFLICT (key) DO NOTHING", (wanted,)
+        )
+
+
+def keys_under(conn: Connection, prefix: str) -> list[str]:
+    """The ``meta`` keys that start with ``prefix``, in byte order (as SQLite's primary key returns them)."""
+    rows = conn.execute('SELECT key FROM meta WHERE starts_with(key, %s) ORDER BY key COLLATE "C"', (prefix,))
+    return [str(row[0]) for row in rows]
+
+
+# -- compactions ---------------------------------------------------------------------------------------------
+
+
+def live_compaction(conn: Connection, session_rowid: int, record: CompactionRecord) -> int | None:
+    """The id of a compaction the ``compact`` hook already recorded for this imported one, if any: same
+    session and summary, or, for one inferred without a summary, one recorded where the session now ends."""
+    # Only one that did compact: a failed attempt the hook recorded at the same point is not this compaction.
+    if record.summary is not None:
+        row = conn.execute(
+            "SELECT id FROM compactions WHERE session_rowid = %s AND summary = %s AND status = %s ORDER BY id LIMIT 1",
+            (session_rowid, record.summary, COMPACTED),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT id FROM compactions WHERE session_rowid = %s AND status = %s AND last_message_id"
+            " IS NOT DISTINCT FROM (SELECT max(id) FROM messages WHERE session_rowid = %s) ORDER BY id LIMIT 1",
+            (session_rowid, COMPACTED, session_rowid),
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def claim_compaction(
+    conn: Connection, session: SessionRef, record: CompactionRecord, imported_reason: str
+) -> Compaction | None:
+    """The ``compact`` hook takes a compaction the import recorded (reason ``imported_reason``, not yet
+    claimed, same redacted summary, ``tokensBefore`` equal when both say): its reason and token counts
+    replace the import's, which also marks it claimed. Returns what ``record_compaction`` would, or None.
+
+    The row is locked: a hook on another sidecar claiming it at the same moment waits, then re-reads it
+    with the claimed reason and passes it over.
+    """
+    row = conn.execute(
+        "SELECT id, tokens_before, last_message_id FROM compactions WHERE session_rowid = %s AND summary = %s"
+        " AND status = %s AND reason = %s ORDER BY id DESC LIMIT 1 FOR UPDATE",
+        (session.rowid, record.summary, COMPACTED, imported_reason),
+    ).fetchone()
+    if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
+        return None
+    conn.execute(
+        "UPDATE compactions SET reason = %s, tokens_before = coalesce(%s, tokens_before),"
+        " tokens_after = coalesce(%s, tokens_after) WHERE id = %s",
+        (record.reason, record.tokens_before, record.tokens_after, row[0]),
+    )
+    named = conn.execute(
+        "SELECT name FROM snapshots WHERE compaction_id = %s ORDER BY id LIMIT 1", (row[0],)
+    ).fetchone()
+    last_id = None if row[2] is None else int(row[2])
+    snapshot = None if named is None else str(named[0])
+    return Compaction(int(row[0]), COMPACTED, snapshot, last_id)
