@@ -1,0 +1,196 @@
+"""Read-only checks of a PostgreSQL store, for ``doctor`` (``store/sqlite/checks.py``'s calls).
+
+Nothing here changes the store, also on a damaged one or one a newer version wrote:
+
+- ``integrity_problems`` asks the ``amcheck`` extension (shipped with PostgreSQL's contrib modules) to verify
+  every table (``verify_heapam``, TOAST included) and every B-tree and GIN index (``bt_index_check`` with
+  ``heapallindexed``: each row has its index entry; ``gin_index_check`` from PostgreSQL 18) of the store's
+  schema; HNSW indexes have no checker. It uses amcheck where the database has it, and otherwise installs
+  it inside a transaction that is rolled back, which only a role allowed to create it may do (it is not
+  a trusted extension: a superuser, or a managed service's admin role). Where neither works, it reads every
+  row of every table whole, values kept out of line (TOAST) included, which finds damaged pages and
+  values but not an index out of step with its table; ``amcheck_usable`` says which check ran, and an
+  operator gets the full one with ``CREATE EXTENSION amcheck`` run once as a superuser.
+- ``fts_problem`` recomputes every message's keyword entry (the ``search`` column) from its text with the
+  column's own definition, read from the catalog, and compares: a stored ``tsvector`` differs when the text
+  search configuration or its dictionaries changed after it was written (an upgrade's new stemmer, an
+  altered ``lossless`` configuration, an edited ``unaccent`` rules file). Like FTS5's own check it reads
+  every message: 1.8 s per 100,000 on a 2-core machine (amcheck's checks: 0.9 s), so ~20 s at a million.
+
+Each check runs inside a transaction that is always rolled back (a savepoint when the caller's connection
+is already in one), so a check that fails leaves the caller's connection usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+from psycopg import pq, sql
+
+from openclaw_lossless.store.postgres.connection import Connection
+
+# The store's own schema is the first one on every connection's search path (``connection.set_search_path``).
+_STORE_SCHEMA = "SELECT (parse_ident(trim(split_part(current_setting('search_path'), ',', 1))))[1]"
+_RELATIONS = (
+    "SELECT c.oid::regclass::text, c.relkind, am.amname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " LEFT JOIN pg_am am ON am.oid = c.relam WHERE n.nspname = %s AND c.relkind IN ('r', 'i', 'm')"
+    " ORDER BY c.relkind DESC, c.relname"
+)
+
+
+def library_versions() -> tuple[str, str]:
+    """The client side this process speaks to PostgreSQL with: the libpq library's version and psycopg's.
+
+    (SQLite's answer is the SQLite library and the sqlite-vec it loads; here the server holds the engine and
+    pgvector, whose version ``counts.sqlite_vec_version`` reads from the database.)
+    """
+    version = pq.version()
+    return f"{version // 10000}.{version % 10000}", psycopg.__version__
+
+
+def store_schema(conn: Connection) -> str:
+    """The schema this connection's store lives in: the first on its search path, whether it exists yet or not."""
+    row = conn.execute(_STORE_SCHEMA).fetchone()
+    return "" if row is None or row[0] is None else str(row[0])
+
+
+def has_table(conn: Connection, name: str) -> bool:
+    """Whether the store's schema has this table (a table of that name in another schema does not count)."""
+    row = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = (" + _STORE_SCHEMA + ") AND tablename = %s", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def applied_migrations(conn: Connection) -> set[str] | None:
+    """The names of the migrations the store records, or None when it was never migrated."""
+    if not has_table(conn, "migrations"):
+        return None
+    table = sql.Identifier(store_schema(conn), "migrations")
+    return {str(row[0]) for row in conn.execute(sql.SQL("SELECT name FROM {}").format(table))}
+
+
+# -- integrity -------------------------------------------------------------------------------------------------
+
+
+def integrity_problems(conn: Connection, limit: int = 20) -> list[str]:
+    """Up to ``limit`` problems, one a line, naming the table or index; ``["ok"]`` when there is none."""
+    schema = store_schema(conn)
+    problems = _invalid_indexes(conn, schema)
+    with conn.transaction(force_rollback=True):
+        amcheck = _amcheck_schema(conn, schema)
+        found = _amcheck_problems(conn, schema, amcheck, limit) if amcheck is not None else _unreadable(conn, schema)
+        for problem in found:
+            if len(problems) >= limit:
+                break
+            problems.append(problem)
+    return problems[:limit] or ["ok"]
+
+
+def amcheck_usable(conn: Connection) -> bool:
+    """Whether ``integrity_problems`` checks with amcheck here (installed, or installable by this role)."""
+    with conn.transaction(force_rollback=True):
+        return _amcheck_schema(conn, store_schema(conn)) is not None
+
+
+def _invalid_indexes(conn: Connection, schema: str) -> list[str]:
+    """Indexes the server itself marks unusable (a build that failed half way): no extension needed."""
+    rows = conn.execute(
+        "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT (i.indisvalid AND i.indisready)"
+        " ORDER BY 1",
+        (schema,),
+    )
+    return [f"index {row[0]}: marked invalid by the server (rebuild it: REINDEX INDEX {row[0]})" for row in rows]
+
+
+def _amcheck_schema(conn: Connection, schema: str) -> str | None:
+    """The schema holding amcheck: where the database has it, else ``schema``, where it is installed in the
+    caller's transaction (which the caller rolls back) when this role may; None when it cannot be had."""
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'amcheck'"
+    ).fetchone()
+    if row is not None:
+        return str(row[0])
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE EXTENSION amcheck SCHEMA {}").format(sql.Identifier(schema)))
+    except psycopg.Error:  # not allowed (not a superuser), not shipped, or a server that takes no writes
+        return None
+    return schema
+
+
+def _amcheck_problems(conn: Connection, schema: str, amcheck: str, limit: int) -> Iterator[str]:
+    """amcheck's findings on every table and B-tree/GIN index of ``schema``."""
+    has_gin = conn.execute("SELECT to_regproc(%s)", (f"{amcheck}.gin_index_check",)).fetchone()
+    for name, kind, method in conn.execute(_RELATIONS, (schema,)).fetchall():
+        if kind in ("r", "m"):
+            yield from _checked(conn, f"table {name}", _heap_check(amcheck, name, limit))
+        elif method == "btree":
+            yield from _checked(conn, f"index {name}", _function(amcheck, "bt_index_check", name, ", true"))
+        elif method == "gin" and has_gin is not None and has_gin[0] is not None:
+            yield from _checked(conn, f"index {name}", _function(amcheck, "gin_index_check", name, ""))
+
+
+def _heap_check(amcheck: str, table: str, limit: int) -> sql.Composed:
+    return sql.SQL(
+        "SELECT format('block %s offset %s%s: %s', blkno, offnum, ' column ' || attnum, msg)"
+        " FROM {}.verify_heapam({}::regclass, check_toast => true) LIMIT {}"
+    ).format(sql.Identifier(amcheck), sql.Literal(table), sql.Literal(limit))
+
+
+def _function(amcheck: str, function: str, index: str, more: str) -> sql.Composed:
+    return sql.SQL("SELECT NULL FROM {}.{}({}::regclass" + more + ")").format(
+        sql.Identifier(amcheck), sql.Identifier(function), sql.Literal(index)
+    )
+
+
+def _checked(conn: Connection, what: str, query: sql.Composed) -> Iterator[str]:
+    """The rows a check returns, or the error it stops with, each named after what it checked; in a savepoint,
+    so one damaged index does not stop the checks of the others."""
+    try:
+        with conn.transaction():
+            rows = conn.execute(query).fetchall()
+    except psycopg.Error as exc:
+        yield f"{what}: {_first_line(exc)}"
+        return
+    yield from (f"{what}: {row[0]}" for row in rows if row[0] is not None)
+
+
+def _unreadable(conn: Connection, schema: str) -> Iterator[str]:
+    """Without amcheck: every row of every table read whole (its text form needs every value, TOAST's too)."""
+    for name, kind, _ in conn.execute(_RELATIONS, (schema,)).fetchall():
+        if kind in ("r", "m"):
+            query = sql.SQL("SELECT NULL FROM {} t WHERE length(t::text) < 0").format(sql.SQL(name))
+            yield from _checked(conn, f"table {name}", query)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# -- the keyword index -----------------------------------------------------------------------------------------
+
+
+def fts_problem(conn: Connection) -> str | None:
+    """Whether every message's keyword entry is what its text gives now; a sentence naming the first ones
+    that differ, or None when they all agree."""
+    row = conn.execute(
+        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a"
+        " ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'messages'::regclass"
+        " AND a.attname = 'search' AND a.attgenerated = 's'"
+    ).fetchone()
+    if row is None:
+        return "messages.search is not computed from the text (the column's definition is gone)"
+    with conn.transaction(force_rollback=True):
+        differ = conn.execute(
+            sql.SQL(
+                "SELECT count(*), array_agg(id ORDER BY id) FILTER (WHERE n <= 5) FROM (SELECT id,"
+                " row_number() OVER (ORDER BY id) AS n FROM messages WHERE search IS DISTINCT FROM ({})) d"
+            ).format(sql.SQL(str(row[0])))
+        ).fetchone()
+    if differ is None or not differ[0]:
+        return None
+    first = ", ".join(f"msg:{i}" for i in differ[1]) + (", ..." if differ[0] > len(differ[1]) else "")
+    return f"{differ[0]} of the messages' keyword entries differ from what their text gives now ({first})"
