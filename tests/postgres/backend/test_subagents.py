@@ -70,25 +70,41 @@ def spawn_child(b: Backend) -> list[Any]:
     return [spawned]
 
 
-def story_of_subagents(b: Backend) -> list[Any]:
-    """Spawn, roll back another spawn, end twice, end what was never spawned; then what the parent holds."""
-    answers = spawn_child(b)
+def story_of_subagents(b: Backend) -> dict[str, Any]:
+    """Spawn, roll back another spawn, end twice, end what was never spawned or whose parent is gone, end a
+    child that began again after a ``/new``; then what the parent holds."""
+    answers: dict[str, Any] = {"spawned": spawn_child(b)}
     other = b.write(lambda c: b.subagents.link(c, MAIN, OTHER_CHILD, None))
-    answers.append(other)
-    answers.append(b.read(lambda c: b.sessions.find_session(c, OTHER_CHILD)))  # registered at spawn
-    answers.append(b.write(lambda c: b.subagents.unlink(c, other, None)))
-    answers.append(b.write(lambda c: b.subagents.unlink(c, other, None)))  # already undone
-    answers.append(b.write(lambda c: b.subagents.unlink(c, None, "agent:main:subagent:never")))
-    answers.append(b.read(lambda c: b.sessions.find_session(c, OTHER_CHILD)))
-    answers.append(b.write(lambda c: b.subagents.end(c, CHILD, "completed")))
-    answers.append(b.write(lambda c: b.subagents.end(c, "agent:main:subagent:never", "completed")))
-    answers.append(b.write(lambda c: b.subagents.unlink(c, None, CHILD)))  # ended: no longer undone
-    answers.append(b.write(lambda c: b.subagents.end(c, CHILD, "completed again")))  # copies nothing new
+    answers["registered at spawn"] = b.read(lambda c: b.sessions.find_session(c, OTHER_CHILD))
+    answers["unlinked"] = [
+        b.write(lambda c: b.subagents.unlink(c, other, None)),
+        b.write(lambda c: b.subagents.unlink(c, other, None)),  # already undone
+        b.write(lambda c: b.subagents.unlink(c, None, "agent:main:subagent:never")),
+    ]
+    answers["gone with its link"] = b.read(lambda c: b.sessions.find_session(c, OTHER_CHILD))
+    answers["ended"] = b.write(lambda c: b.subagents.end(c, CHILD, "completed"))
+    answers["never spawned"] = b.write(lambda c: b.subagents.end(c, "agent:main:subagent:never", "completed"))
+    answers["unlink after end"] = b.write(lambda c: b.subagents.unlink(c, None, CHILD))
+    b.write(lambda c: b.subagents.link(c, "agent:main:gone", "agent:main:subagent:9", None))
+    answers["parent gone"] = b.write(lambda c: b.subagents.end(c, "agent:main:subagent:9", "completed"))
+    answers["began again"] = end_a_child_with_two_sessions(b)
+    answers["ended again"] = b.write(lambda c: b.subagents.end(c, CHILD, "completed again"))  # copies nothing new
     parent = b.read(lambda c: b.sessions.require_session(c, "p1"))
-    answers.append(b.read(lambda c: b.messages.recent(c, parent.rowid, 10)))
-    answers.append(b.read(lambda c: b.sessions.parent_key(c, CHILD)))
-    answers.append(b.read(lambda c: c.execute("SELECT context_mode, ended_reason FROM subagent_links").fetchall()))
+    answers["parent holds"] = b.read(lambda c: b.messages.recent(c, parent.rowid, 10))
+    answers["parent key"] = b.read(lambda c: b.sessions.parent_key(c, CHILD))
+    answers["links"] = b.read(
+        lambda c: c.execute("SELECT child_session_key, context_mode, ended_reason FROM subagent_links ORDER BY id")
+    ).fetchall()
     return answers
+
+
+def end_a_child_with_two_sessions(b: Backend) -> Any:
+    """A child answers, is reset (``/new``, same key) and answers again: its answer is the newer session's."""
+    key = "agent:main:subagent:44"
+    b.write(lambda c: b.subagents.link(c, MAIN, key, "fork"))
+    b.commit("c44-a", "c44-1", [said("first try", at=T0 + 20), spoken("assistant", "An early guess.", T0 + 21)], key)
+    b.commit("c44-b", "c44-2", [said("again", at=T0 + 30), spoken("assistant", "The settled answer.", T0 + 31)], key)
+    return b.write(lambda c: b.subagents.end(c, key, "completed"))
 
 
 def test_spawn_rollback_and_end_answer_as_on_sqlite(lite: Backend, store: Database) -> None:
@@ -97,16 +113,27 @@ def test_spawn_rollback_and_end_answer_as_on_sqlite(lite: Backend, store: Databa
     on_postgres = plain(story_of_subagents(postgres_backend(store)), since)
 
     assert on_postgres == on_sqlite
-    assert on_postgres[3:6] == [True, False, False]  # undone once; nothing to undo after
-    assert on_postgres[7:10] == [[True, 2], [False, 0], False]  # copied the answer and the note; unknown child
-    assert on_postgres[10] == [True, 0]  # a second end copies nothing
-    inherited = on_postgres[11]
-    assert [(m["kind"], m["text"]) for m in inherited] == [
+    assert on_postgres["registered at spawn"]["session_key"] == OTHER_CHILD
+    assert on_postgres["unlinked"] == [True, False, False] and on_postgres["gone with its link"] is None
+    assert on_postgres["ended"] == [True, 2]  # the answer and the note
+    assert [on_postgres[k] for k in ("never spawned", "unlink after end", "parent gone")] == [
+        [False, 0],
+        False,
+        [True, 0],
+    ]
+    assert on_postgres["began again"] == [True, 1]
+    assert on_postgres["ended again"] == [True, 0]
+    assert [(m["kind"], m["text"]) for m in on_postgres["parent holds"]] == [
         ("message", "Please check the audit bucket"),
         ("outcome", f"[subagent result] {ANSWER}"),
         ("outcome", f"[subagent result] {NOTABLE}"),
+        ("outcome", "[subagent result] The settled answer."),
     ]
-    assert on_postgres[13] == [["isolated", "completed again"]]
+    assert on_postgres["links"] == [
+        [CHILD, "isolated", "completed again"],
+        ["agent:main:subagent:9", None, "completed"],
+        ["agent:main:subagent:44", "fork", "completed"],
+    ]
 
 
 def test_an_outcome_is_found_by_its_words_and_its_days_in_the_parent(store: Database) -> None:
