@@ -4,6 +4,7 @@ subagent links included; an import into a store with its own history moves ids e
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,10 +42,14 @@ def _commit(sidecar: Sidecar, key: str, session: str, session_key: str, turn: li
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CaptureOptions]:
+    return fill(tmp_path_factory.mktemp("pg-transfer") / "state")
+
+
+def fill(state: Path) -> tuple[Path, CaptureOptions]:
     """A SQLite store holding every kind of line, written through the sidecar's hook methods: two agents, a
     pasted key, a heartbeat turn, a compaction with its automatic snapshot and a manual snapshot, a finished
-    subagent whose outcome reached the parent and a running one, and a forgotten message (a tombstone)."""
-    state = tmp_path_factory.mktemp("pg-transfer") / "state"
+    subagent whose outcome reached the parent and a running one, and a forgotten message (a tombstone).
+    Returns the store's file and the capture options its sidecar used."""
     sidecar = Sidecar(make_settings(state, embedding_provider="none"), start_worker=False)
     try:
         early = conversation(4)
@@ -79,7 +84,13 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CaptureOptio
 @pytest.fixture
 def lite(tmp_path: Path) -> Iterator[SqliteDatabase]:
     """An empty SQLite store, to compare with the PostgreSQL one doing the same."""
-    db = SqliteDatabase(tmp_path / "lite" / "lossless.sqlite")
+    with empty_sqlite(tmp_path / "lite" / "lossless.sqlite") as db:
+        yield db
+
+
+@contextlib.contextmanager
+def empty_sqlite(path: Path) -> Iterator[SqliteDatabase]:
+    db = SqliteDatabase(path)
     try:
         sqlite_migrations.migrate(db)
         yield db
