@@ -39,6 +39,12 @@ def _text(text: str) -> str:
     return pg_text(storable(text))
 
 
+def _never_a_key(key: str) -> bool:
+    """A key with a NUL was never linked (``link`` checks keys), and PostgreSQL cannot even compare one: the
+    host is told "not linked", as SQLite tells it, rather than a server error."""
+    return "\x00" in key
+
+
 def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | None) -> int:
     """Register the child's session and link it to its parent; returns the spawn id a rollback names."""
     agent_of(parent_key)
@@ -57,6 +63,8 @@ def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | 
 
 def unlink(conn: Connection, spawn_id: int | None, child_key: str | None) -> bool:
     """Undo a spawn that has not ended: its session (while unused) and its link."""
+    if spawn_id is None and child_key is not None and _never_a_key(child_key):
+        return False
     if spawn_id is not None:
         row = conn.execute(
             "SELECT child_session_key FROM subagent_links WHERE id = %s AND ended_at IS NULL FOR UPDATE", (spawn_id,)
@@ -79,6 +87,8 @@ def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:
     The update locks the link until this transaction ends: a concurrent end of the same child waits, then
     finds the outcome already copied.
     """
+    if _never_a_key(child_key):
+        return False, 0
     row = conn.execute(
         "UPDATE subagent_links SET ended_at = coalesce(ended_at, %s), ended_reason = %s"
         " WHERE child_session_key = %s RETURNING parent_session_key",

@@ -32,8 +32,11 @@ def session_summaries(conn: Connection, agent: str | None, limit: int) -> list[S
     """The ``limit`` sessions last created (of one agent, or of all), each with its count and newest message.
 
     Each count and newest message is a range of ``messages_by_session``: the cost grows with the sessions
-    listed and their messages, not with the rest of the store.
+    listed and their messages, not with the rest of the store. No agent id holds a NUL (keys are checked) and
+    PostgreSQL cannot compare one: such an agent has no sessions, as on SQLite.
     """
+    if agent is not None and "\x00" in agent:
+        return []
     where, params = ("WHERE s.agent_id = %s", [agent]) if agent is not None else ("", [])
     rows = conn.execute(
         "SELECT s.session_id, s.session_key, s.agent_id, s.created_at,"

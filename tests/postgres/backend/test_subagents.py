@@ -86,6 +86,10 @@ def story_of_subagents(b: Backend) -> dict[str, Any]:
     answers["never spawned"] = b.write(lambda c: b.subagents.end(c, "agent:main:subagent:never", "completed"))
     answers["unlink after end"] = b.write(lambda c: b.subagents.unlink(c, None, CHILD))
     b.write(lambda c: b.subagents.link(c, "agent:main:gone", "agent:main:subagent:9", None))
+    answers["a key with a NUL"] = [  # never linked; PostgreSQL cannot compare one, SQLite finds nothing
+        b.write(lambda c: b.subagents.end(c, "agent:main:x\x00y", "completed")),
+        b.write(lambda c: b.subagents.unlink(c, None, "agent:main:x\x00y")),
+    ]
     answers["parent gone"] = b.write(lambda c: b.subagents.end(c, "agent:main:subagent:9", "completed"))
     answers["began again"] = end_a_child_with_two_sessions(b)
     answers["ended again"] = b.write(lambda c: b.subagents.end(c, CHILD, "completed again"))  # copies nothing new
@@ -121,6 +125,7 @@ def test_spawn_rollback_and_end_answer_as_on_sqlite(lite: Backend, store: Databa
         False,
         [True, 0],
     ]
+    assert on_postgres["a key with a NUL"] == [[False, 0], False]
     assert on_postgres["began again"] == [True, 1]
     assert on_postgres["ended again"] == [True, 0]
     assert [(m["kind"], m["text"]) for m in on_postgres["parent holds"]] == [

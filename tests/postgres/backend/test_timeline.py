@@ -77,6 +77,7 @@ def pages(b: Backend) -> dict[str, Any]:
         "all sessions": b.timeline.session_summaries(conn, None, 10),
         "ops": b.timeline.session_summaries(conn, "ops", 10),
         "main, last two": b.timeline.session_summaries(conn, "main", 2),
+        "an agent with a NUL": b.timeline.session_summaries(conn, "ma\x00in", 10),
     }
 
 
@@ -104,6 +105,7 @@ def test_timeline_pages_and_their_events_are_those_of_sqlite(lite: Backend, stor
     assert [s.session_id for s in answers["all sessions"]] == ["s-ops", "s-two", "c1", "s-one"]
     assert [(s.session_id, s.messages) for s in answers["ops"]] == [("s-ops", 1)]
     assert [s.spawned_by for s in answers["main, last two"]] == [None, MAIN]
+    assert answers["an agent with a NUL"] == []
 
 
 def events(page: Timeline) -> tuple[list[int], list[tuple[int | None, str | None]], list[str], list[Any]]:
