@@ -138,6 +138,10 @@ class Importer:
     def _apply_all(self, conn: Connection, batch: list[Line]) -> BatchWriter:
         """Run afresh on each attempt: a fresh layer over what committed, and counts from zero."""
         writer = BatchWriter(ImportReport(), self.learned.layer())
+        if any(isinstance(line, MessageLine) for line in batch):
+            # Taken before any message id is chosen, outside the lines' savepoints (rolling one back would
+            # release it): no other writer draws a message id until this batch commits.
+            messages.hold_id_order(conn)
         for line in batch:
             writer.apply(conn, line)
         return writer
@@ -157,12 +161,18 @@ class BatchWriter:
 
     report: ImportReport
     learned: Learned
+    # Sessions seen by lines that committed to their savepoint (a rolled-back line's new session is gone),
+    # so a batch of one session's messages looks it up once, not twice a line.
+    sessions: dict[str, SessionRef] = dataclasses.field(default_factory=dict)
+    _line_sessions: dict[str, SessionRef] = dataclasses.field(default_factory=dict)
 
     def apply(self, conn: Connection, line: Line) -> None:
         outcome: Outcome | None
+        self._line_sessions.clear()
         try:
             with conn.transaction():  # a savepoint
                 outcome = self._apply(conn, line)
+            self.sessions.update(self._line_sessions)
         except _AlreadyStored as stored:
             assert isinstance(line, MessageLine)
             self._moved(self.learned.moved_messages, line.id, stored.message_id)
@@ -192,11 +202,16 @@ class BatchWriter:
         return self._link(conn, line)
 
     def _session(self, conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
+        known = self.sessions.get(session_id)
+        if known is not None and (session_key is None or known.session_key is not None):
+            return known  # nothing for ensure_session to fill in
         if find_session(conn, session_id) is None:
             session = ensure_session(conn, session_id, session_key)
             self.learned.new_sessions[session_id] = True
-            return session
-        return ensure_session(conn, session_id, session_key)
+        else:
+            session = ensure_session(conn, session_id, session_key)
+        self._line_sessions[session_id] = session
+        return session
 
     def _message(self, conn: Connection, line: MessageLine) -> Outcome:
         cites = None if line.cites is None else self.learned.moved_messages.get(line.cites, line.cites)
@@ -211,7 +226,6 @@ class BatchWriter:
         if found is not None:
             self._moved(self.learned.moved_messages, line.id, found)
             return "present"
-        messages.hold_id_order(conn)  # before the id is chosen: no other writer draws one until this commits
         ident = messages.insert_row(
             conn,
             session,
@@ -252,6 +266,7 @@ class BatchWriter:
         return found
 
     def _session_line(self, conn: Connection, line: SessionLine) -> Outcome:
+        self.sessions.pop(line.session_id, None)  # its key may be filled in below
         known = find_session(conn, line.session_id) is not None
         if known and not self.learned.new_sessions.get(line.session_id, False):
             ensure_session(conn, line.session_id, line.session_key)  # fills in a key the store lacked, as a hook does
@@ -389,14 +404,13 @@ def _turn_id(conn: Connection, advancement_key: str) -> int | None:
 def _keep_id(conn: Connection, table: str, wanted: int) -> int | None:
     """The exported id when no row has it, with the table's sequence moved past it so no later insert draws
     it; None (the sequence chooses) when it is taken."""
-    if conn.execute(f"SELECT 1 FROM {table} WHERE id = %s", (wanted,)).fetchone() is not None:
-        return None
-    conn.execute(
-        "SELECT setval(q.seq, %s) FROM (SELECT pg_get_serial_sequence(%s, 'id')::regclass AS seq) q"
-        " WHERE %s > coalesce(pg_sequence_last_value(q.seq), 0)",
-        (wanted, table, wanted),
-    )
-    return wanted
+    row = conn.execute(
+        "SELECT taken, CASE WHEN NOT taken AND %(id)s > coalesce(pg_sequence_last_value(seq), 0)"
+        " THEN setval(seq, %(id)s) END FROM (SELECT pg_get_serial_sequence(%(table)s, 'id')::regclass AS seq,"
+        f" EXISTS (SELECT 1 FROM {table} WHERE id = %(id)s) AS taken) q",
+        {"id": wanted, "table": table},
+    ).fetchone()
+    return None if row is None or row[0] else wanted
 
 
 def _id_slot(wanted: int | None) -> str:
