@@ -17,6 +17,9 @@ visible to a transaction older than the forget (a long export on another sidecar
 vacuum. ``VACUUM FULL`` would lock every sidecar out of the tables while it ran, so it is left to the
 operator. ``Forgotten.wal_truncated`` reports here whether the VACUUM and the REINDEX ran to their end.
 
+A forget holds the store's archive lock (``archive.store_lock``, waiting for a prune under way to end) from
+its plan to its last rewritten archive, so no sidecar archives a message while it is being forgotten.
+
 Archives: this sidecar's gzip archives (``archive_dir``) are searched by the plan and rewritten without the
 forgotten lines, as on SQLite. What holds no SQL (``Selector``, ``Plan``, ``Forgotten``, reading and
 rewriting archive files) is the SQLite module's, shared.
@@ -38,6 +41,8 @@ from typing import Any, cast
 import psycopg
 
 from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.store.postgres import messages
+from openclaw_lossless.store.postgres.archive import store_lock
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
 from openclaw_lossless.store.sqlite.forget import (
@@ -84,7 +89,7 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
         )  # fmt: skip
     if not found.stored and not found.archived:
         raise BadRequest("the selection names no stored message: nothing was forgotten")
-    if selector.time_only() and not selector.everything and len(found.stored) == _count(conn):
+    if selector.time_only() and not selector.everything and len(found.stored) == messages.count(conn):
         raise BadRequest('this time range selects every stored message: add --all ("all": true) to forget everything')
     if selector.session is not None and selector.match is None and not selector.ids:
         found.sessions = [selector.session]
@@ -106,11 +111,6 @@ def _check_selector(conn: Connection, selector: Selector) -> None:
 def _exists(conn: Connection, column: str, value: str) -> bool:
     row = conn.execute(f"SELECT 1 FROM sessions WHERE {column} = %s LIMIT 1", (value,)).fetchone()
     return row is not None
-
-
-def _count(conn: Connection) -> int:
-    row = conn.execute("SELECT count(*) FROM messages").fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def text_query(match: str) -> tuple[str, list[str]]:
@@ -320,9 +320,10 @@ def run(
     db: Database, index: ForgettingIndex | None, archive_dir: Path, selector: Selector, *, dry_run: bool
 ) -> Forgotten:
     """Plan, then (unless ``dry_run``) forget exactly what the plan shows; the view lists every message."""
-    found = plan(db.reader(), archive_dir, selector)
-    view = found.view(dry_run=dry_run, full_text=selector.match is not None)
     if dry_run:
-        return view
-    removed, rewritten, vacuumed = forget(db, index, archive_dir, found)
+        return plan(db.reader(), archive_dir, selector).view(dry_run=True, full_text=selector.match is not None)
+    with store_lock(db, wait=True):  # no sidecar archives what this plans, until it is gone (``archive.py``)
+        found = plan(db.reader(), archive_dir, selector)
+        view = found.view(dry_run=False, full_text=selector.match is not None)
+        removed, rewritten, vacuumed = forget(db, index, archive_dir, found)
     return replace(view, removed=removed, archive_files_rewritten=rewritten, wal_truncated=vacuumed)

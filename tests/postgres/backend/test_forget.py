@@ -3,6 +3,7 @@ the outcome records citing them), and a tombstone keeps them from being stored a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.store.postgres import forget, messages, sessions
+from openclaw_lossless.store.postgres import archive, forget, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import forget as sqlite_forget
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
@@ -19,6 +20,7 @@ from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.forget import Forgotten, Selector
+from tests.postgres.backend.test_archive import fill, half_way, lines
 from tests.postgres.backend.test_messages import MAY_8_2023, said
 from tests.postgres.server import PostgresServer
 
@@ -255,3 +257,45 @@ def test_a_session_forgotten_whole_loses_its_summaries_and_snapshots(pg: Backend
     assert isinstance(by_match, Forgotten) and by_match.sessions == []  # a match is not the whole session
     assert scalar(pg.db, "SELECT array_agg(summary ORDER BY id) FROM compactions") == ["summary of s1"]
     assert scalar(pg.db, "SELECT array_agg(name ORDER BY id) FROM snapshots") == ["pre-s1"]
+
+
+def test_archived_messages_are_forgotten_in_their_archive_too(pg: Backend, tmp_path: Path) -> None:
+    empty = archive.used_bytes(pg.db.reader())
+    pg.seed()
+    fill(pg.db, turns=20)
+    pruned = archive.prune(pg.db, tmp_path / "archive", half_way(pg.db, empty))
+    assert isinstance(pruned, archive.Pruned) and pruned.pruned >= 11  # the seeded messages are all archived
+    path = Path(pruned.archives[0])
+    s1_lines = [line for line in lines(path) if line["sessionId"] == "s1"]
+    planned = pg.run(tmp_path / "archive", Selector(session="s1"), dry_run=True)
+    assert isinstance(planned, Forgotten) and planned.archived == len(s1_lines) == 7
+
+    done = pg.run(tmp_path / "archive", Selector(session="s1"), dry_run=False)
+
+    assert isinstance(done, Forgotten) and done.archive_files_rewritten == 1
+    assert {m.id for m in done.messages if m.archived} == {line["id"] for line in s1_lines}
+    left = lines(path)
+    assert all(line["sessionId"] != "s1" for line in left) and len(left) == pruned.pruned - len(s1_lines)
+    reader = pg.db.reader()
+    for line in s1_lines:  # their tombstones keep an import of an older copy from bringing them back
+        assert messages.is_forgotten(reader, "s1", bytes.fromhex(line["contentHash"]), line["windowKey"])
+    assert forget.resurrected(reader) == 0
+
+
+def test_a_forget_waits_for_an_archiving_under_way(pg: Backend, tmp_path: Path) -> None:
+    ids = pg.seed()
+    answers: list[Forgotten | str] = []
+
+    def forget_first() -> None:
+        answers.append(pg.run(tmp_path, Selector(ids=(1,)), dry_run=False))
+
+    waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND NOT granted"
+    with archive.store_lock(pg.db, wait=False) as taken:  # another sidecar is archiving
+        forgetting = threading.Thread(target=forget_first)
+        forgetting.start()
+        while not scalar(pg.db, waiting, (archive.LOCK_CLASS,)):
+            assert forgetting.is_alive()  # it must be waiting for the lock, not done
+        assert messages.fetch(pg.db.reader(), [ids["The heron fished at dawn by the mill"]]) != {}
+    forgetting.join(30)
+
+    assert taken and len(answers) == 1 and isinstance(answers[0], Forgotten) and answers[0].removed == 1

@@ -1,0 +1,311 @@
+"""Archiving on PostgreSQL: the SQLite module's ``prune`` and ``used_bytes`` (``store/sqlite/archive.py``) for a
+store several sidecars share.
+
+The meaning is the SQLite module's: when the store outgrows ``maxDbSizeMb``, its oldest messages are first
+written, with their full original objects and metadata, to a gzip-compressed JSONL file under the pruning
+sidecar's own ``archive_dir`` (fsynced, then renamed into place), and only then removed from the store in one
+transaction, which also records the file in the ``archives`` table, so every sidecar can list every archive.
+Exactly the messages written are removed (by id, not by range: a message imported meanwhile under an old
+id stays), and a file that no transaction removed anything for is deleted again, so no message is ever in
+two archives. The archive is a normal export (``import --jsonl`` brings it back).
+
+One at a time: a prune holds a session-level advisory lock on the store (its schema) on a connection of its
+own, taken with ``pg_try_advisory_lock``; a sidecar that cannot take it skips the round and says so
+(``PruneSkipped``, a ``Pruned`` of nothing with the reason). A forget takes the same lock, waiting for it, so
+a message is never archived by one sidecar while another forgets it (the tombstone could miss the archive).
+A sidecar killed mid-prune loses the lock with its connection.
+
+What counts toward ``maxDbSizeMb`` (``used_bytes``): every table of the store's schema with its indexes and
+TOAST data (``pg_total_relation_size``), the space the store takes on the server's disk, as the SQLite file
+does; less the space a prune freed that no message has taken again. PostgreSQL does not give space back
+when rows are deleted: ``VACUUM`` (run after each round) makes it reusable by later rows, but the files keep
+their size. Measured by the files alone, the store would stay over its limit after a prune and every later
+check would archive again, until nothing was left. So a prune records the store's size, its messages and
+the bytes per message before it (``meta``: ``archive.density``); the space freed is that size less the
+messages left times that density, and each message stored since is counted as taking its share of it
+again. An archiving thus shows at once, as SQLite's count of pages in use does, and once the freed space
+is taken, the files' size is the measure again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+
+from openclaw_lossless.store.postgres import messages, meta
+from openclaw_lossless.store.postgres.connection import CONNECT_TIMEOUT_S, Connection, Database, translate_error
+from openclaw_lossless.store.sqlite.archive import HEADROOM, MAX_ROUNDS, Pruned, PrunePlan, WouldPrune
+from openclaw_lossless.store.sqlite.forget import _replace
+from openclaw_lossless.store.sqlite.transfer.export import export_records
+
+__all__ = ["PruneSkipped", "Pruned", "WouldPrune", "prune", "store_lock", "used_bytes"]
+
+LOCK_CLASS = 0x6C6F7373  # "loss": the first key of the store's archive lock; the second is its schema's hash
+DENSITY_KEY = "archive.density"
+READ_SLICE = 500  # messages read per statement while writing an archive (memory stays bounded)
+_TOUCHED = ("messages", "message_vectors", "message_days", "embedding_backlog")
+SKIPPED = "another sidecar is archiving or forgetting in this store: this round is skipped"
+
+
+@dataclass(frozen=True)
+class PruneSkipped(Pruned):
+    """A round this sidecar skipped: another one holds the store's archive lock (nothing was archived here)."""
+
+    skipped: str = SKIPPED
+
+
+# -- one at a time ----------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def store_lock(db: Database, *, wait: bool) -> Iterator[bool]:
+    """Hold the store's archive lock while the block runs; yields whether it was taken (always, with ``wait``).
+
+    A session-level advisory lock on a connection of its own (the pools' connections go back to the pool and
+    would carry it there); closing that connection releases it, also when the process dies.
+    """
+    try:
+        conn = psycopg.connect(db.url, autocommit=True, connect_timeout=max(1, int(CONNECT_TIMEOUT_S)))
+    except psycopg.Error as exc:
+        raise translate_error(exc) from exc
+    with conn:
+        if wait:
+            conn.execute("SELECT pg_advisory_lock(%s::int, hashtext(%s))", (LOCK_CLASS, db.schema))
+            taken = True
+        else:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", (LOCK_CLASS, db.schema)).fetchone()
+            taken = row is not None and bool(row[0])
+        try:
+            yield taken
+        finally:
+            if taken and not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", (LOCK_CLASS, db.schema))
+
+
+# -- how much is used -------------------------------------------------------------------------------------------
+
+
+def store_bytes(conn: Connection) -> int:
+    """Bytes the tables of the store's schema (the first of the search path) take, indexes and TOAST included."""
+    row = conn.execute(
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def used_bytes(conn: Connection) -> int:
+    """Bytes holding data now: the store's size less the space the last prune freed that no message has taken
+    again yet (see the module's docstring)."""
+    size = store_bytes(conn)
+    density = _density(conn)
+    if density is None:
+        return size
+    pruned_size, pruned_count, per_message = density
+    freed = max(0.0, pruned_size - per_message * pruned_count)  # free after that prune, by its density
+    reused = max(0, messages.count(conn) - pruned_count) * per_message  # taken again by the messages stored since
+    return max(0, int(size - max(0.0, freed - reused)))
+
+
+def _density(conn: Connection) -> tuple[int, int, float] | None:
+    """(store size after the last prune, messages then, bytes per message before it), or None before any."""
+    value = meta.get(conn, DENSITY_KEY)
+    try:
+        recorded = json.loads(value) if value is not None else None
+        if recorded is None:
+            return None
+        return int(recorded["bytes"]), int(recorded["messages"]), float(recorded["perMessage"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def plan(conn: Connection, limit_mb: float) -> PrunePlan | None:
+    """How many of the oldest messages must go to get under the limit (None when under it or disabled); the
+    SQLite module's arithmetic, with this store's measure."""
+    if limit_mb <= 0:
+        return None
+    limit, used = int(limit_mb * 1024 * 1024), used_bytes(conn)
+    if used <= limit:
+        return None
+    total = messages.count(conn)
+    if total == 0:
+        return None
+    count = min(total, max(1, int((used - limit * HEADROOM) / (used / total)) + 1))
+    row = conn.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET %s", (count - 1,)).fetchone()
+    return PrunePlan(used, limit, count, None if row is None else int(row[0]))
+
+
+# -- archiving --------------------------------------------------------------------------------------------------
+
+
+def prune(
+    db: Database,
+    archive_dir: Path,
+    limit_mb: float,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int], object] | None = None,
+) -> Pruned | WouldPrune:
+    """Archive then remove the oldest messages until the store is under ``limit_mb``; one sidecar at a time.
+
+    ``progress`` is told of every message written to an archive (the CLI's bar).
+    """
+    todo = plan(db.reader(), limit_mb)
+    if todo is None or todo.last_message_id is None:
+        return Pruned(0, [], None)
+    if dry_run:
+        return WouldPrune(todo.message_count, todo.used_bytes)
+    with store_lock(db, wait=False) as taken:
+        if not taken:
+            return PruneSkipped(0, [], None)
+        return _rounds(db, archive_dir, limit_mb, progress)
+
+
+def _rounds(db: Database, archive_dir: Path, limit_mb: float, progress: Callable[[int], object] | None) -> Pruned:
+    """Under the lock: plan again (another sidecar may have just archived), then archive round by round."""
+    pruned, paths, last_id = 0, list[str](), None
+    for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
+        todo = plan(db.reader(), limit_mb)
+        if todo is None or todo.last_message_id is None:
+            break
+        per_message = todo.used_bytes / max(messages.count(db.reader()), 1)
+        ids = _oldest(db.reader(), todo.last_message_id)
+        path, written = _write_archive(db.reader(), archive_dir, ids, todo.last_message_id, progress)
+        removed = _remove_or_discard(db, path, written)
+        if removed:
+            pruned, last_id = pruned + len(removed), max(removed)
+            paths.append(str(path))
+        _reclaim(db, per_message)
+    return Pruned(pruned, paths, last_id)
+
+
+def _oldest(conn: Connection, last_id: int) -> list[int]:
+    return [int(row[0]) for row in conn.execute("SELECT id FROM messages WHERE id <= %s ORDER BY id", (last_id,))]
+
+
+def _records(conn: Connection, ids: Sequence[int]) -> Iterator[dict[str, Any]]:
+    """The messages' export lines, oldest first, a slice at a time.
+
+    The SQLite module's ``export_records`` reads them: its statement is the same on both servers given a
+    condition in this driver's parameter style (``store/postgres/transfer/export.py`` holds the same text),
+    so the line format has one definition.
+    """
+    for start in range(0, len(ids), READ_SLICE):
+        chunk = list(ids[start : start + READ_SLICE])
+        yield from export_records(cast(Any, conn), "m.id = ANY(%s::bigint[])", (chunk,))
+
+
+def _write_archive(
+    conn: Connection,
+    archive_dir: Path,
+    ids: Sequence[int],
+    last_id: int,
+    progress: Callable[[int], object] | None,
+) -> tuple[Path, list[int]]:
+    """Write the messages still stored among ``ids`` to a new archive (0600, fsynced, renamed into place, the
+    directory fsynced); returns its path and the ids written."""
+    archive_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(archive_dir, 0o700)
+    path = archive_dir / f"messages-{time.strftime('%Y%m%dT%H%M%S')}-{last_id}.jsonl.gz"
+    partial = path.with_suffix(".partial")
+    written: list[int] = []
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
+            for record in _records(conn, ids):
+                out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
+                written.append(int(record["id"]))
+                if progress is not None:
+                    progress(1)
+            out.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)  # an archive not finished is no archive: nothing was removed for it
+        raise
+    os.replace(partial, path)
+    _fsync_dir(archive_dir)
+    return path, written
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable: the directory's entry is on disk before the messages are removed."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_or_discard(db: Database, path: Path, written: list[int]) -> list[int]:
+    """Remove the archived messages and record the file; returns the ids removed. When the removal fails, the
+    file goes too, unless the store recorded it (the commit landed, only its answer was lost): a message is
+    never in two archives, nor gone without one."""
+    if not written:
+        path.unlink(missing_ok=True)
+        return []
+    try:
+        removed = db.write(functools.partial(_remove, path=path, written=written))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if not _recorded(db, path):
+                path.unlink(missing_ok=True)
+        raise
+    if not removed:  # every one went meanwhile (an imported tombstone): no archive of nothing
+        path.unlink(missing_ok=True)
+    return removed
+
+
+def _recorded(db: Database, path: Path) -> bool:
+    row = db.reader().execute("SELECT 1 FROM archives WHERE path = %s LIMIT 1", (str(path),)).fetchone()
+    return row is not None
+
+
+def _remove(conn: Connection, path: Path, written: list[int]) -> list[int]:
+    """Delete exactly the archived messages (vectors and days by cascade) and record the file. A message
+    removed meanwhile (an imported tombstone) leaves the archive before this commits, so the file holds
+    exactly what was removed."""
+    conn.execute("DELETE FROM embedding_backlog WHERE message_id = ANY(%s::bigint[])", (written,))
+    rows = conn.execute("DELETE FROM messages WHERE id = ANY(%s::bigint[]) RETURNING id", (written,)).fetchall()
+    removed = sorted(int(row[0]) for row in rows)
+    if len(removed) < len(written):
+        _keep_only(path, set(removed))
+    if removed:
+        conn.execute(
+            "INSERT INTO archives (path, created_at, first_message_id, last_message_id, message_count)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (str(path), time.time(), removed[0], removed[-1], len(removed)),
+        )
+    return removed
+
+
+def _keep_only(path: Path, ids: set[int]) -> None:
+    """Rewrite the archive with only the lines of ``ids`` (atomically, fsynced)."""
+    with gzip.open(path, "rb") as handle:
+        kept = [raw for raw in handle if int(json.loads(raw)["id"]) in ids]
+    _replace(path, kept)
+
+
+def _reclaim(db: Database, per_message: float) -> None:
+    """Make the freed space reusable (``VACUUM``, outside a transaction) and record the store's size, its
+    messages and the bytes per message measured before this round, so ``used_bytes`` counts the archiving
+    at once and each message stored afterwards as taking that space again."""
+    with db.writer() as conn:
+        conn.execute(f"VACUUM {', '.join(_TOUCHED)}")
+
+    def record(conn: Connection) -> None:
+        value = {"bytes": store_bytes(conn), "messages": messages.count(conn), "perMessage": per_message}
+        meta.put(conn, DENSITY_KEY, json.dumps(value))
+
+    db.write(record)
