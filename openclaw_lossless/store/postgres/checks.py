@@ -123,7 +123,7 @@ def _amcheck_schema(conn: Connection, schema: str) -> str | None:
 
 def _amcheck_problems(conn: Connection, schema: str, amcheck: str, limit: int) -> Iterator[str]:
     """amcheck's findings on every table and B-tree/GIN index of ``schema``."""
-    has_gin = conn.execute("SELECT to_regproc(%s)", (f"{amcheck}.gin_index_check",)).fetchone()
+    has_gin = conn.execute("SELECT to_regproc(quote_ident(%s) || '.gin_index_check')", (amcheck,)).fetchone()
     for name, kind, method in conn.execute(_RELATIONS, (schema,)).fetchall():
         if kind in ("r", "m"):
             yield from _checked(conn, f"table {name}", _heap_check(amcheck, name, limit))
