@@ -316,3 +316,18 @@ def test_a_value_postgresql_cannot_hold_costs_only_its_line(
 def test_a_missing_file_is_refused(store: Database, tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match="no such file"):
         pg_transfer.import_jsonl(store, tmp_path / "absent.jsonl", CaptureOptions(redactor=Redactor(())))
+
+
+def test_a_tombstone_imported_later_forgets_the_message_on_both_backends(
+    source: tuple[Path, CaptureOptions], store: Database, lite: SqliteDatabase, tmp_path: Path
+) -> None:
+    path, options = source
+    everything = _written(tmp_path / "all.jsonl", export_sqlite(path, tmp_path / "x"))
+    victim = json.loads(everything.read_bytes().splitlines()[2])
+    names = ("format", "sessionId", "contentHash", "windowKey")
+    tombstone = {"type": "forgotten", "forgottenAt": 1.0, **{name: victim[name] for name in names}}
+    forget_it = _written(tmp_path / "forget.jsonl", json.dumps(tombstone).encode() + b"\n")
+    for file in (everything, forget_it, everything):  # the older file cannot bring it back
+        assert pg_transfer.import_jsonl(store, file, options) == sqlite_transfer.import_jsonl(lite, file, options)
+    assert _scalar(store, f"SELECT count(*) FROM messages WHERE id = {int(victim['id'])}") == 0
+    assert export_pg(store, tmp_path / "pg.jsonl") == export_lite(lite, tmp_path / "lite.jsonl")

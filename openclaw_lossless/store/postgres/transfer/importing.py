@@ -33,6 +33,7 @@ from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.postgres import messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.forget import honour
 from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.subagents import outcome_identity
@@ -198,7 +199,8 @@ class BatchWriter:
         if isinstance(line, SnapshotLine):
             return self._snapshot(conn, line)
         if isinstance(line, ForgottenLine):
-            return _honour(conn, line)
+            new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
+            return "new" if new else "present"
         return self._link(conn, line)
 
     def _session(self, conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
@@ -419,22 +421,3 @@ def _id_slot(wanted: int | None) -> str:
 
 def _id_param(wanted: int | None) -> tuple[int, ...]:
     return () if wanted is None else (wanted,)
-
-
-def _honour(conn: Connection, line: ForgottenLine) -> Outcome:
-    """Record an imported tombstone and forget what it names here (``store/sqlite/forget.honour``)."""
-    row = conn.execute(
-        "INSERT INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
-        " VALUES (%s, %s, %s, NULL, %s) ON CONFLICT (session_id, content_hash) DO NOTHING RETURNING id",
-        (line.session_id, line.content_hash, line.window_key, line.forgotten_at),
-    ).fetchone()
-    if row is None:
-        return "present"
-    conn.execute(
-        "WITH gone AS (SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
-        " AND (m.content_hash = %s OR (%s::text IS NOT NULL AND m.window_key = %s))),"
-        " unqueued AS (DELETE FROM embedding_backlog WHERE message_id IN (SELECT id FROM gone))"
-        " DELETE FROM messages WHERE id IN (SELECT id FROM gone)",
-        (line.session_id, line.content_hash, line.window_key, line.window_key),
-    )
-    return "new"
