@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import psycopg
+from psycopg import sql
 
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.store.postgres import messages
@@ -258,11 +259,26 @@ def scrub(db: Database, tables: Sequence[str]) -> bool:
     try:
         with db.writer() as conn:
             conn.execute(f"VACUUM {', '.join(tables)}")
-            conn.execute("REINDEX INDEX CONCURRENTLY messages_search")
+            try:
+                conn.execute("REINDEX INDEX CONCURRENTLY messages_search")
+            finally:
+                _drop_unfinished_rebuilds(conn)
     except psycopg.Error as exc:
         log.warning("the VACUUM or REINDEX after a forget failed; autovacuum will remove the rows later: %s", exc)
         return False
     return True
+
+
+def _drop_unfinished_rebuilds(conn: Connection) -> None:
+    """A REINDEX CONCURRENTLY stopped part way leaves its new index behind, invalid (``messages_search_ccnew``):
+    never used by queries, yet written at every commit and holding the words it had read. Drop it."""
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema()"
+        " AND c.relname LIKE 'messages\\_search\\_ccnew%' AND NOT i.indisvalid"
+    ).fetchall()
+    for (name,) in rows:
+        conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(str(name))))
 
 
 def rewrite_archives(conn: Connection, archive_dir: Path) -> int:

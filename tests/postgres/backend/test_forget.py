@@ -299,3 +299,17 @@ def test_a_forget_waits_for_an_archiving_under_way(pg: Backend, tmp_path: Path) 
     forgetting.join(30)
 
     assert taken and len(answers) == 1 and isinstance(answers[0], Forgotten) and answers[0].removed == 1
+
+
+def test_a_keyword_index_rebuild_left_unfinished_is_dropped(pg: Backend, tmp_path: Path) -> None:
+    """What a REINDEX CONCURRENTLY stopped part way (a server restart) leaves: an invalid copy of the index."""
+    pg.seed()
+    with pg.db.writer() as conn:
+        conn.execute("CREATE INDEX messages_search_ccnew ON messages USING gin (search)")
+        conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'messages_search_ccnew'::regclass")
+
+    done = pg.run(tmp_path, Selector(ids=(1,)), dry_run=False)
+
+    assert isinstance(done, Forgotten) and done.wal_truncated is True
+    names = "SELECT array_agg(indexname::text ORDER BY indexname) FROM pg_indexes WHERE schemaname = current_schema()"
+    assert [n for n in scalar(pg.db, names) if n.startswith("messages_search")] == ["messages_search"]
