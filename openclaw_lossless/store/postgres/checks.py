@@ -17,8 +17,8 @@ Nothing here changes the store, also on a damaged one or one a newer version wro
   altered ``lossless`` configuration, an edited ``unaccent`` rules file). Like FTS5's own check it reads
   every message: 1.8 s per 100,000 on a 2-core machine (amcheck's checks: 0.9 s), so ~20 s at a million.
 
-Each check runs inside a transaction that is always rolled back (a savepoint when the caller's connection
-is already in one), so a check that fails leaves the caller's connection usable.
+These two run inside a transaction that is always rolled back (a savepoint when the caller's connection is
+already in one), so a check that fails leaves the caller's connection usable.
 """
 
 from __future__ import annotations

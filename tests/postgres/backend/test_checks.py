@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from openclaw_lossless.store.postgres import checks, migrations
+from openclaw_lossless.store.postgres import checks, maintenance, migrations
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from tests.postgres import conftest as fixtures
 from tests.postgres.backend.conftest import Place
@@ -170,3 +170,12 @@ def test_a_damaged_data_page_is_reported_with_and_without_amcheck(
         "index messages_session_rowid_content_hash_key",
     }  # fmt: skip
     assert checks.integrity_problems(own_store.reader(), limit=2) == with_amcheck[:2]
+
+
+def test_file_maintenance_is_left_to_the_server(store: Database) -> None:
+    """No WAL to truncate and no secure_delete to switch: the calls do nothing and say it is off (the rescan
+    restores what it was told, so an answer of True would switch nothing back on either)."""
+    maintenance.checkpoint_fully(store)
+
+    assert maintenance.set_secure_delete(store, True) is False
+    assert maintenance.set_secure_delete(store, False) is False
