@@ -173,8 +173,8 @@ def test_a_damaged_data_page_is_reported_with_and_without_amcheck(
 
 
 def test_file_maintenance_is_left_to_the_server(store: Database) -> None:
-    """No WAL to truncate and no secure_delete to switch: the calls do nothing and say it is off (the rescan
-    restores what it was told, so an answer of True would switch nothing back on either)."""
+    """No WAL to truncate and no secure_delete to switch: the calls do nothing and answer that it was off,
+    which is what the rescan sets back when it ends."""
     maintenance.checkpoint_fully(store)
 
     assert maintenance.set_secure_delete(store, True) is False
