@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg import pq
 
-from openclaw_lossless.store.postgres import message_days
+from openclaw_lossless.store.postgres import forget, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
 
@@ -142,7 +142,10 @@ def optimize_fts(conn: Connection) -> None:
             "optimize_fts runs VACUUM and REINDEX, which PostgreSQL refuses in a transaction: use Database.writer()"
         )
     conn.execute("VACUUM (ANALYZE) " + ", ".join(REWRITTEN_TABLES))
-    conn.execute("REINDEX INDEX CONCURRENTLY messages_search")
+    try:
+        conn.execute("REINDEX INDEX CONCURRENTLY messages_search")
+    finally:  # a rebuild stopped part way leaves an invalid copy holding the words it read (forget.py says more)
+        forget._drop_unfinished_rebuilds(conn)
 
 
 def _pg_optional(text: str | None) -> str | None:
