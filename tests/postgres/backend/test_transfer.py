@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -331,3 +332,42 @@ def test_a_tombstone_imported_later_forgets_the_message_on_both_backends(
         assert pg_transfer.import_jsonl(store, file, options) == sqlite_transfer.import_jsonl(lite, file, options)
     assert _scalar(store, f"SELECT count(*) FROM messages WHERE id = {int(victim['id'])}") == 0
     assert export_pg(store, tmp_path / "pg.jsonl") == export_lite(lite, tmp_path / "lite.jsonl")
+
+
+def test_turns_committed_while_an_import_runs_lose_nothing(
+    source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
+) -> None:
+    """A sidecar keeps committing while the file is imported: every turn stores both its messages, whichever
+    ids the import kept or moved, and the import stores every message of the file."""
+    path, options = source
+    everything = _written(tmp_path / "all.jsonl", export_sqlite(path, tmp_path / "x"))
+    importing = threading.Event()
+    results: list[tuple[str, list[int]]] = []
+
+    def commit(n: int) -> tuple[str, list[int]]:
+        def work(conn: Connection) -> tuple[str, list[int]]:
+            session = sessions.ensure_session(conn, "s-live", "agent:main:live")
+            key = f"live:{n}"
+            pair = [_said(f"live turn {n} question", options), _said(f"live turn {n} answer", options)]
+            said = turn_identities(pair, key)
+            return messages.commit_turn(conn, session, key, said, heartbeat=False)
+
+        return store.write(work)
+
+    def keep_committing() -> None:
+        n = 0
+        while importing.is_set() or n < 10:
+            results.append(commit(n))
+            n += 1
+
+    importing.set()
+    sidecar = threading.Thread(target=keep_committing)
+    sidecar.start()
+    try:
+        report = pg_transfer.import_jsonl(store, everything, options)
+    finally:
+        importing.clear()
+        sidecar.join()
+    assert report.imported == types(everything.read_bytes())["message"] and report.malformed == 0
+    assert all(status == "committed" and len(ids) == 2 for status, ids in results)
+    assert _scalar(store, "SELECT count(*) FROM messages") == report.imported + 2 * len(results)
