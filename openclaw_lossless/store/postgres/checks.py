@@ -32,9 +32,11 @@ from openclaw_lossless.store.postgres.connection import Connection
 
 # The store's own schema is the first one on every connection's search path (``connection.set_search_path``).
 _STORE_SCHEMA = "SELECT (parse_ident(trim(split_part(current_setting('search_path'), ',', 1))))[1]"
+# The store's tables and usable indexes (an invalid one is reported as such, and amcheck refuses it).
 _RELATIONS = (
     "SELECT c.oid::regclass::text, c.relkind, am.amname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " LEFT JOIN pg_am am ON am.oid = c.relam WHERE n.nspname = %s AND c.relkind IN ('r', 'i', 'm')"
+    " LEFT JOIN pg_am am ON am.oid = c.relam LEFT JOIN pg_index i ON i.indexrelid = c.oid"
+    " WHERE n.nspname = %s AND c.relkind IN ('r', 'i', 'm') AND coalesce(i.indisvalid AND i.indisready, true)"
     " ORDER BY c.relkind DESC, c.relname"
 )
 
@@ -102,7 +104,14 @@ def _invalid_indexes(conn: Connection, schema: str) -> list[str]:
         " ORDER BY 1",
         (schema,),
     )
-    return [f"index {row[0]}: marked invalid by the server (rebuild it: REINDEX INDEX {row[0]})" for row in rows]
+    return [f"index {row[0]}: marked invalid by the server ({_invalid_fix(str(row[0]))})" for row in rows]
+
+
+def _invalid_fix(index: str) -> str:
+    """A rebuild's unfinished copy (``REINDEX CONCURRENTLY`` names it ``<index>_ccnew``) goes; any other is rebuilt."""
+    if "_ccnew" in index:
+        return f"a rebuild stopped part way left it: DROP INDEX CONCURRENTLY {index}"
+    return f"rebuild it: REINDEX INDEX CONCURRENTLY {index}"
 
 
 def _amcheck_schema(conn: Connection, schema: str) -> str | None:

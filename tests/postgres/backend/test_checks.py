@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -135,7 +137,8 @@ def test_an_index_the_server_marks_invalid_is_reported_without_amcheck(
     problems = checks.integrity_problems(checker)
 
     assert problems == [
-        "index messages_by_agent: marked invalid by the server (rebuild it: REINDEX INDEX messages_by_agent)"
+        "index messages_by_agent: marked invalid by the server"
+        " (rebuild it: REINDEX INDEX CONCURRENTLY messages_by_agent)"
     ]
 
 
@@ -179,3 +182,44 @@ def test_file_maintenance_is_left_to_the_server(store: Database) -> None:
 
     assert maintenance.set_secure_delete(store, True) is False
     assert maintenance.set_secure_delete(store, False) is False
+
+
+def test_a_keyword_index_rebuild_stopped_part_way_is_reported_with_what_to_do(store: Database, place: Place) -> None:
+    fill(store)
+    options = f"-c search_path={place.schema},public"
+    writer = psycopg.connect(place.url, options=options)  # a transaction the rebuild must wait for
+    writer.execute("UPDATE messages SET tokens = tokens WHERE id = (SELECT min(id) FROM messages)")
+    rebuild = psycopg.connect(place.url, autocommit=True, options=options)
+    stopped: list[Exception] = []
+
+    def run() -> None:
+        try:
+            rebuild.execute("REINDEX INDEX CONCURRENTLY messages_search")
+        except psycopg.errors.QueryCanceled as exc:
+            stopped.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        while not waiting(store, rebuild.info.backend_pid):
+            assert thread.is_alive(), "the rebuild did not wait for the open write"
+            time.sleep(0.01)
+        store.reader().execute("SELECT pg_cancel_backend(%s)", (rebuild.info.backend_pid,))
+        thread.join(30)
+    finally:
+        writer.rollback()
+        writer.close()
+        rebuild.close()
+    assert stopped
+
+    problems = checks.integrity_problems(store.reader())
+
+    assert problems == [
+        "index messages_search_ccnew: marked invalid by the server"
+        " (a rebuild stopped part way left it: DROP INDEX CONCURRENTLY messages_search_ccnew)"
+    ]
+
+
+def waiting(store: Database, pid: int) -> bool:
+    row = store.reader().execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
