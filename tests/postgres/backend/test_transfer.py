@@ -294,24 +294,26 @@ def test_bad_lines_cost_only_themselves_as_on_sqlite(
     assert export_pg(store, tmp_path / "pg.jsonl") == export_lite(lite, tmp_path / "lite.jsonl")
 
 
-def test_a_value_postgresql_cannot_hold_costs_only_its_line(
+def test_free_text_holding_nul_is_stored_as_the_hooks_store_it(
     source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
 ) -> None:
-    """SQLite's integers are 64-bit, a token count here is ``integer``: such a line is counted malformed, and
-    the lines of its batch around it are stored."""
+    """A PostgreSQL text cannot hold NUL: a compaction's summary or a link's reason holding one is stored with
+    U+FFFD, as the live hooks store it, not lost; importing the file again finds both present."""
     path, options = source
-    good = export_sqlite(path, tmp_path / "x").splitlines()
-    huge = {
-        **json.loads(good[0]),
-        "id": 999,
-        "tokens": 2**40,
-        "contentHash": "cd" * 32,
-        "message": {"role": "user", "content": "big"},
-    }
-    file = _written(tmp_path / "huge.jsonl", b"\n".join([good[0], json.dumps(huge).encode(), *good[1:]]) + b"\n")
+    lines = [json.loads(line) for line in export_sqlite(path, tmp_path / "x").splitlines()]
+    for line in lines:
+        if line.get("type") == "compaction":
+            line["summary"] = "before\u0000after"
+        if line.get("type") == "subagentLink" and line["endedAt"] is not None:
+            line["endedReason"] = "done\u0000"
+    file = _written(tmp_path / "nul.jsonl", "\n".join(json.dumps(line) for line in lines).encode() + b"\n")
     report = pg_transfer.import_jsonl(store, file, options)
-    assert report.malformed == 1 and report.imported == types(b"\n".join(good))["message"]
-    assert export_pg(store, tmp_path / "pg.jsonl") == b"\n".join(good) + b"\n"
+    assert (report.malformed, report.compactions, report.subagent_links) == (0, 1, 2)
+    summary = store.reader().execute("SELECT summary FROM compactions").fetchone()
+    reason = store.reader().execute("SELECT ended_reason FROM subagent_links WHERE ended_at IS NOT NULL").fetchone()
+    assert (summary, reason) == (("before\ufffdafter",), ("done\ufffd",))
+    again = pg_transfer.import_jsonl(store, file, options)
+    assert (again.already_present, again.conflicts) == (again.read, 0)
 
 
 def test_a_missing_file_is_refused(store: Database, tmp_path: Path) -> None:

@@ -324,8 +324,8 @@ class BatchWriter:
                 line.tokens_before,
                 line.tokens_after,
                 line.compacted,
-                line.summary,
-                line.reason,
+                _text(line.summary),
+                _text(line.reason),
                 last,
                 line.status,
             ),
@@ -357,7 +357,7 @@ class BatchWriter:
         return "new"
 
     def _link(self, conn: Connection, line: LinkLine) -> Outcome:
-        values = (line.parent_key, line.context_mode, line.spawned_at, line.ended_at, line.ended_reason)
+        values = (line.parent_key, _text(line.context_mode), line.spawned_at, line.ended_at, _text(line.ended_reason))
         found = conn.execute(
             "SELECT parent_session_key, context_mode, spawned_at, ended_at, ended_reason FROM subagent_links"
             " WHERE child_session_key = %s",
@@ -413,6 +413,11 @@ def _keep_id(conn: Connection, table: str, wanted: int) -> int | None:
         {"id": wanted, "table": table},
     ).fetchone()
     return None if row is None or row[0] else wanted
+
+
+def _text(text: str | None) -> str | None:
+    """Free text as the live hooks store it here: NUL, which a PostgreSQL text cannot hold, as U+FFFD."""
+    return None if text is None else messages.pg_text(text)
 
 
 def _id_slot(wanted: int | None) -> str:
