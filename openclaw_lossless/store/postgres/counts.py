@@ -1,6 +1,6 @@
 """What the store holds, counted, and whether it answers, on PostgreSQL (``store/sqlite/counts.py``'s calls).
 
-``StoreCounts`` is the SQLite module's. Every count is one statement here, so the numbers are one snapshot
+``StoreCounts`` and its queries are the SQLite module's. The counts are one statement here, so they are one snapshot
 even on an autocommit reader (where each statement sees what was committed before it, by any sidecar).
 """
 
@@ -12,19 +12,8 @@ from psycopg import pq
 
 from openclaw_lossless.errors import StoreUnavailable
 from openclaw_lossless.store.postgres.connection import Connection, translate_error
-from openclaw_lossless.store.sqlite.counts import StoreCounts
+from openclaw_lossless.store.sqlite.counts import _COUNTS, StoreCounts  # the queries hold no SQLite-only SQL
 
-_COUNTS = {
-    "messages": "SELECT count(*) FROM messages",
-    "sessions": "SELECT count(*) FROM sessions",
-    "agents": "SELECT count(DISTINCT agent_id) FROM sessions",
-    "turns": "SELECT count(*) FROM turns",
-    "snapshots": "SELECT count(*) FROM snapshots",
-    "forgotten": "SELECT count(*) FROM forgotten",
-    "subagents": "SELECT count(*) FROM subagent_links",
-    "archived_messages": "SELECT coalesce(sum(message_count), 0) FROM archives",
-    "archives": "SELECT count(*) FROM archives",
-}
 _ALL_COUNTS = "SELECT " + ", ".join(f"({sql})" for sql in _COUNTS.values())
 
 # ``probe`` in a write transaction runs an update of no row: it takes the lock every write takes (granted at
