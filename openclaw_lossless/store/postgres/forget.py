@@ -181,11 +181,13 @@ def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found
 def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: list[Named]) -> int:
     now = time.time()
     # A dated message's window key names it too (SQLite: json_type(original, '$.timestamp') is a number).
-    # ``json``, not ``jsonb``: an original may hold the escape \u0000, which ``jsonb`` refuses.
+    # An original may hold the escape \u0000, which PostgreSQL's JSON functions refuse: it is read as \u0001
+    # (the same six characters but one, so the JSON stays valid whatever precedes it; only the type is read).
     conn.execute(
         "INSERT INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
-        " SELECT s.session_id, m.content_hash, CASE WHEN json_typeof(m.original::json -> 'timestamp') = 'number'"
-        " THEN m.window_key END, m.id, %s FROM messages m JOIN sessions s ON s.id = m.session_rowid"
+        " SELECT s.session_id, m.content_hash, CASE WHEN json_typeof(replace(m.original, '\\u0000', '\\u0001')::json"
+        " -> 'timestamp') = 'number' THEN m.window_key END, m.id, %s FROM messages m"
+        " JOIN sessions s ON s.id = m.session_rowid"
         " WHERE m.id = ANY(%s::bigint[]) ORDER BY m.id ON CONFLICT DO NOTHING",
         (now, ids),
     )

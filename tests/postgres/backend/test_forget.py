@@ -313,3 +313,17 @@ def test_a_keyword_index_rebuild_left_unfinished_is_dropped(pg: Backend, tmp_pat
     assert isinstance(done, Forgotten) and done.wal_truncated is True
     names = "SELECT array_agg(indexname::text ORDER BY indexname) FROM pg_indexes WHERE schemaname = current_schema()"
     assert [n for n in scalar(pg.db, names) if n.startswith("messages_search")] == ["messages_search"]
+
+
+def test_a_message_holding_a_nul_character_is_forgotten_with_its_window_key(pg: Backend, tmp_path: Path) -> None:
+    """Its original holds the escape \\u0000, which ``jsonb`` refuses: the tombstone still reads its timestamp."""
+    (nul,) = pg.commit("s3", "agent:main:s3", "k-nul", [("a NUL \x00 inside", 1)])
+    pg.commit("s3", "agent:main:s3", "k-other", [("something else", 2)])
+
+    done = pg.run(tmp_path, Selector(ids=(nul,)), dry_run=False)
+
+    assert isinstance(done, Forgotten) and done.removed == 1
+    stone = pg.db.reader().execute("SELECT message_id, window_key FROM forgotten").fetchall()
+    assert len(stone) == 1 and stone[0][0] == nul and stone[0][1] is not None
+    again = pg.commit("s3", "agent:main:s3", "k-nul-again", [("a NUL \x00 inside", 1)])
+    assert again == [] and forget.resurrected(pg.db.reader()) == 0
