@@ -15,7 +15,9 @@ is left in the data files of the messages table, its TOAST table or the keyword 
 reach: the server's WAL, base backups and replicas keep the bytes until they are recycled, and a row still
 visible to a transaction older than the forget (a long export on another sidecar) waits for the next
 vacuum. ``VACUUM FULL`` would lock every sidecar out of the tables while it ran, so it is left to the
-operator. ``Forgotten.wal_truncated`` reports here whether the VACUUM and the REINDEX ran to their end.
+operator. ``Forgotten.wal_truncated`` reports here whether the VACUUM and the REINDEX ran to their end. The
+REINDEX reads the whole table, as FTS5's ``optimize`` does on SQLite: measured on a 2-core machine, a forget
+of one message in a store of 20,000 messages of ~1 KB (135 MB) took 7.2 s, 5.1 s of it the REINDEX.
 
 A forget holds the store's archive lock (``archive.store_lock``, waiting for a prune under way to end) from
 its plan to its last rewritten archive, so no sidecar archives a message while it is being forgotten.

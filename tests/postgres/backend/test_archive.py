@@ -56,9 +56,11 @@ def test_the_oldest_messages_go_to_a_readable_archive_holding_exactly_them(store
     assert isinstance(would, WouldPrune) and 0 < would.pruned < len(before)
     assert stored_ids(store) == before and not (tmp_path / "archive").exists()  # a dry run changes nothing
 
-    done = archive.prune(store, tmp_path / "archive", limit)
+    told: list[int] = []
+    done = archive.prune(store, tmp_path / "archive", limit, progress=told.append)
 
     assert isinstance(done, Pruned) and not isinstance(done, PruneSkipped)
+    assert sum(told) == done.pruned  # the CLI's bar: one per message written
     after = stored_ids(store)
     removed = sorted(set(before) - set(after))
     assert removed == before[: len(removed)] and 0 < len(removed) < len(before)  # the oldest, and not all
