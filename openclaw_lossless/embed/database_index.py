@@ -1,0 +1,95 @@
+"""The vector index of a PostgreSQL store: ``VectorIndex``'s calls, answered by the database.
+
+Why not ``VectorIndex`` (``embed/index.py``): it is a copy of the vectors in this process's memory, loaded at
+start and appended to by this process's embedding worker. Several sidecars share a PostgreSQL store, and each
+would miss the vectors the others write until it restarted. ``DatabaseIndex`` keeps nothing: every search and
+every vector read goes to the store (``store/postgres/vectors.py``: HNSW over ``halfvec`` with the scope as a
+filter), so a vector is found by every sidecar as soon as the transaction that wrote it commits, and a
+forgotten message's vector is gone for all of them with its row.
+
+Same calls, same answers: ``search``/``search_many`` give the ``k`` nearest messages in scope, each with its
+cosine to every query computed as ``VectorIndex`` does (the query's dot product with the stored vector),
+ordered by the first query's; ``vector``/``vectors`` give stored vectors. What ``VectorIndex`` needs only
+because it is a copy (``load``, ``add``, ``forget_ids``, ``forget_through``) does nothing here, and says why.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from openclaw_lossless.embed.provider import Vectors
+from openclaw_lossless.store.backend import Backend
+from openclaw_lossless.store.postgres import vectors as stored
+from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.sqlite.sessions import Scope
+
+
+class DatabaseIndex:
+    """``VectorIndex``'s interface over a PostgreSQL store: searches and reads in the database, nothing held."""
+
+    def __init__(self, db: Database, dimension: int) -> None:
+        self.db = db
+        self.dimension = dimension
+        self.loaded = threading.Event()  # nothing to load: ready at once, so recall never waits on keywords alone
+        self.loaded.set()
+        self.searches_while_loading = 0  # always 0: there is no loading to search through
+
+    def __len__(self) -> int:
+        """Vectors stored (every sidecar's): one count on the server, for the status page."""
+        return stored.count(self.db.reader())
+
+    @property
+    def nbytes(self) -> int:
+        """Memory this index holds in the process: none (the vectors stay in the database)."""
+        return 0
+
+    def load(self, ops: Backend, conn: Any) -> None:
+        """Nothing to read: the store answers each search. Kept so the sidecar starts either index alike."""
+        self.loaded.set()
+
+    def add(self, ids: Sequence[int], vectors: Vectors, agents: Sequence[str], sessions: Sequence[int]) -> None:
+        """Nothing to do: the worker's transaction stored these vectors (``store_vectors``), which every
+        search sees once it commits."""
+
+    def forget_ids(self, ids: Sequence[int]) -> None:
+        """Nothing to do: forgetting a message deletes its vector in the same transaction (foreign key)."""
+
+    def forget_through(self, last_id: int) -> None:
+        """Nothing to do: archiving deletes the messages' vectors with them (foreign key)."""
+
+    def vector(self, message_id: int) -> Vectors | None:
+        """The message's stored vector, None when it has none (not embedded yet, forgotten, archived)."""
+        ids, rows = self.vectors([message_id])
+        return rows[0] if ids else None
+
+    def vectors(self, message_ids: Sequence[int]) -> tuple[list[int], Vectors]:
+        """The stored vectors of those of ``message_ids`` that hold one: (their ids, the rows), one read."""
+        if not message_ids:
+            return [], np.zeros((0, self.dimension), dtype=np.float32)
+        return stored.embeddings(self.db.reader(), message_ids)
+
+    def search(self, query: Vectors, scope: Scope, k: int) -> list[tuple[int, float]]:
+        """The ``k`` most cosine-similar messages in ``scope``, best first."""
+        found = self.search_many(np.asarray(query, dtype=np.float32).reshape(1, -1), scope, k)
+        return [(ident, float(cosines[0])) for ident, cosines in found]
+
+    def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]:
+        """The ``k`` nearest messages in ``scope`` of each query (a row), each with its cosine to every query,
+        ordered by the first query's cosine, best first (``VectorIndex.search_many``'s answer)."""
+        queries = np.asarray(queries, dtype=np.float32).reshape(-1, self.dimension)
+        if k <= 0 or not len(queries):
+            return []
+        found = stored.nearest_many(self.db.reader(), queries, scope, k)
+        rows: dict[int, Vectors] = {}
+        for ids, vectors in found:
+            rows.update(zip(ids, vectors, strict=True))
+        if not rows:
+            return []
+        ids = list(rows)
+        cosines = np.stack([rows[i] for i in ids]) @ queries.T
+        order = np.argsort(-cosines[:, 0], kind="stable")
+        return [(ids[i], cosines[i]) for i in order]
