@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,11 @@ from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.transfer import import_jsonl
+from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
+from tests.postgres.backend.multiprocess import run_together
 from tests.postgres.backend.test_messages import MAY_8_2023, OPTIONS, commit, said
+from tests.postgres.backend.workers import Report
 
 MB = 1024 * 1024
 TURNS = 60
@@ -173,3 +178,32 @@ def test_two_sidecars_pruning_at_once_never_archive_a_message_twice(
     assert sorted(archived) == sorted(set(before) - set(stored_ids(store)))  # and exactly what was removed
     files = sorted(p.name for n in range(len(sidecars)) for p in (tmp_path / f"sidecar-{n}").glob("*"))
     assert len(files) == sum(len(r.archives) for r in results.values() if isinstance(r, Pruned))  # no stray file
+
+
+def prune_as_sidecar(
+    name: str, url: str, schema: str, folder: str, limit: float, start: Barrier, results: Queue[Report]
+) -> None:
+    """One sidecar process: a pool of its own, pruning into its own state dir the moment all are ready."""
+    db = Database(url, schema=schema, write_pool_size=2, read_pool_size=2)
+    try:
+        start.wait()
+        workers.run(name, lambda: archive.prune(db, Path(folder) / name, limit), results)
+    finally:
+        db.close()
+
+
+def test_three_sidecar_processes_pruning_at_once_archive_each_message_once(
+    place: Place, store: Database, tmp_path: Path
+) -> None:
+    empty = archive.used_bytes(store.reader())
+    fill(store)
+    before = stored_ids(store)
+    limit = half_way(store, empty)
+
+    reports = run_together(prune_as_sidecar, [(place.url, place.schema, str(tmp_path), limit)] * 3)
+
+    assert all(isinstance(report, Pruned) for report in reports.values()), reports
+    archived = [line["id"] for report in reports.values() for path in report.archives for line in lines(Path(path))]
+    assert len(archived) == len(set(archived)) > 0
+    assert sorted(archived) == sorted(set(before) - set(stored_ids(store)))
+    assert sum(isinstance(report, PruneSkipped) or report.pruned == 0 for report in reports.values()) == 2
