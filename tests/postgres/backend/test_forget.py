@@ -128,6 +128,10 @@ SELECTIONS = [
     Selector(session="nope"),
     Selector(agent="nobody"),
     Selector(match="!!!"),
+    Selector(match="HÉRON"),  # case and accents folded on both
+    Selector(match="heron_mill"),  # one word to Python, two to either index: a phrase of them
+    Selector(match="by_the_mill"),
+    Selector(match="___"),
     Selector(match="May"),  # the date words are indexed beside the text, but a match looks at the text only
     Selector(since=MAY_8_2023 - DAY),  # every message, by time alone
     Selector(since=MAY_8_2023 - DAY, everything=True),
