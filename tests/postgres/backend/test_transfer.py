@@ -319,6 +319,22 @@ def test_free_text_holding_nul_is_stored_as_the_hooks_store_it(
     assert (again.already_present, again.conflicts) == (again.read, 0)
 
 
+def test_a_line_the_server_refuses_costs_only_itself(
+    source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
+) -> None:
+    """A line the checks pass but the server refuses (here a turn's message count beyond the ``integer`` column)
+    is counted malformed; the batch is written again line by line and every other line of it is stored."""
+    path, options = source
+    good = export_sqlite(path, tmp_path / "x").splitlines()
+    turn = next(json.loads(line) for line in good if b'"type": "turn"' in line)
+    refused = {**turn, "advancementKey": "refused-turn", "messageCount": 2**40}
+    file = _written(tmp_path / "refused.jsonl", b"\n".join([*good, json.dumps(refused).encode()]) + b"\n")
+    report = pg_transfer.import_jsonl(store, file, options)
+    assert report.malformed == 1 and report.read == len(good) + 1
+    assert report.imported == types(b"\n".join(good))["message"] and report.turns == types(b"\n".join(good))["turn"]
+    assert export_pg(store, tmp_path / "pg.jsonl") == b"\n".join(good) + b"\n"
+
+
 def test_a_missing_file_is_refused(store: Database, tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match="no such file"):
         pg_transfer.import_jsonl(store, tmp_path / "absent.jsonl", CaptureOptions(redactor=Redactor(())))

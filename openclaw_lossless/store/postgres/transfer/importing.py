@@ -137,12 +137,21 @@ class Importer:
         batch.clear()
 
     def _apply_all(self, conn: Connection, batch: list[Line]) -> BatchWriter:
-        """Run afresh on each attempt: a fresh layer over what committed, and counts from zero."""
-        writer = BatchWriter(ImportReport(), self.learned.layer())
+        """Write the batch, first in one go; when a line fails, undo that and write it again with each line
+        under its own savepoint, so the failing line costs only itself. Run afresh on each attempt of
+        ``write``: a fresh layer over what committed, and counts from zero."""
         if any(isinstance(line, MessageLine) for line in batch):
-            # Taken before any message id is chosen, outside the lines' savepoints (rolling one back would
-            # release it): no other writer draws a message id until this batch commits.
+            # Taken before any message id is chosen, outside every savepoint (rolling one back would release
+            # it): no other writer draws a message id until this batch commits.
             messages.hold_id_order(conn)
+        try:
+            with conn.transaction():  # one savepoint: a clean file pays two statements a batch, not a line
+                return self._write(conn, batch, guarded=False)
+        except (*_LINE_ERRORS, _AlreadyStored):
+            return self._write(conn, batch, guarded=True)
+
+    def _write(self, conn: Connection, batch: list[Line], *, guarded: bool) -> BatchWriter:
+        writer = BatchWriter(ImportReport(), self.learned.layer(), guarded)
         for line in batch:
             writer.apply(conn, line)
         return writer
@@ -158,29 +167,34 @@ class _AlreadyStored(Exception):
 
 @dataclass
 class BatchWriter:
-    """One batch's writes, in one transaction; each line under its own savepoint."""
+    """One batch's writes, in one transaction."""
 
     report: ImportReport
     learned: Learned
+    guarded: bool  # each line under its own savepoint; else a failing line raises, undoing the batch
     # Sessions seen by lines that committed to their savepoint (a rolled-back line's new session is gone),
     # so a batch of one session's messages looks it up once, not twice a line.
     sessions: dict[str, SessionRef] = dataclasses.field(default_factory=dict)
     _line_sessions: dict[str, SessionRef] = dataclasses.field(default_factory=dict)
 
     def apply(self, conn: Connection, line: Line) -> None:
-        outcome: Outcome | None
         self._line_sessions.clear()
+        outcome = self._apply_guarded(conn, line) if self.guarded else self._apply(conn, line)
+        if outcome is not None:  # a line rolled back created no session
+            self.sessions.update(self._line_sessions)
+        self._count(line, outcome)
+
+    def _apply_guarded(self, conn: Connection, line: Line) -> Outcome | None:
         try:
             with conn.transaction():  # a savepoint
-                outcome = self._apply(conn, line)
-            self.sessions.update(self._line_sessions)
+                return self._apply(conn, line)
         except _AlreadyStored as stored:
             assert isinstance(line, MessageLine)
+            self._line_sessions.clear()  # rolled back with the line
             self._moved(self.learned.moved_messages, line.id, stored.message_id)
-            outcome = "present"
+            return "present"
         except _LINE_ERRORS:
-            outcome = None
-        self._count(line, outcome)
+            return None
 
     def _count(self, line: Line, outcome: Outcome | None) -> None:
         name = {None: "malformed", "present": "already_present", "conflict": "conflicts", "forgotten": "forgotten"}
