@@ -17,14 +17,14 @@ A sidecar killed mid-prune loses the lock with its connection.
 
 What counts toward ``maxDbSizeMb`` (``used_bytes``): every table of the store's schema with its indexes and
 TOAST data (``pg_total_relation_size``), the space the store takes on the server's disk, as the SQLite file
-does; less the space a prune freed that no message has taken again. PostgreSQL does not give space back
-when rows are deleted: ``VACUUM`` (run after each round) makes it reusable by later rows, but the files keep
-their size. Measured by the files alone, the store would stay over its limit after a prune and every later
-check would archive again, until nothing was left. So a prune records the store's size, its messages and
-the bytes per message before it (``meta``: ``archive.density``); the space freed is that size less the
-messages left times that density, and each message stored since is counted as taking its share of it
-again. An archiving thus shows at once, as SQLite's count of pages in use does, and once the freed space
-is taken, the files' size is the measure again.
+does; less the space a prune or a forget freed that no message has taken again. PostgreSQL does not give
+space back when rows are deleted: ``VACUUM`` (run after each round) makes it reusable by later rows, but
+the files keep their size. Measured by the files alone, the store would stay over its limit after a prune
+and every later check would archive again, until nothing was left. So a prune (and a forget) records the
+store's size, its messages and the bytes per message before it (``meta``: ``archive.density``); the space
+freed is that size less the messages left times that density, and each message stored since is counted
+as taking its share of it again. A deletion thus shows at once, as in SQLite's count of pages in use, and
+once the freed space is taken, the files' size is the measure again.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def used_bytes(conn: Connection) -> int:
 
 
 def _density(conn: Connection) -> tuple[int, int, float] | None:
-    """(store size after the last prune, messages then, bytes per message before it), or None before any."""
+    """(store size after the last prune or forget, messages then, bytes per message before it), or None."""
     value = meta.get(conn, DENSITY_KEY)
     try:
         recorded = json.loads(value) if value is not None else None
@@ -179,7 +179,7 @@ def _rounds(db: Database, archive_dir: Path, limit_mb: float, progress: Callable
         todo = plan(db.reader(), limit_mb)
         if todo is None or todo.last_message_id is None:
             break
-        per_message = todo.used_bytes / max(messages.count(db.reader()), 1)
+        per_message = bytes_per_message(db.reader())
         ids = _oldest(db.reader(), todo.last_message_id)
         path, written = _write_archive(db.reader(), archive_dir, ids, todo.last_message_id, progress)
         removed = _remove_or_discard(db, path, written)
@@ -298,11 +298,21 @@ def _keep_only(path: Path, ids: set[int]) -> None:
 
 
 def _reclaim(db: Database, per_message: float) -> None:
-    """Make the freed space reusable (``VACUUM``, outside a transaction) and record the store's size, its
-    messages and the bytes per message measured before this round, so ``used_bytes`` counts the archiving
-    at once and each message stored afterwards as taking that space again."""
+    """Make the freed space reusable (``VACUUM``, outside a transaction), then remember what was freed."""
     with db.writer() as conn:
         conn.execute(f"VACUUM {', '.join(_TOUCHED)}")
+    remember_freed(db, per_message)
+
+
+def bytes_per_message(conn: Connection) -> float:
+    """What a message takes now (its share of ``used_bytes``): measured before messages are deleted."""
+    return used_bytes(conn) / max(messages.count(conn), 1)
+
+
+def remember_freed(db: Database, per_message: float) -> None:
+    """After a deletion (a prune, a forget) and its VACUUM: record the store's size, its messages and the bytes
+    per message measured before, so ``used_bytes`` counts the deletion at once and each message stored
+    afterwards as taking that space again."""
 
     def record(conn: Connection) -> None:
         value = {"bytes": store_bytes(conn), "messages": messages.count(conn), "perMessage": per_message}

@@ -44,8 +44,7 @@ import psycopg
 from psycopg import sql
 
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.store.postgres import messages
-from openclaw_lossless.store.postgres.archive import store_lock
+from openclaw_lossless.store.postgres import archive, messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
 from openclaw_lossless.store.sqlite.forget import (
@@ -172,10 +171,13 @@ def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found
     """Remove what ``found`` names from the store, the vector index and the archives; returns the messages
     removed, the archive files rewritten and whether the VACUUM of the touched tables ran to its end."""
     ids = [row.id for row in found.stored]
+    per_message = archive.bytes_per_message(db.reader())
     removed = db.write(lambda conn: _remove(conn, ids, found.sessions, found.archived))
     if index is not None:
         index.forget_ids(ids)
     vacuumed = scrub(db, _TOUCHED_WITH_SESSIONS if found.sessions else _TOUCHED)
+    if removed:
+        archive.remember_freed(db, per_message)  # the store's used bytes show the forget at once
     rewritten = rewrite_archives(db.reader(), archive_dir)
     return removed, rewritten, vacuumed
 
@@ -342,7 +344,7 @@ def run(
     """Plan, then (unless ``dry_run``) forget exactly what the plan shows; the view lists every message."""
     if dry_run:
         return plan(db.reader(), archive_dir, selector).view(dry_run=True, full_text=selector.match is not None)
-    with store_lock(db, wait=True):  # no sidecar archives what this plans, until it is gone (``archive.py``)
+    with archive.store_lock(db, wait=True):  # no sidecar archives what this plans, until it is gone (``archive.py``)
         found = plan(db.reader(), archive_dir, selector)
         view = found.view(dry_run=False, full_text=selector.match is not None)
         removed, rewritten, vacuumed = forget(db, index, archive_dir, found)

@@ -331,3 +331,20 @@ def test_a_message_holding_a_nul_character_is_forgotten_with_its_window_key(pg: 
     assert len(stone) == 1 and stone[0][0] == nul and stone[0][1] is not None
     again = pg.commit("s3", "agent:main:s3", "k-nul-again", [("a NUL \x00 inside", 1)])
     assert again == [] and forget.resurrected(pg.db.reader()) == 0
+
+
+def test_what_a_forget_frees_counts_as_free_at_once(pg: Backend, tmp_path: Path) -> None:
+    """PostgreSQL keeps its files' size after a delete; the store's used bytes (``maxDbSizeMb``) drop anyway, as
+    SQLite's pages in use do, and the messages stored afterwards count again."""
+    pg.seed()
+    fill(pg.db, turns=40, start=100)  # 80 messages of ~1 KB, half of them in session s0
+    before, files = archive.used_bytes(pg.db.reader()), archive.store_bytes(pg.db.reader())
+
+    done = pg.run(tmp_path, Selector(session="s0"), dry_run=False)
+
+    assert isinstance(done, Forgotten) and done.removed == 40
+    after = archive.used_bytes(pg.db.reader())
+    assert after < before * 0.7  # 40 of 91 messages went, the larger ones
+    assert archive.store_bytes(pg.db.reader()) >= files * 0.9  # while the files kept (nearly) their size
+    fill(pg.db, turns=20, start=200)  # 40 more: they take the freed space back
+    assert after < archive.used_bytes(pg.db.reader()) <= before * 1.1
