@@ -2,8 +2,8 @@
 
 The meaning is the SQLite importer's (``store/sqlite/transfer/importing.py``): a file is untrusted input,
 every line is parsed and captured by the shared parser (``store/sqlite/transfer/lines.py``) before any
-write, each line is applied under a savepoint so a line the checks missed costs that line, ids are kept
-when free and remapped when taken, and importing a file twice stores nothing the second time.
+write, a line the checks missed but the server refuses costs that line, ids are kept when free and
+remapped when taken, and importing a file twice stores nothing the second time.
 
 What PostgreSQL adds:
 
@@ -14,6 +14,9 @@ What PostgreSQL adds:
 - ``Database.write`` runs a batch again after a serialisation failure or a deadlock, so what a batch learns
   (ids moved, sessions and turns this import created, the counts) is kept apart and merged into the
   import's state only once the batch has committed: a batch run twice counts once.
+- A savepoint is a subtransaction here, not a cheap mark: a batch is written in one go under one savepoint,
+  and only when a line fails is it undone and written again with a savepoint a line (about three times
+  the throughput of a savepoint a line on a clean file).
 - Another sidecar may commit the same message or turn while the import runs: the import then finds it
   present, as it would have found it stored before.
 """
@@ -58,7 +61,7 @@ from openclaw_lossless.store.sqlite.transfer.lines import (
 )
 
 # A line the checks let through but the server refuses costs that line (counted malformed), never the batch:
-# a constraint, a value out of a column's range (an ``integer`` token count), text PostgreSQL cannot hold.
+# a constraint, a value out of a column's range (a turn's ``integer`` message count), what a text cannot hold.
 _LINE_ERRORS = (BadRequest, OverflowError, UnicodeEncodeError, psycopg.IntegrityError, psycopg.DataError)
 
 
