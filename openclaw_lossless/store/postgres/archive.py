@@ -41,7 +41,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import psycopg
+from psycopg import errors as pgerrors
+from psycopg import sql
 
+from openclaw_lossless.errors import StoreUnavailable
 from openclaw_lossless.store.postgres import messages, meta
 from openclaw_lossless.store.postgres.connection import CONNECT_TIMEOUT_S, Connection, Database, translate_error
 from openclaw_lossless.store.sqlite.archive import HEADROOM, MAX_ROUNDS, Pruned, PrunePlan, WouldPrune
@@ -54,6 +57,7 @@ LOCK_CLASS = 0x6C6F7373  # "loss": the first key of the store's archive lock; th
 DENSITY_KEY = "archive.density"
 READ_SLICE = 500  # messages read per statement while writing an archive (memory stays bounded)
 _TOUCHED = ("messages", "message_vectors", "message_days", "embedding_backlog")
+LOCK_WAIT_S = 300.0  # a forget waits this long at most for a prune under way (it is refused, 503, after)
 SKIPPED = "another sidecar is archiving or forgetting in this store: this round is skipped"
 
 
@@ -69,7 +73,8 @@ class PruneSkipped(Pruned):
 
 @contextlib.contextmanager
 def store_lock(db: Database, *, wait: bool) -> Iterator[bool]:
-    """Hold the store's archive lock while the block runs; yields whether it was taken (always, with ``wait``).
+    """Hold the store's archive lock while the block runs; yields whether it was taken (always, with ``wait``,
+    or ``StoreUnavailable`` after ``LOCK_WAIT_S``: a prune that long under way is worth a retry, not a hang).
 
     A session-level advisory lock on a connection of its own (the pools' connections go back to the pool and
     would carry it there); closing that connection releases it, also when the process dies.
@@ -79,18 +84,30 @@ def store_lock(db: Database, *, wait: bool) -> Iterator[bool]:
     except psycopg.Error as exc:
         raise translate_error(exc) from exc
     with conn:
-        if wait:
-            conn.execute("SELECT pg_advisory_lock(%s::int, hashtext(%s))", (LOCK_CLASS, db.schema))
-            taken = True
-        else:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", (LOCK_CLASS, db.schema)).fetchone()
-            taken = row is not None and bool(row[0])
+        taken = _lock(conn, db.schema, wait=wait)
         try:
             yield taken
         finally:
             if taken and not conn.closed:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", (LOCK_CLASS, db.schema))
+
+
+def _lock(conn: Connection, schema: str, *, wait: bool) -> bool:
+    key = (LOCK_CLASS, schema)
+    try:
+        if not wait:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
+            return row is not None and bool(row[0])
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(LOCK_WAIT_S * 1000)}ms")))
+        conn.execute("SELECT pg_advisory_lock(%s::int, hashtext(%s))", key)
+        return True
+    except pgerrors.LockNotAvailable as exc:
+        raise StoreUnavailable(
+            f"another sidecar has been archiving or forgetting in this store for {LOCK_WAIT_S:.0f} s: retry later"
+        ) from exc
+    except psycopg.Error as exc:
+        raise translate_error(exc) from exc
 
 
 # -- how much is used -------------------------------------------------------------------------------------------

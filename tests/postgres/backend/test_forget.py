@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.errors import BadRequest, NotFound, StoreUnavailable
 from openclaw_lossless.store.postgres import archive, forget, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import forget as sqlite_forget
@@ -348,3 +348,15 @@ def test_what_a_forget_frees_counts_as_free_at_once(pg: Backend, tmp_path: Path)
     assert archive.store_bytes(pg.db.reader()) >= files * 0.9  # while the files kept (nearly) their size
     fill(pg.db, turns=20, start=200)  # 40 more: they take the freed space back
     assert after < archive.used_bytes(pg.db.reader()) <= before * 1.1
+
+
+def test_a_forget_that_cannot_get_the_lock_in_time_is_refused_and_changes_nothing(
+    pg: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pg.seed()
+    monkeypatch.setattr(archive, "LOCK_WAIT_S", 0.2)
+
+    with archive.store_lock(pg.db, wait=False), pytest.raises(StoreUnavailable, match="retry"):
+        pg.run(tmp_path, Selector(session="s2"), dry_run=False)
+
+    assert messages.count(pg.db.reader()) == 11 and forget.forgotten_count(pg.db.reader()) == 0
