@@ -18,7 +18,8 @@ from psycopg import pq
 
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.transfer.export import FORMAT, ExportScope
+from openclaw_lossless.store.sqlite.transfer import export as sqlite_export
+from openclaw_lossless.store.sqlite.transfer.export import _LINK_FIELDS, FORMAT, ExportScope
 
 ROWS_PER_FETCH = 500
 
@@ -32,26 +33,13 @@ _MESSAGE_FIELDS = ("id", "sessionId", "sessionKey", "agentId", "role", "kind", "
                    "text", "contentHash", "windowKey", "tokens", "importance", "importanceLabel", "cites",
                    "advancementKey")  # fmt: skip
 
-# Per table, as the SQLite export's ``_TABLES``: the type of its lines, its rows (joined to ``s``, the sessions
-# in scope), their order, and the column of each field.
-_TABLES: tuple[tuple[str, str, str, dict[str, str]], ...] = (
-    ("session", "sessions s", 's.created_at, s.session_id COLLATE "C"',
-     {"sessionId": "s.session_id", "sessionKey": "s.session_key", "agentId": "s.agent_id",
-      "createdAt": "s.created_at", "lastSeenAt": "s.last_seen_at"}),
-    ("turn", "turns x JOIN sessions s ON s.id = x.session_rowid", 'x.committed_at, x.advancement_key COLLATE "C"',
-     {"advancementKey": "x.advancement_key", "sessionId": "s.session_id", "committedAt": "x.committed_at",
-      "messageCount": "x.message_count", "heartbeat": "x.heartbeat"}),
-    ("compaction", "compactions x JOIN sessions s ON s.id = x.session_rowid", "x.id",
-     {"id": "x.id", "sessionId": "s.session_id", "recordedAt": "x.recorded_at", "tokensBefore": "x.tokens_before",
-      "tokensAfter": "x.tokens_after", "compacted": "x.compacted", "summary": "x.summary", "reason": "x.reason",
-      "lastMessageId": "x.last_message_id", "status": "x.status"}),
-    ("snapshot", "snapshots x JOIN sessions s ON s.id = x.session_rowid", "x.id",
-     {"id": "x.id", "name": "x.name", "sessionId": "s.session_id", "lastMessageId": "x.last_message_id",
-      "createdAt": "x.created_at", "automatic": "x.automatic", "compactionId": "x.compaction_id"}),
-)  # fmt: skip
-_LINK_FIELDS = {"id": "id", "parentSessionKey": "parent_session_key", "childSessionKey": "child_session_key",
-                "contextMode": "context_mode", "spawnedAt": "spawned_at", "endedAt": "ended_at",
-                "endedReason": "ended_reason"}  # fmt: skip
+# The SQLite export's tables, columns and joins (plain SQL, the same here), with ties between equal times
+# ordered by bytes, as SQLite's BINARY orders text: a database's own collation may order them otherwise.
+_BYTE_ORDER = {"session": 's.created_at, s.session_id COLLATE "C"',
+               "turn": 'x.committed_at, x.advancement_key COLLATE "C"'}  # fmt: skip
+_TABLES = tuple(
+    (kind, source, _BYTE_ORDER.get(kind, order), fields) for kind, source, order, fields in sqlite_export._TABLES
+)
 
 
 def messages_where(scope: ExportScope) -> tuple[str, tuple[Any, ...]]:
