@@ -22,9 +22,10 @@ of one message in a store of 20,000 messages of ~1 KB (135 MB) took 7.2 s, 5.1 s
 A forget holds the store's archive lock (``archive.store_lock``, waiting for a prune under way to end) from
 its plan to its last rewritten archive, so no sidecar archives a message while it is being forgotten.
 
-Archives: this sidecar's gzip archives (``archive_dir``) are searched by the plan and rewritten without the
-forgotten lines, as on SQLite. What holds no SQL (``Selector``, ``Plan``, ``Forgotten``, reading and
-rewriting archive files) is the SQLite module's, shared.
+Archives: this sidecar's gzip archives (``archive_dir``), and those of the other sidecars on this host
+(``archive_dirs``), are searched by the plan and rewritten without the forgotten lines, as on SQLite.
+What holds no SQL (``Selector``, ``Plan``, ``Forgotten``, reading and rewriting archive files) is the
+SQLite module's, shared.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import gzip
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -81,7 +83,10 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     """What ``selector`` names, or a ``BadRequest``/``NotFound`` saying what to fix (nothing is changed)."""
     _check_selector(conn, selector)
     found = Plan(stored=_stored(conn, selector))
-    found.archived = list(_archived(archive_dir, selector, {row.id for row in found.stored}))
+    stored = {row.id for row in found.stored}
+    found.archived = [
+        named for folder in archive_dirs(conn, archive_dir) for named in _archived(folder, selector, stored)
+    ]
     missing = sorted(set(selector.ids) - {row.id for row in found.stored + found.archived})
     if missing:
         raise NotFound(
@@ -95,6 +100,18 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
         raise BadRequest('this time range selects every stored message: add --all ("all": true) to forget everything')
     if selector.session is not None and selector.match is None and not selector.ids:
         found.sessions = [selector.session]
+    return found
+
+
+def archive_dirs(conn: Connection, archive_dir: Path) -> list[Path]:
+    """This sidecar's archive folder, then the folders of the other archives the store records (``archives``)
+    that this host can read and write: sidecars sharing a host forget in each other's archives too. An
+    archive on another host is out of reach; its lines stay tombstoned, so importing it stores nothing."""
+    found = [archive_dir]
+    for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path"):
+        folder = Path(str(path)).parent
+        if folder not in found and folder.is_dir() and os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+            found.append(folder)
     return found
 
 
@@ -178,7 +195,7 @@ def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found
     vacuumed = scrub(db, _TOUCHED_WITH_SESSIONS if found.sessions else _TOUCHED)
     if removed:
         archive.remember_freed(db, per_message)  # the store's used bytes show the forget at once
-    rewritten = rewrite_archives(db.reader(), archive_dir)
+    rewritten = sum(rewrite_archives(db.reader(), folder) for folder in archive_dirs(db.reader(), archive_dir))
     return removed, rewritten, vacuumed
 
 

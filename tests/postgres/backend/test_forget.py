@@ -20,6 +20,7 @@ from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.forget import Forgotten, Selector
+from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_archive import fill, half_way, lines
 from tests.postgres.backend.test_messages import MAY_8_2023, said
 from tests.postgres.server import PostgresServer
@@ -360,3 +361,25 @@ def test_a_forget_that_cannot_get_the_lock_in_time_is_refused_and_changes_nothin
         pg.run(tmp_path, Selector(session="s2"), dry_run=False)
 
     assert messages.count(pg.db.reader()) == 11 and forget.forgotten_count(pg.db.reader()) == 0
+
+
+def test_a_sidecar_forgets_in_the_archives_another_sidecar_on_its_host_wrote(
+    place: Place, pg: Backend, tmp_path: Path
+) -> None:
+    empty = archive.used_bytes(pg.db.reader())
+    pg.seed()
+    fill(pg.db, turns=20, start=100)
+    other = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        pruned = archive.prune(other, tmp_path / "other-sidecar", half_way(pg.db, empty))
+    finally:
+        other.close()
+    assert isinstance(pruned, archive.Pruned) and pruned.pruned >= 11
+    path = Path(pruned.archives[0])
+    s2_ids = {line["id"] for line in lines(path) if line["sessionId"] == "s2"}
+
+    done = pg.run(tmp_path / "this-sidecar", Selector(session="s2"), dry_run=False)
+
+    assert isinstance(done, Forgotten) and done.archived == len(s2_ids) == 2 and done.archive_files_rewritten == 1
+    assert {line["id"] for line in lines(path)}.isdisjoint(s2_ids)
+    assert len(lines(path)) == pruned.pruned - 2
