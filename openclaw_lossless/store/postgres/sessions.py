@@ -84,6 +84,8 @@ def _unused_spawned(conn: Connection, child_key: str) -> int | None:
 
 
 def find_session(conn: Connection, session_id: str) -> SessionRef | None:
+    if "\x00" in session_id:  # PostgreSQL text holds no NUL, so no stored session has one: as SQLite answers
+        return None
     row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = %s", (session_id,)).fetchone()
     return None if row is None else _ref(row)
 
