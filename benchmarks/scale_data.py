@@ -33,6 +33,7 @@ from openclaw_lossless.capture.records import MessageRecord, canonical_json
 from openclaw_lossless.capture.text import descriptor_tokens, searchable_text, window_key
 from openclaw_lossless.embed.index import store_vectors
 from openclaw_lossless.embed.provider import Vectors
+from openclaw_lossless.store.backend import SQLITE
 from openclaw_lossless.store.sqlite import messages
 from openclaw_lossless.store.sqlite.connection import Connection, Database, open_connection
 from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session
@@ -227,7 +228,7 @@ def fill(
         is_real = position < sample
         vectors[is_real] = real_texts_vectors[position[is_real]]
         vectors[~is_real] = stand_in_vectors(real_texts_vectors, int((~is_real).sum()), rng)
-        db.write(lambda conn, i=ids, v=vectors, s=session_rowids: store_vectors(conn, i.tolist(), v, s))  # type: ignore[misc]
+        db.write(lambda conn, i=ids, v=vectors, s=session_rowids: store_vectors(SQLITE, conn, i.tolist(), v, s))  # type: ignore[misc]
         _store_baseline(baseline, ids, vectors)
         made += len(ids)
         pending, pending_count = [], 0

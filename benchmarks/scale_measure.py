@@ -24,6 +24,7 @@ from openclaw_lossless.recall.assemble import Assembler
 from openclaw_lossless.recall.search import keyword_search
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.backend import SQLITE
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.sessions import Scope
 
@@ -118,11 +119,12 @@ def measure_lanes(sidecar: Sidecar, prompts: list[str]) -> dict[str, Any]:
     vectors = provider.embed(prompts)
     deadline = time.monotonic() + 3600
     terms = sidecar.assembler.terms  # as assemble runs it, with the term limit
+    fulltext = sidecar.ops.fulltext
     return {
         "query_embed": percentiles(timed([functools.partial(provider.embed, [p]) for p in prompts])),
         "vector": percentiles(timed([functools.partial(index.search, v, scope, 100) for v in vectors])),
         "keyword": percentiles(
-            timed([functools.partial(keyword_search, conn, p, scope, 100, deadline, terms) for p in prompts])
+            timed([functools.partial(keyword_search, conn, fulltext, p, scope, 100, deadline, terms) for p in prompts])
         ),
     }
 
@@ -141,6 +143,7 @@ def measure_overlap(sidecar: Sidecar, baseline: Connection, prompts: list[str]) 
             found = {i for i, _ in sidecar.index.search(vector, scope, k)}
             shares.append(len(truth & found) / max(1, len(truth)))
         out[f"top{k}"] = {"mean": round(float(np.mean(shares)), 4), "min": round(float(np.min(shares)), 4)}
+    assert isinstance(sidecar.index, VectorIndex)  # the scale benchmark measures the SQLite store's copy
     out["shortlist_sweep"] = shortlist_sweep(sidecar.index, exact, vectors, scope)
     return out
 
@@ -174,7 +177,8 @@ def measure_baseline(sidecar: Sidecar, baseline: Connection, prompts: list[str])
     vectors = sidecar.embedding.provider.embed(prompts)
     scan = percentiles(timed([functools.partial(lane.search, v, scope, 20) for v in vectors], warmup=1))
     product_assembler = sidecar.queries.assembler
-    sidecar.queries.assembler = Assembler(cast(VectorIndex, lane), sidecar.embedding)  # same code, vec0 as the lane
+    # the same code, vec0 as the lane
+    sidecar.queries.assembler = Assembler(sidecar.ops, cast(VectorIndex, lane), sidecar.embedding)
     try:
         assemble = measure_assemble(sidecar, prompts, [])
     finally:
@@ -238,7 +242,7 @@ def vectors_for_backlog(sidecar: Sidecar) -> None:
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         from openclaw_lossless.embed.index import store_vectors
 
-        sidecar.db.write(lambda c: store_vectors(c, [r[0] for r in rows], vectors, [r[1] for r in rows]))
+        sidecar.db.write(lambda c: store_vectors(sidecar.ops, c, [r[0] for r in rows], vectors, [r[1] for r in rows]))
 
 
 def measure_size(db: Database, messages: int) -> dict[str, Any]:
@@ -265,7 +269,7 @@ def keyword_statement(conn: Connection, scope: Scope) -> str:
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     try:
-        keyword_search(conn, "helm", scope, 100, time.monotonic() + 60)
+        keyword_search(conn, SQLITE.fulltext, "helm", scope, 100, time.monotonic() + 60)
     finally:
         conn.set_trace_callback(None)
     return next(sql for sql in statements if "bm25(" in sql)

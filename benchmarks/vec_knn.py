@@ -46,6 +46,7 @@ from openclaw_lossless.config import Settings  # noqa: E402
 from openclaw_lossless.embed import quantize  # noqa: E402
 from openclaw_lossless.embed.index import VectorIndex  # noqa: E402
 from openclaw_lossless.embed.provider import Vectors  # noqa: E402
+from openclaw_lossless.store.backend import SQLITE  # noqa: E402
 from openclaw_lossless.store.sqlite import vectors as stored  # noqa: E402
 from openclaw_lossless.store.sqlite.connection import Connection, open_connection  # noqa: E402
 from openclaw_lossless.store.sqlite.sessions import Scope  # noqa: E402
@@ -125,7 +126,7 @@ def bit_then_int8(conn: Connection, shortlist: int) -> Callable[[Vectors], list[
 def in_memory(conn: Connection, dimension: int) -> tuple[Callable[[Vectors], list[int]], float]:
     index = VectorIndex(dimension)
     began = time.perf_counter()
-    index.load(conn)
+    index.load(SQLITE, conn)
     loaded_s = time.perf_counter() - began
     scope = Scope(agent_ids=frozenset({AGENT}))
     return (lambda query: [i for i, _ in index.search(query, scope, K)]), loaded_s

@@ -32,8 +32,7 @@ from typing import Any, TypeVar
 
 from openclaw_lossless.recall.assemble import AssembleResult, Recalled
 from openclaw_lossless.recall.scoring import Candidate
-from openclaw_lossless.store.sqlite import agents
-from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.backend import Store
 
 MAX_AGENTS = 10_000
 MAX_RECALLS = 64  # agents whose recalls are kept
@@ -137,9 +136,9 @@ class Activity:
         self._turns = 0  # assembles since the start: the last one's number
 
     @classmethod
-    def from_store(cls, conn: Connection) -> Activity:
+    def from_store(cls, store: Store) -> Activity:
         """The last commit time of every agent the store knows, read with one indexed query."""
-        return cls(agents.last_commits(conn))
+        return cls(store.ops.agents.last_commits(store.db.reader()))
 
     def committed(self, agent_id: str, at: float) -> None:
         with self._lock:

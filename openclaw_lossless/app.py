@@ -28,7 +28,6 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
 from openclaw_lossless.prometheus import Exposition, RequestMetrics
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite.connection import sqlite_module, translate_error
 from openclaw_lossless.ui import install as install_ui
 from openclaw_lossless.ui import is_ui_path
 
@@ -148,8 +147,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
 
     @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
-        translated = translate_error(exc) if isinstance(exc, sqlite_module().DatabaseError) else exc
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        sidecar: Sidecar | None = getattr(request.app.state, "sidecar", None)
+        translated = sidecar.ops.translate_error(exc) if sidecar is not None else exc
         if isinstance(translated, LosslessError):  # e.g. a read that hit a damaged page: say so, and the fix
             log.error("%s", translated.message)
             return JSONResponse(error_body(translated.code, translated.message), status_code=translated.status)

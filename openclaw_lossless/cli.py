@@ -184,7 +184,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from openclaw_lossless.store.sqlite.transfer import ExportScope, check_scope, export_store, write_jsonl
+    from openclaw_lossless.store.sqlite.transfer import ExportScope, write_jsonl
 
     to_file = args.output not in (None, "-")
     exists = to_file and os.path.lexists(args.output) and not os.path.isdir(args.output)  # a directory: exit 1
@@ -192,8 +192,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise BadRequest(f"{args.output} already exists; export does not overwrite it without --force")
     with open_file_store(settings_of(args)) as sidecar:
         scope = ExportScope(args.agent, args.session)
-        check_scope(sidecar.db.reader(), scope)  # before the output file is created or truncated
-        records = export_store(sidecar.db.reader(), scope)
+        sidecar.ops.transfer.check_scope(sidecar.db.reader(), scope)  # before the output file is created or truncated
+        records = sidecar.ops.transfer.export_store(sidecar.db.reader(), scope)
         if not to_file:
             counts = write_jsonl(records, sys.stdout)
         else:
@@ -219,10 +219,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         return _import_openclaw(args)
     settings = settings_of(args)
     with open_file_store(settings) as sidecar:
-        from openclaw_lossless.store.sqlite.transfer import import_jsonl
-
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
-            report: Any = import_jsonl(sidecar.db, Path(args.jsonl), sidecar.capture_options, bar.update)
+            report: Any = sidecar.ops.transfer.import_jsonl(
+                sidecar.db, Path(args.jsonl), sidecar.capture_options, bar.update
+            )
         data = vars(report)
     emit(
         data,

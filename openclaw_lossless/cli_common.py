@@ -29,7 +29,8 @@ Handler = Callable[[argparse.Namespace], int]
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings from the environment, with the flags this command was given on top."""
     overrides: dict[str, Any] = {}
-    for name in ("host", "port", "state_dir", "db_path", "model_dir", "embedding_provider", "metrics_port"):
+    names = ("host", "port", "state_dir", "db_path", "database_url", "model_dir", "embedding_provider", "metrics_port")
+    for name in names:
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -62,6 +63,12 @@ def emit(data: Any, as_json: bool, human: Callable[[Any], str]) -> None:
 def common_flags(parser: argparse.ArgumentParser, *, output: bool = True) -> None:
     parser.add_argument("--state-dir", type=Path, help="where the database and token live")
     parser.add_argument("--db-path", type=Path, help="the database file (default: <state-dir>/lossless.sqlite)")
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="a PostgreSQL store instead of the file: postgresql://user@host/db (keep the password in"
+        " PGPASSWORD or ~/.pgpass, or the URL in LOSSLESS_DATABASE_URL: a flag shows in the process list)",
+    )
     parser.add_argument("--model-dir", type=Path, help="where the local embedding model is kept")
     parser.add_argument("--port", type=int, help="the running sidecar's port (default 8377)")
     if output:

@@ -52,11 +52,10 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     def on_file() -> Any:
         from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse
         from openclaw_lossless.api.responses import wire
-        from openclaw_lossless.store.sqlite import forget
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
-            done = forget.run(
+            done = sidecar.ops.forget.run(
                 sidecar.db, sidecar.index, settings.archive_dir, request.selector(), dry_run=request.dry_run
             )
         return wire(ForgetResponse, done)
@@ -116,13 +115,15 @@ def cmd_salvage(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from openclaw_lossless.api.responses import PrunedView, WouldPruneView, wire
-    from openclaw_lossless.store.sqlite import archive
+    from openclaw_lossless.store.sqlite.archive import Pruned
 
     settings = settings_of(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb
     with open_file_store(settings) as sidecar, tqdm(desc="archive", unit="msg", disable=None, file=sys.stderr) as bar:
-        result = archive.prune(sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update)
-    data = wire(PrunedView if isinstance(result, archive.Pruned) else WouldPruneView, result)
+        result = sidecar.ops.archive.prune(
+            sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update
+        )
+    data = wire(PrunedView if isinstance(result, Pruned) else WouldPruneView, result)
     verb = "would archive" if args.dry_run else "archived"
     emit(data, args.json, lambda d: f"{verb} {d['pruned']} messages (limit {limit} MB)")
     return EXIT_OK
@@ -136,7 +137,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     data: dict[str, Any] = {}
     if want_fts:
         with open_file_store(settings) as sidecar:
-            data["fts"] = reindex.rebuild_fts(sidecar.db, progress_file=sys.stderr)
+            data["fts"] = reindex.rebuild_fts(sidecar.store, progress_file=sys.stderr)
     if want_vectors:
         running = serves_this_store(settings)
         with open_file_store(settings, embeddings=not running) as sidecar:

@@ -18,6 +18,8 @@ RecallScope = Literal["agent", "session"]
 MIN_TOKEN_CHARS = 16  # an empty or short token would make the bearer check guessable
 ProviderName = Literal["local", "openai-compatible", "none"]
 
+DATABASE_URL_SCHEMES = ("postgresql://", "postgres://")
+
 
 def openclaw_state_dir(env: dict[str, str] | None = None) -> Path:
     """OpenClaw's own state directory, resolved the way OpenClaw resolves it."""
@@ -93,6 +95,11 @@ class Settings(BaseSettings):
     state_dir: Path = Field(default_factory=_default_state_dir)
     openclaw_state: Path = Field(default_factory=lambda: openclaw_state_dir())
     db_path: Path | None = None
+    # A PostgreSQL server instead of the SQLite file (``store/backend.py``): postgresql://user:pass@host/db.
+    # Secret, because the URL may carry a password: never logged, never shown.
+    database_url: SecretStr | None = None
+    database_schema: str = Field("lossless", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    database_connections: int = Field(12, ge=3, le=200)  # this sidecar's share of the server's max_connections
     token: SecretStr | None = None
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
 
@@ -162,6 +169,16 @@ class Settings(BaseSettings):
 
         InjectedText.from_entries(entries)
         return entries
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: SecretStr | None) -> SecretStr | None:
+        value = url.get_secret_value().strip() if url is not None else ""
+        if not value:
+            return None
+        if not value.startswith(DATABASE_URL_SCHEMES):
+            raise ValueError("must start with postgresql:// (or be unset: the store is then the SQLite file)")
+        return SecretStr(value)
 
     @field_validator("token")
     @classmethod

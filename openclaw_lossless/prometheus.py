@@ -35,10 +35,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import EmbedderStats
-from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.metrics import LATENCY_BUCKETS
-from openclaw_lossless.store.sqlite import archive, messages
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -334,9 +332,9 @@ def _store(sidecar: Sidecar) -> Iterator[Metric]:
     )
     try:
         conn = sidecar.db.reader()
-        backlog = backlog_size(conn)
-        stored = messages.count(conn)
-        used = archive.used_bytes(conn)
+        backlog = sidecar.ops.backlog.size(conn)
+        stored = sidecar.ops.messages.count(conn)
+        used = sidecar.ops.archive.used_bytes(conn)
     except (LosslessError, sidecar.db.module.Error) as exc:
         log.warning("metrics: the store could not be read: %s", getattr(exc, "message", exc))
         yield _gauge("lossless_store_readable", "1 when the store could be read for this scrape.", 0)

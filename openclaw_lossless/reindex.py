@@ -13,36 +13,34 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite import backlog, fulltext, messages, vectors
-from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.backend import Backend, Store
 
 FTS_BATCH = 5000
 
 
-def rebuild_fts(db: Database, progress_file: IO[str] | None = None) -> int:
+def rebuild_fts(store: Store, progress_file: IO[str] | None = None) -> int:
     """Rebuild the full-text index from the messages (what FTS5's 'rebuild' does, in batches); returns the count."""
 
-    def work(conn: Connection) -> int:
-        total = messages.count(conn)
+    def work(conn: Any) -> int:
+        total = store.ops.messages.count(conn)
         with tqdm(total=total, desc="full-text index", unit="msg", disable=None, file=progress_file) as bar:
-            for added in fulltext.rebuild(conn, FTS_BATCH):
+            for added in store.ops.fulltext.rebuild(conn, FTS_BATCH):
                 bar.update(added)
         return total
 
-    return db.write(work)
+    return store.db.write(work)
 
 
 def rebuild_vectors(sidecar: Sidecar, *, missing_only: bool, drain: bool, progress_file: IO[str]) -> dict[str, Any]:
     """Queue messages for embedding; with ``drain``, embed them here (the sidecar is not running)."""
-    queued = sidecar.db.write(lambda conn: _queue(conn, missing_only))
+    queued = sidecar.db.write(lambda conn: _queue(sidecar.ops, conn, missing_only))
     if not drain:
         return {"queued": queued, "embeddedBy": "the running sidecar"}
     if sidecar.worker is None:
         raise EmbeddingUnavailable(f"no embedder: {sidecar.embedding.status.reason}; run 'openclaw-lossless doctor'")
-    remaining = backlog_size(sidecar.db.reader())
+    remaining = sidecar.ops.backlog.size(sidecar.db.reader())
     embedded = 0
     with tqdm(total=remaining, desc="embed", unit="msg", disable=None, file=progress_file) as bar:
         while done := sidecar.worker.drain_once():
@@ -51,7 +49,7 @@ def rebuild_vectors(sidecar: Sidecar, *, missing_only: bool, drain: bool, progre
     return {"queued": queued, "embedded": embedded}
 
 
-def _queue(conn: Connection, missing_only: bool) -> int:
-    if missing_only and vectors.exists(conn):
-        return vectors.queue_missing(conn)
-    return backlog.queue_all(conn)
+def _queue(ops: Backend, conn: Any, missing_only: bool) -> int:
+    if missing_only and ops.vectors.exists(conn):
+        return ops.vectors.queue_missing(conn)
+    return ops.backlog.queue_all(conn)

@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from openclaw_lossless.capture.records import CaptureOptions, canonical_json, storable
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store.sqlite import meta, rewrite
-from openclaw_lossless.store.sqlite.connection import Connection, Database, checkpoint_fully, set_secure_delete
+from openclaw_lossless.store.backend import Backend, Store
 
 if TYPE_CHECKING:
     from openclaw_lossless.sidecar import Sidecar
@@ -76,7 +75,7 @@ def rescan_store(sidecar: Sidecar, *, dry_run: bool, progress: Progress | None =
         raise RescanRunning("a redaction rescan is already running on this store; wait for it to finish")
     try:
         return Rescan(
-            sidecar.db,
+            sidecar.store,
             sidecar.capture_options,
             sidecar.settings.archive_dir,
             dry_run=dry_run,
@@ -143,14 +142,14 @@ class Cursor:
     tally: Tally = field(default_factory=Tally)
     resumed: bool = False
 
-    def save(self, conn: Connection) -> None:
+    def save(self, ops: Backend, conn: Any) -> None:
         value = json.dumps({"phase": self.phase, "after": self.after, "tally": self.tally.state()})
-        meta.put(conn, CURSOR_KEY, value)
+        ops.meta.put(conn, CURSOR_KEY, value)
 
 
-def load_cursor(conn: Connection) -> Cursor:
+def load_cursor(ops: Backend, conn: Any) -> Cursor:
     """The interrupted run's cursor, or a fresh one."""
-    value = meta.get(conn, CURSOR_KEY)
+    value = ops.meta.get(conn, CURSOR_KEY)
     if value is None:
         return Cursor()
     data = json.loads(value)
@@ -161,7 +160,7 @@ def load_cursor(conn: Connection) -> Cursor:
 class Rescan:
     """One run over the store; ``dry_run`` reads only (no cursor, no writes) and reports what would change."""
 
-    db: Database
+    store: Store
     options: CaptureOptions
     archive_dir: Path
     dry_run: bool = False
@@ -170,8 +169,16 @@ class Rescan:
     requeued: Requeued | None = None
     _pending: list[int] = field(default_factory=list, init=False)
 
+    @property
+    def db(self) -> Any:
+        return self.store.db
+
+    @property
+    def ops(self) -> Backend:
+        return self.store.ops
+
     def run(self) -> Report:
-        cursor = Cursor() if self.dry_run else load_cursor(self.db.reader())
+        cursor = Cursor() if self.dry_run else load_cursor(self.ops, self.db.reader())
         previous = self._secure_delete(True)
         try:
             for phase in PHASES[PHASES.index(cursor.phase) :]:
@@ -209,18 +216,18 @@ class Rescan:
             if done < self.page:
                 return
 
-    def _read(self, page: Callable[[Connection, Cursor, bool], int], cursor: Cursor) -> int:
+    def _read(self, page: Callable[[Any, Cursor, bool], int], cursor: Cursor) -> int:
         return page(self.db.reader(), cursor, False)
 
-    def _write(self, page: Callable[[Connection, Cursor, bool], int], cursor: Cursor, conn: Connection) -> int:
+    def _write(self, page: Callable[[Any, Cursor, bool], int], cursor: Cursor, conn: Any) -> int:
         done = page(conn, cursor, True)
-        cursor.save(conn)
+        cursor.save(self.ops, conn)
         return done
 
     # -- messages: text, original, FTS, vectors ---------------------------------------------------------
 
-    def _messages(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
-        rows = rewrite.message_page(conn, cursor.after, self.page)
+    def _messages(self, conn: Any, cursor: Cursor, apply: bool) -> int:
+        rows = self.ops.rewrite.message_page(conn, cursor.after, self.page)
         changed = self._pending
         for ident, session, kind, text, original, digest, date_terms in rows:
             new_text = storable(self.options.redactor.redact(text))
@@ -229,7 +236,7 @@ class Rescan:
             original_changed = cursor.tally.note("originals", original, new_original)
             if apply and (text_changed or original_changed):
                 new_digest = self._identity(conn, session, original, new_original, bytes(digest), cursor.tally)
-                rewrite.rewrite_message(
+                self.ops.rewrite.rewrite_message(
                     conn,
                     ident,
                     old_text=text,
@@ -253,50 +260,49 @@ class Rescan:
         redacted = self.options.redactor.redact_value(value)
         return original if redacted == value else canonical_json(redacted)
 
-    @staticmethod
     def _identity(
-        conn: Connection, session: int, original: str, new_original: str, digest: bytes, tally: Tally
+        self, conn: Any, session: int, original: str, new_original: str, digest: bytes, tally: Tally
     ) -> bytes:
         """The content hash after the rescan: the new original's hash when the old one was its original's."""
         if original == new_original or digest != _sha(original):
             return digest
         fresh = _sha(new_original)
-        if rewrite.identity_taken(conn, session, fresh):
+        if self.ops.rewrite.identity_taken(conn, session, fresh):
             return digest
         tally.identities += 1
         return fresh
 
     # -- the other tables -------------------------------------------------------------------------------
 
-    def _compactions(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
-        rows = rewrite.compaction_page(conn, cursor.after, self.page)
+    def _compactions(self, conn: Any, cursor: Cursor, apply: bool) -> int:
+        rows = self.ops.rewrite.compaction_page(conn, cursor.after, self.page)
         for ident, summary, reason in rows:
             new_summary, new_reason = self._free(summary), self._free(reason)
             changed = cursor.tally.note("summaries", summary, new_summary)
             changed = cursor.tally.note("reasons", reason, new_reason) or changed
             if apply and changed:
-                rewrite.set_compaction_text(conn, ident, new_summary, new_reason)
+                self.ops.rewrite.set_compaction_text(conn, ident, new_summary, new_reason)
         if rows:
             cursor.after = int(rows[-1][0])
         return len(rows)
 
-    def _subagents(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
-        rows = rewrite.link_page(conn, cursor.after, self.page)
+    def _subagents(self, conn: Any, cursor: Cursor, apply: bool) -> int:
+        rows = self.ops.rewrite.link_page(conn, cursor.after, self.page)
         for ident, reason in rows:
             new_reason = self._free(reason)
             if cursor.tally.note("reasons", reason, new_reason) and apply:
-                rewrite.set_link_reason(conn, ident, new_reason)
+                self.ops.rewrite.set_link_reason(conn, ident, new_reason)
         if rows:
             cursor.after = int(rows[-1][0])
         return len(rows)
 
-    def _snapshots(self, conn: Connection, cursor: Cursor, apply: bool) -> int:
+    def _snapshots(self, conn: Any, cursor: Cursor, apply: bool) -> int:
         """A snapshot's only text is its name; a name the rules now redact is renamed (``-<id>`` if taken)."""
-        rows = rewrite.snapshot_page(conn, cursor.after, self.page)
+        rows = self.ops.rewrite.snapshot_page(conn, cursor.after, self.page)
         for ident, name in rows:
             new_name = storable(self.options.redactor.redact(name))
             if cursor.tally.note("snapshots", name, new_name) and apply:
-                rewrite.rename_snapshot(conn, ident, new_name)
+                self.ops.rewrite.rename_snapshot(conn, ident, new_name)
         if rows:
             cursor.after = int(rows[-1][0])
         return len(rows)
@@ -315,7 +321,7 @@ class Rescan:
             records = self._archive(path, cursor.tally)
             if not self.dry_run:
                 cursor.after = path.name
-                self.db.write(cursor.save)
+                self.db.write(lambda conn: cursor.save(self.ops, conn))
             if self.progress is not None:
                 self.progress("archives", records)
 
@@ -375,15 +381,16 @@ class Rescan:
     def _finish(self, cursor: Cursor) -> None:
         """Merge the FTS index (its old segments go, zeroed), forget the cursor, checkpoint the WAL."""
         if cursor.tally.places.get("messages") or cursor.tally.places.get("outcomes"):
-            self.db.write(rewrite.optimize_fts)
-        self.db.write(lambda conn: meta.remove(conn, CURSOR_KEY))
-        checkpoint_fully(self.db)
+            with self.db.writer() as conn:  # outside a transaction: PostgreSQL's VACUUM cannot run in one
+                self.ops.rewrite.optimize_fts(conn)
+        self.db.write(lambda conn: self.ops.meta.remove(conn, CURSOR_KEY))
+        self.ops.maintenance.checkpoint_fully(self.db)
 
     def _secure_delete(self, on: bool) -> bool:
         """Set ``secure_delete`` on the write connection (freed bytes are zeroed); returns what it was."""
         if self.dry_run:
             return on
-        return set_secure_delete(self.db, on)
+        return self.ops.maintenance.set_secure_delete(self.db, on)
 
 
 def _sha(text: str) -> bytes:

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from openclaw_lossless.activity import Activity
 from openclaw_lossless.capture.injected import InjectedText
@@ -22,7 +23,7 @@ from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.in_flight import InFlight
-from openclaw_lossless.embed.index import VectorIndex, prepare_table, recorded_identity
+from openclaw_lossless.embed.index import Nearest, VectorIndex, prepare_table, recorded_identity
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
 from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker
@@ -34,10 +35,8 @@ from openclaw_lossless.service.ingest import Ingest
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.service.status import Parts, Rebuild, Status
-from openclaw_lossless.store.sqlite import message_days
-from openclaw_lossless.store.sqlite.connection import Database, open_connection, sqlite_module, translate_error
-from openclaw_lossless.store.sqlite.migrations import migrate
-from openclaw_lossless.store.sqlite.term_stats import TermStats
+from openclaw_lossless.store.backend import SQLITE, Place, Store, connect
+from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_module
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +65,12 @@ class Sidecar:
         self.started = time.monotonic()
         self.metrics = Metrics()
         self._closing = threading.Event()
-        self.db = _open_database(settings)
-        self.activity = Activity.from_store(self.db.reader())  # per agent: last commit, assemble and recall
+        self.store = _open_store(settings)
+        # The backend's Database, typed Any: a test or tool that knows the backend hands it to that backend's
+        # modules; the package itself goes through ``self.store`` (``store.db`` + ``store.ops``).
+        self.db: Any = self.store.db
+        self.ops = self.store.ops
+        self.activity = Activity.from_store(self.store)  # per agent: last commit, assemble and recall
         self.capture_options = CaptureOptions(
             redactor=build_redactor(settings.redact_patterns),
             redact_originals=settings.redact_originals,
@@ -76,16 +79,17 @@ class Sidecar:
         )
         self.embedding = EmbeddingService(settings, provider)
         self.in_flight = InFlight()  # the turn's requests running now: the drain's extra threads wait for none
-        self.index: VectorIndex | None = None
+        self.index: Nearest | None = None
         self.worker: EmbeddingWorker | None = None
         self.rebuild = Rebuild()
         if self.embedding.provider is not None:
             self._open_vectors(self.embedding.provider, start_worker=start_worker, background=background_load)
-        terms = TermStats(settings.keyword_term_limit)
-        self.assembler = Assembler(self.index, self.embedding, terms, clean=self.capture_options.injected.strip)
-        self.size_cap = SizeCap(self.db, settings, self.metrics, self.index, terms)
+        terms = self.ops.term_stats(settings.keyword_term_limit)
+        clean = self.capture_options.injected.strip
+        self.assembler = Assembler(self.ops, self.index, self.embedding, terms, clean=clean)
+        self.size_cap = SizeCap(self.store, settings, self.metrics, self.index, terms)
         self._wire_jobs()
-        if background_load and message_days.backfill_pending(self.db.reader()):
+        if background_load and self.ops.message_days.backfill_pending(self.db.reader()):
             threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True).start()
 
     def _wire_jobs(self) -> None:
@@ -93,7 +97,7 @@ class Sidecar:
         selection = SessionSelection.of(self.settings.include_sessions, self.settings.exclude_sessions)
         self.ingest = Ingest(
             self.settings,
-            self.db,
+            self.store,
             selection=selection,
             capture_options=self.capture_options,
             activity=self.activity,
@@ -105,7 +109,7 @@ class Sidecar:
         self.catch_up = self.ingest.catch_up  # its thread starts with the server (app.py)
         self.queries = Queries(
             self.settings,
-            self.db,
+            self.store,
             selection=selection,
             assembler=self.assembler,
             activity=self.activity,
@@ -115,7 +119,7 @@ class Sidecar:
         )
         parts = Parts(
             settings=self.settings,
-            db=self.db,
+            store=self.store,
             embedding=self.embedding,
             index=self.index,
             worker=self.worker,
@@ -130,8 +134,8 @@ class Sidecar:
     def _open_vectors(self, provider: EmbeddingProvider, *, start_worker: bool, background: bool) -> None:
         """The vector table for this embedder (rebuilt when another made it), the index and its worker."""
         identity = provider.identity
-        built_with = recorded_identity(self.db.reader())
-        rebuilding = prepare_table(self.db, identity)
+        built_with = recorded_identity(self.ops, self.db.reader())
+        rebuilding = prepare_table(self.store, identity)
         if rebuilding and built_with is not None:
             rebuilt_from = f"{built_with.model}/{built_with.variant}/{built_with.dimension}-d"
             self.rebuild = Rebuild(rebuilding=True, rebuilt_from=rebuilt_from)
@@ -146,9 +150,9 @@ class Sidecar:
             )
         else:
             self.rebuild = Rebuild(rebuilding=rebuilding)
-        self.index = VectorIndex(identity.dimension, shortlist=self.settings.vector_shortlist)
+        self.index = self._index(identity.dimension)
         self.worker = EmbeddingWorker(
-            self.db,
+            self.store,
             provider,
             self.index,
             batch_size=self.settings.embed_batch_size,
@@ -164,11 +168,20 @@ class Sidecar:
         else:
             loader.run()
 
+    def _index(self, dimension: int) -> Nearest:
+        """The vectors searched: a copy in memory beside a SQLite file; the store itself on PostgreSQL, where
+        other sidecars write vectors this process would never see in a copy."""
+        if self.store.backend == "postgresql":
+            from openclaw_lossless.embed.database_index import DatabaseIndex  # needs the PostgreSQL driver
+
+            return DatabaseIndex(self.db, dimension)
+        return VectorIndex(dimension, shortlist=self.settings.vector_shortlist)
+
     def _backfill_days(self) -> None:
         """Read the days that messages stored before migration m008 refer to, a batch per write, in the
         background (``store/sqlite/message_days.py``): start-up never waits on it, and turns queue behind one batch."""
         try:
-            while not self._closing.is_set() and self.db.write(message_days.backfill_step):
+            while not self._closing.is_set() and self.db.write(self.ops.message_days.backfill_step):
                 self._closing.wait(DAYS_BACKFILL_PAUSE_S)
         except Exception:  # the thread's edge: recall goes on without those days, and the log says why
             if not self._closing.is_set():
@@ -179,9 +192,12 @@ class Sidecar:
         assert self.index is not None and self.worker is not None
         began = time.monotonic()
         try:
-            self.index.load(self.db.reader())
+            self.index.load(self.ops, self.db.reader())
         except self.db.module.DatabaseError as exc:  # a damaged page: keyword search goes on, the log says why
-            log.error("the vector index could not be loaded, recall uses keyword search only: %s", translate_error(exc))
+            log.error(
+                "the vector index could not be loaded, recall uses keyword search only: %s",
+                self.ops.translate_error(exc),
+            )
             return
         except Exception:  # the thread's edge: keyword search goes on, and the log says why
             log.exception("vector index could not be loaded, recall uses keyword search only")
@@ -203,17 +219,23 @@ class Sidecar:
             self.db.close()
 
 
-def _open_database(settings: Settings) -> Database:
+def _open_store(settings: Settings) -> Store:
     """The state dir (0700: the token, archives and by default the database live there) and the migrated store."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(settings.state_dir, 0o700)
-    db = Database(settings.database_path, synchronous=settings.synchronous)
-    try:
-        migrate(db)
-    except LosslessError:
-        db.close()
-        raise
-    return db
+    return connect(place_of(settings))
+
+
+def place_of(settings: Settings) -> Place:
+    """Where the settings put the store: the SQLite file, or the PostgreSQL server ``database_url`` names."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    return Place(
+        settings.database_path,
+        synchronous=settings.synchronous,
+        url=url,
+        schema=settings.database_schema,
+        connections=settings.database_connections,
+    )
 
 
 ProviderFactory = Callable[[Settings], EmbeddingProvider]
@@ -261,13 +283,23 @@ def store_for_queries(settings: Settings, provider_factory: ProviderFactory = bu
 
 
 def _recorded_identity(settings: Settings) -> ProviderIdentity | None:
-    """The embedder the store's vectors were made with (read only; None when there are none)."""
+    """The embedder the store's vectors were made with (read only; None when there are none).
+
+    A SQLite file is opened read-only (a missing one is not created); a PostgreSQL store is opened (and
+    migrated, which a server shared with running sidecars has already done) and read.
+    """
+    if settings.database_url is not None:
+        store = connect(place_of(settings))
+        try:
+            return recorded_identity(store.ops, store.db.reader())
+        finally:
+            store.db.close()
     try:
         conn = open_connection(settings.database_path, readonly=True)
     except LosslessError:
         return None
     try:
-        return recorded_identity(conn)
+        return recorded_identity(SQLITE, conn)
     except sqlite_module().Error:  # no meta table yet: no vectors either
         return None
     finally:

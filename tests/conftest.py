@@ -1,7 +1,17 @@
-"""Shared fixtures: a live sidecar over real HTTP with a real SQLite store in a temp dir, and the real model."""
+"""Shared fixtures: a live sidecar over real HTTP with a real store in a temp dir, and the real model.
+
+The store is SQLite unless the run asks for PostgreSQL (``--store-backend postgresql`` or
+``LOSSLESS_TEST_BACKEND=postgresql``): then every test's settings point at a schema of its own on one real
+PostgreSQL + pgvector server started for the run (``tests/postgres/server.py``), through the same
+``LOSSLESS_DATABASE_URL`` and ``LOSSLESS_DATABASE_SCHEMA`` a user sets, so the same behaviour tests run on
+both backends. A test about SQLite's own machinery (its file, WAL, pages, FTS5) is marked ``sqlite_only`` and
+runs on the SQLite pass alone.
+"""
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +20,80 @@ import pytest
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.model_files import fetch_model
+from tests.e2e.prerequisites import unavailable
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
+from tests.postgres.server import PostgresServer, ServerUnavailable
+
+_schemas = itertools.count(1)
+BACKEND_DATABASE = "lossless_suite"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store-backend",
+        choices=("sqlite", "postgresql"),
+        default=os.environ.get("LOSSLESS_TEST_BACKEND", "sqlite"),
+        help="the store every sidecar in the run uses (default sqlite)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: about SQLite's own machinery; skipped on the PostgreSQL pass")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--store-backend") != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="about SQLite's own machinery (its file, pages, WAL or FTS5)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        import psycopg  # noqa: F401 - the tests speak to the server through it
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[test]'); the PostgreSQL tests need it")
+    try:
+        server = PostgresServer()
+        server.start()
+    except ServerUnavailable as exc:
+        unavailable(f"no PostgreSQL server for the tests: {exc}")
+    print(f"PostgreSQL test server ready in {server.start_seconds:.2f} s")
+    yield server
+    server.stop()
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def suite_database(request: pytest.FixtureRequest) -> str | None:
+    """On the PostgreSQL pass, the URL of the database every test's schema lives in; None on SQLite."""
+    if request.config.getoption("--store-backend") != "postgresql":
+        return None
+    import psycopg
+
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    with psycopg.connect(server.conninfo, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{BACKEND_DATABASE}"')
+    return server.url(BACKEND_DATABASE)
+
+
+@pytest.fixture(autouse=True)
+def store_backend(suite_database: str | None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Point this test's settings at its own PostgreSQL schema on the PostgreSQL pass (dropped afterwards)."""
+    if suite_database is None:
+        yield "sqlite"
+        return
+    schema = f"suite_{next(_schemas)}"
+    monkeypatch.setenv("LOSSLESS_DATABASE_URL", suite_database)
+    monkeypatch.setenv("LOSSLESS_DATABASE_SCHEMA", schema)
+    yield "postgresql"
+    import psycopg
+
+    with psycopg.connect(suite_database, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

@@ -222,7 +222,7 @@ def test_an_interrupted_rescan_continues_where_it_stopped(
     sidecar = Sidecar(settings, start_worker=False)
     try:
         with pytest.raises(Stop):
-            Rescan(sidecar.db, sidecar.capture_options, settings.archive_dir, page=1, progress=stop).run()
+            Rescan(sidecar.store, sidecar.capture_options, settings.archive_dir, page=1, progress=stop).run()
         row = sidecar.db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_KEY,)).fetchone()
         assert row is not None and '"after": 1' in row[0]
         texts = [r[0] for r in sidecar.db.reader().execute("SELECT text FROM messages WHERE id <= 2 ORDER BY id")]

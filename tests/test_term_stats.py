@@ -34,7 +34,7 @@ def store(tmp_path: Path) -> Iterator[Sidecar]:
 
 
 def _search(sidecar: Sidecar, text: str, terms: TermStats | None) -> list[int]:
-    hits = keyword_search(sidecar.db.reader(), text, ALL, 100, time.monotonic() + 10, terms)
+    hits = keyword_search(sidecar.db.reader(), sidecar.ops.fulltext, text, ALL, 100, time.monotonic() + 10, terms)
     return [hit.message_id for hit in hits]
 
 

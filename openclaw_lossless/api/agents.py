@@ -18,12 +18,10 @@ from openclaw_lossless.activity import iso
 from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.api.responses import CatchUpView
 from openclaw_lossless.api.schemas import RecalledItem
-from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.catchup_report import CatchUpReport
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite import agents
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
@@ -104,7 +102,7 @@ def status(sidecar: SidecarDep, agent_id: AgentIdParam) -> dict[str, Any]:
         "lastCommitAt": iso(last_commit),
         "lastAssembleAt": iso(last_assemble),
         "lastRecall": recall.summary() if recall is not None else None,
-        "backlog": backlog_size(sidecar.db.reader()),
+        "backlog": sidecar.ops.backlog.size(sidecar.db.reader()),
         "embedder": {
             "active": embedder.active,
             "model": embedder.model,
@@ -131,7 +129,7 @@ def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
             f"(the <agentId> of a session key agent:<agentId>:...), got {agent_id[:80]!r}"
         )
     conn = sidecar.db.reader()
-    sessions = agents.session_count(conn, agent_id)
+    sessions = sidecar.ops.agents.session_count(conn, agent_id)
     activity = sidecar.activity.agent(agent_id)
     if not sessions and all(part is None for part in activity):
         raise NotFound(
@@ -139,7 +137,7 @@ def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
             "started ('openclaw-lossless stats' lists the agents; 'openclaw-lossless import --agent "
             f"{agent_id}' brings in its existing history)"
         )
-    messages = agents.message_count(conn, agent_id)
+    messages = sidecar.ops.agents.message_count(conn, agent_id)
     return messages, sessions
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite.forget import Selector
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 CITATION = re.compile(r"^(?:msg:)?([1-9][0-9]{0,17})$")
@@ -43,8 +43,8 @@ class ForgetRequest(Wire):
             raise ValueError(f"a citation is msg:N, not {bad[0][:40]!r}")
         return ids
 
-    def selector(self) -> forget.Selector:
-        return forget.Selector(
+    def selector(self) -> Selector:
+        return Selector(
             ids=tuple(int(CITATION.match(i).group(1)) for i in self.ids),  # type: ignore[union-attr]
             session=self.session_id,
             agent=self.agent_id,
@@ -85,9 +85,9 @@ class ForgetResponse(Answer):
     wal_truncated: bool | None = Field(None, alias="walTruncated")
 
 
-def run_forget(sidecar: Sidecar, selector: forget.Selector, dry_run: bool) -> ForgetResponse:
+def run_forget(sidecar: Sidecar, selector: Selector, dry_run: bool) -> ForgetResponse:
     """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI."""
-    result = forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
+    result = sidecar.ops.forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
     if not dry_run:
         sidecar.metrics.counters["messages_forgotten"] += result.forgotten
     return ForgetResponse.model_validate(result)
@@ -108,7 +108,7 @@ def forget_message(
     message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
-    return run_forget(sidecar, forget.Selector(ids=(message_id,)), dry_run)
+    return run_forget(sidecar, Selector(ids=(message_id,)), dry_run)
 
 
 @router.delete("/sessions/{session_id}", response_model_by_alias=True)
@@ -117,4 +117,4 @@ def forget_session(
     session_id: Annotated[str, Path(min_length=1, max_length=512)],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
-    return run_forget(sidecar, forget.Selector(session=session_id), dry_run)
+    return run_forget(sidecar, Selector(session=session_id), dry_run)

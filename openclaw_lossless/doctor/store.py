@@ -19,8 +19,9 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
-from openclaw_lossless.embed.worker import backlog_size
 from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.store.backend import SQLITE
+from openclaw_lossless.store.sqlite import backlog as queued
 from openclaw_lossless.store.sqlite import checks, messages, vectors
 from openclaw_lossless.store.sqlite.connection import Connection, open_connection, sqlite_module, translate_error
 from openclaw_lossless.store.sqlite.forget import forgotten_count, resurrected
@@ -111,7 +112,7 @@ def _is_loopback_address(host: str) -> bool:
 
 
 def _index_identity(conn: Connection, settings: Settings) -> Finding:
-    recorded = recorded_identity(conn)
+    recorded = recorded_identity(SQLITE, conn)
     if recorded is None:
         return Finding("index", True, "no vectors built yet")
     try:
@@ -186,7 +187,7 @@ def _forgotten(conn: Connection) -> Finding:
 def _vectors(conn: Connection) -> Finding:
     if not vectors.in_current_format(conn):
         return Finding("vectors", True, "no sqlite-vec vector table yet (made or converted at the next start)")
-    if recorded_identity(conn) is None:
+    if recorded_identity(SQLITE, conn) is None:
         return Finding("vectors", True, "no vectors built yet")
     missing, orphans = vectors.unaccounted(conn)
     if orphans or missing:
@@ -201,7 +202,7 @@ def _vectors(conn: Connection) -> Finding:
 
 def _backlog(conn: Connection, settings: Settings) -> Finding:
     """How many messages wait for a vector; a large backlog is a note saying what drains it."""
-    backlog = backlog_size(conn)
+    backlog = queued.size(conn)
     detail = f"{backlog} messages waiting to be embedded"
     if backlog <= BACKLOG_LARGE:
         return Finding("backlog", True, detail)

@@ -21,23 +21,21 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
-from openclaw_lossless.store.sqlite import agents as store_agents
-from openclaw_lossless.store.sqlite import backlog, meta
-from openclaw_lossless.store.sqlite import vectors as stored
-from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.backend import Backend, Store
+from openclaw_lossless.store.sqlite import vectors as sqlite_vectors
 from openclaw_lossless.store.sqlite.sessions import Scope
 
 IDENTITY_KEY = "embedding.identity"
 FORMAT_KEY = "embedding.format"
 FORMAT = "vec0-int8-v1"  # what migration m009 writes: int8 codes in a sqlite-vec ``vec0`` table
-TABLE = stored.TABLE
+TABLE = sqlite_vectors.TABLE
 DEFAULT_SHORTLIST = 10000
 # The shortlist is also at least this share of the vectors in scope. The true neighbours' rank by sign bits
 # grows with the collection, so a fixed shortlist keeps fewer of them as the history grows (top-20 overlap
@@ -52,39 +50,69 @@ _FAR = np.uint16(65535)  # the distance given to vectors out of scope
 Grown = TypeVar("Grown", bound=np.ndarray[Any, Any])
 
 
-def prepare_table(db: Database, identity: ProviderIdentity) -> bool:
+def prepare_table(store: Store, identity: ProviderIdentity) -> bool:
     """Make the vector table match ``identity``; returns True when existing vectors had to be dropped."""
-    return db.write(lambda conn: _prepare(conn, identity))
+    return bool(store.db.write(lambda conn: _prepare(store.ops, conn, identity)))
 
 
-def _prepare(conn: Connection, identity: ProviderIdentity) -> bool:
+def _prepare(ops: Backend, conn: Any, identity: ProviderIdentity) -> bool:
     """Keep the vectors when ``identity`` built them; otherwise start an empty table and queue every message.
 
     The table itself comes from migration m009 (with the recorded provider's dimension); only a change of
     provider, or a first provider, recreates it here, at the new provider's dimension.
     """
-    recorded = meta.get(conn, IDENTITY_KEY)
+    recorded = ops.meta.get(conn, IDENTITY_KEY)
     wanted = json.dumps(asdict(identity), sort_keys=True)
     same_model = recorded == wanted
-    if same_model and stored.exists(conn):
+    if same_model and ops.vectors.exists(conn):
         return False
-    stored.recreate(conn, identity.dimension)
-    backlog.queue_all(conn)
-    meta.put(conn, IDENTITY_KEY, wanted)
-    meta.put(conn, FORMAT_KEY, FORMAT)
+    ops.vectors.recreate(conn, identity.dimension)
+    ops.backlog.queue_all(conn)
+    ops.meta.put(conn, IDENTITY_KEY, wanted)
+    ops.meta.put(conn, FORMAT_KEY, FORMAT)
     return recorded is not None and not same_model
 
 
-def recorded_identity(conn: Connection) -> ProviderIdentity | None:
-    recorded = meta.get(conn, IDENTITY_KEY)
+def recorded_identity(ops: Backend, conn: Any) -> ProviderIdentity | None:
+    recorded = ops.meta.get(conn, IDENTITY_KEY)
     return None if recorded is None else ProviderIdentity(**json.loads(recorded))
 
 
-def store_vectors(conn: Connection, ids: Sequence[int], vectors: Vectors, sessions: Sequence[int]) -> None:
+def store_vectors(ops: Backend, conn: Any, ids: Sequence[int], vectors: Vectors, sessions: Sequence[int]) -> None:
     """Persist vectors as int8 codes and take their messages off the backlog (inside the caller's transaction)."""
     codes, scales = quantize.quantize(vectors)
-    stored.write(conn, ids, codes, scales, sessions)  # not for a message forgotten while it was being embedded
-    backlog.remove(conn, ids)
+    ops.vectors.write(conn, ids, codes, scales, sessions)  # not for a message forgotten while it was being embedded
+    ops.backlog.remove(conn, ids)
+
+
+class Nearest(Protocol):
+    """What recall, the worker, forgetting and the status page ask of a vector index, whichever holds it:
+    ``VectorIndex`` (a copy in this process, for SQLite) or ``DatabaseIndex`` (the PostgreSQL store itself)."""
+
+    dimension: int
+    loaded: threading.Event
+    searches_while_loading: int
+
+    def __len__(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def load(self, ops: Backend, conn: Any) -> None: ...
+
+    def add(self, ids: Sequence[int], vectors: Vectors, agents: Sequence[str], sessions: Sequence[int]) -> None: ...
+
+    def forget_ids(self, ids: Sequence[int]) -> None: ...
+
+    def forget_through(self, last_id: int) -> None: ...
+
+    def vector(self, message_id: int) -> Vectors | None: ...
+
+    def vectors(self, message_ids: Sequence[int]) -> tuple[list[int], Vectors]: ...
+
+    def search(self, query: Vectors, scope: Scope, k: int) -> list[tuple[int, float]]: ...
+
+    def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]: ...
 
 
 class VectorIndex:
@@ -121,13 +149,13 @@ class VectorIndex:
         arrays = (self._ids, self._codes, self._scales, self._bits, self._agents, self._sessions, self._slots)
         return sum(array.nbytes for array in arrays)
 
-    def load(self, conn: Connection) -> None:
+    def load(self, ops: Backend, conn: Any) -> None:
         """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded."""
-        agents = store_agents.agents_by_session(conn)
-        span = stored.id_range(conn)
+        agents = ops.agents.agents_by_session(conn)
+        span = ops.vectors.id_range(conn)
         if span is not None:
             self._reserve(span[1] - span[0] + 1, span[1])
-        for block in stored.read_all(conn, self.dimension):
+        for block in ops.vectors.read_all(conn, self.dimension):
             if not len(block.ids):
                 continue
             sessions = block.sessions.tolist()

@@ -25,16 +25,17 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from openclaw_lossless.embed.in_flight import InFlight
-from openclaw_lossless.embed.index import VectorIndex, store_vectors
+from openclaw_lossless.embed.index import Nearest, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
 from openclaw_lossless.last_hour import BacklogWindow
-from openclaw_lossless.store.sqlite import backlog, messages
-from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.api import ModelKey
+from openclaw_lossless.store.backend import Backend, Store
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +68,17 @@ class WorkerStats:
 class EmbeddingWorker:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         provider: EmbeddingProvider,
-        index: VectorIndex,
+        index: Nearest,
         *,
         batch_size: int = 32,
         in_flight: InFlight | None = None,
         drain_threads: int = 1,
         backlog_history: BacklogWindow | None = None,
     ) -> None:
-        self.db = db
+        self.db = store.db
+        self.ops = store.ops
         self.provider = provider
         self.index = index
         self.batch_size = batch_size
@@ -139,7 +141,7 @@ class EmbeddingWorker:
     def _sample_backlog(self) -> None:
         """The backlog's size for the status page's last hour, once a minute: one count, on this thread."""
         if self.backlog_history is not None and self.backlog_history.due():
-            self.backlog_history.sample(backlog.size(self.db.reader()), self.stats.embedded)
+            self.backlog_history.sample(self.ops.backlog.size(self.db.reader()), self.stats.embedded)
 
     def _record_failure(self, message: str, delay: float) -> None:
         self.stats.failures += 1
@@ -184,10 +186,10 @@ class EmbeddingWorker:
             return self._pending.pop() if self._pending else []
 
     def _read_window(self) -> list[tuple[int, str, str, int]]:
-        rows = backlog.oldest(self.db.reader(), self.batch_size * WINDOW_BATCHES)
+        rows = self.ops.backlog.oldest(self.db.reader(), self.batch_size * WINDOW_BATCHES)
         orphans = [r[0] for r in rows if r[1] is None]
         if orphans:  # messages pruned while queued
-            self.db.write(lambda conn: backlog.remove(conn, orphans))
+            self.db.write(lambda conn: self.ops.backlog.remove(conn, orphans))
         return [(r[0], str(r[1]), str(r[2]), int(r[3] or 0)) for r in rows if r[1] is not None]
 
     def _embed(self, texts: list[str]) -> Vectors:
@@ -195,7 +197,7 @@ class EmbeddingWorker:
             return self._embed_shared(texts)
         identity = self.provider.identity
         hashes = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
-        cached = _cached_vectors(self.db.reader(), identity, hashes)
+        cached = _cached_vectors(self.ops, self.db.reader(), identity, hashes)
         missing = [k for k, h in enumerate(hashes) if h not in cached]
         vectors = np.zeros((len(texts), identity.dimension), dtype=np.float32)
         if missing:
@@ -244,23 +246,21 @@ class EmbeddingWorker:
             raise errors[0]
         return out
 
-    def _persist(
-        self, conn: Connection, ids: list[int], texts: list[str], vectors: Vectors, sessions: list[int]
-    ) -> list[int]:
+    def _persist(self, conn: Any, ids: list[int], texts: list[str], vectors: Vectors, sessions: list[int]) -> list[int]:
         """Store the batch's vectors; returns the positions kept.
 
         A message whose text changed while it was being embedded (``redact --rescan`` redacted it, ``forget``
         removed it) keeps no vector of its old text: it is skipped here, and stays queued if it is still stored.
         """
-        kept = _unchanged(conn, ids, texts)
+        kept = _unchanged(self.ops, conn, ids, texts)
         if not kept:
             return kept
         if len(kept) < len(ids):
             ids, vectors, sessions = [ids[k] for k in kept], vectors[kept], [sessions[k] for k in kept]
             texts = [texts[k] for k in kept]
-        store_vectors(conn, ids, vectors, sessions)
+        store_vectors(self.ops, conn, ids, vectors, sessions)
         if self._use_cache:
-            backlog.cache_vectors(
+            self.ops.backlog.cache_vectors(
                 conn,
                 _model_key(self.provider.identity),
                 [
@@ -271,9 +271,9 @@ class EmbeddingWorker:
         return kept
 
 
-def _unchanged(conn: Connection, ids: list[int], texts: list[str]) -> list[int]:
+def _unchanged(ops: Backend, conn: Any, ids: list[int], texts: list[str]) -> list[int]:
     """The positions of the messages still stored with the text that was embedded."""
-    current = messages.texts(conn, ids)
+    current = ops.messages.texts(conn, ids)
     return [k for k, (ident, text) in enumerate(zip(ids, texts, strict=True)) if current.get(ident) == text]
 
 
@@ -284,21 +284,16 @@ def _next_delay(delay: float, exc: EmbeddingUnavailable) -> float:
     return min(MAX_BACKOFF_S, max(1.0, delay * 2))
 
 
-def _cached_vectors(conn: Connection, identity: ProviderIdentity, hashes: list[bytes]) -> dict[bytes, Vectors]:
+def _cached_vectors(ops: Backend, conn: Any, identity: ProviderIdentity, hashes: list[bytes]) -> dict[bytes, Vectors]:
     """The vectors ``identity`` already made for these texts; one of another size is a miss, never a result.
 
     The size check is the last line of defence: a wrong-sized vector would fail the whole batch on every
     retry and stop the backlog for good.
     """
-    rows = backlog.cached_vectors(conn, _model_key(identity), hashes)
+    rows = ops.backlog.cached_vectors(conn, _model_key(identity), hashes)
     size = identity.dimension * np.dtype(np.float32).itemsize
     return {digest: np.frombuffer(vector, dtype=np.float32) for digest, vector in rows if len(vector) == size}
 
 
-def _model_key(identity: ProviderIdentity) -> backlog.ModelKey:
+def _model_key(identity: ProviderIdentity) -> ModelKey:
     return (identity.provider, identity.model, identity.variant, identity.dimension)
-
-
-def backlog_size(conn: Connection) -> int:
-    """Messages waiting to be embedded (``store/sqlite/backlog.size``; kept here for the modules that report it)."""
-    return backlog.size(conn)

@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
@@ -46,10 +47,8 @@ from openclaw_lossless.history.importer import import_history
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
-from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.imported import newest_time
-from openclaw_lossless.store.sqlite.messages import newest_window_keys
-from openclaw_lossless.store.sqlite.sessions import agent_ids, agent_of, find_session, parent_key
+from openclaw_lossless.store.backend import Backend
+from openclaw_lossless.store.sqlite.sessions import agent_of
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +160,7 @@ class CatchUp:
 
     def catch_up_now(self, agent_id: str, session_id: str | None = None) -> int:
         """Catch up one agent (or one session) in the caller's thread; returns the messages stored."""
-        coverage = StoreCoverage.load(self.sink.db.reader())
+        coverage = StoreCoverage.load(self.sink.store.ops, self.sink.store.db.reader())
         return self._import(Target(agent_id, session_id), coverage, {session_id} if session_id else set())
 
     def _enqueue(self, target: Target, check: Check, *, delay: float = DELAY_S) -> None:
@@ -285,8 +284,8 @@ class CatchUp:
         state = self.openclaw_state
         if not state.is_dir():
             return 0
-        conn = self.sink.db.reader()
-        agents = sorted(agent_ids(conn))
+        conn = self.sink.store.db.reader()
+        agents = sorted(self.sink.store.ops.sessions.agent_ids(conn))
         stored, now, coverage = 0, time.time(), None
         for agent in agents:
             if self._stop.is_set():
@@ -296,7 +295,7 @@ class CatchUp:
             seen = fingerprint(state, agent)
             if seen is None or self._seen.get(agent) == seen:
                 continue
-            coverage = coverage or StoreCoverage.load(conn)
+            coverage = coverage or StoreCoverage.load(self.sink.store.ops, conn)
             self.running = True
             stored += self._import(Target(agent), coverage, set())
             if self.last_error is None and not _settling(seen, now):  # else it proves nothing: looked at again
@@ -309,25 +308,26 @@ class CatchUp:
         return latest is None or now - latest >= IDLE_S
 
     def _run(self, target: Target, job: _Job) -> None:
-        conn = self.sink.db.reader()
+        conn = self.sink.store.db.reader()
         if target.agent_id == "*":
-            coverage = StoreCoverage.load(conn)
+            coverage = StoreCoverage.load(self.sink.store.ops, conn)
             for agent in coverage.agents:
                 self._import(Target(agent), coverage, set())
             return
         needed = [check for check in job.checks if self._needed(conn, check)]
         if not needed:
             return
-        coverage = StoreCoverage.load(conn)
+        coverage = StoreCoverage.load(self.sink.store.ops, conn)
         touched = {c.session_id for c in needed if c.session_id is not None}
         self._import(target, coverage, touched)
-        for parent in sorted(_parent_agents(conn, needed) - {target.agent_id}):  # a subagent of another agent
+        parents = _parent_agents(self.sink.store.ops, conn, needed) - {target.agent_id}  # a subagent's other agent
+        for parent in sorted(parents):
             self._import(Target(parent), coverage, set())
         if self.last_error is not None:  # a failed read proves nothing: the next trigger tries again
             return
         for check in needed:
             if check.kind == "window":
-                self._remember_unfixable(self.sink.db.reader(), check)
+                self._remember_unfixable(self.sink.store.db.reader(), check)
 
     def _import(self, target: Target, coverage: StoreCoverage, touched: set[str]) -> int:
         """Run the incremental import for the target; a session a hook named is followed whatever its age.
@@ -374,18 +374,19 @@ class CatchUp:
 
     # -- the checks ----------------------------------------------------------------------------------------
 
-    def _needed(self, conn: Connection, check: Check) -> bool:
+    def _needed(self, conn: Any, check: Check) -> bool:
         if check.kind == "window":
             return bool(self._missing_keys(conn, check))
         if check.kind == "commit":
             assert check.newest is not None
-            return check.at - check.newest > LATE_S or _holds_newer(conn, check.session_id, check.newest)
+            late = check.at - check.newest > LATE_S
+            return late or _holds_newer(self.sink.store.ops, conn, check.session_id, check.newest)
         if check.kind == "bootstrap":
-            newest = _newest_stored(conn, check.session_id)
+            newest = _newest_stored(self.sink.store.ops, conn, check.session_id)
             return newest is None or check.at - newest > QUIET_S
         return True
 
-    def _missing_keys(self, conn: Connection, check: Check) -> list[str]:
+    def _missing_keys(self, conn: Any, check: Check) -> list[str]:
         """The check's host messages the store does not hold (nor could a catch-up bring in before).
 
         Counted, not just looked up: two tool results with the same text in the same millisecond share a
@@ -394,10 +395,11 @@ class CatchUp:
         keys = [key for key in check.keys if key not in self._unfixable]
         if not keys or check.session_id is None:
             return []
-        session = find_session(conn, check.session_id)
+        session = self.sink.store.ops.sessions.find_session(conn, check.session_id)
         if session is None:
             return keys
-        stored = Counter(key for _, key in newest_window_keys(conn, session.rowid, len(keys) + STORED_SLACK))
+        newest = self.sink.store.ops.messages.newest_window_keys(conn, session.rowid, len(keys) + STORED_SLACK)
+        stored = Counter(key for _, key in newest)
         missing = []
         for key in keys:
             if stored[key] > 0:
@@ -406,7 +408,7 @@ class CatchUp:
                 missing.append(key)
         return missing
 
-    def _remember_unfixable(self, conn: Connection, check: Check) -> None:
+    def _remember_unfixable(self, conn: Any, check: Check) -> None:
         """Keys still missing after a catch-up (e.g. a message the transcript does not hold as one) are not
         a gap again: without this, every turn would run an import that cannot help."""
         for key in self._missing_keys(conn, check):
@@ -447,13 +449,13 @@ def _settling(seen: tuple[int, ...], now: float) -> bool:
     return now - newest < SETTLE_S
 
 
-def _parent_agents(conn: Connection, checks: Sequence[Check]) -> set[str]:
+def _parent_agents(ops: Backend, conn: Any, checks: Sequence[Check]) -> set[str]:
     """The agents of the parents of the subagents these checks say ended."""
     parents: set[str] = set()
     for check in checks:
         if check.kind != "subagent" or check.child_key is None:
             continue
-        parent = parent_key(conn, check.child_key)
+        parent = ops.sessions.parent_key(conn, check.child_key)
         agent = _agent(parent) if parent is not None else None
         if agent is not None:
             parents.add(agent)
@@ -469,20 +471,20 @@ def _agent(session_key: str | None) -> str | None:
         return None
 
 
-def _holds_newer(conn: Connection, session_id: str | None, newest: float) -> bool:
+def _holds_newer(ops: Backend, conn: Any, session_id: str | None, newest: float) -> bool:
     """Whether the session's newest stored messages include one later than the turn's newest (out of order)."""
-    session = find_session(conn, session_id) if session_id is not None else None
+    session = ops.sessions.find_session(conn, session_id) if session_id is not None else None
     if session is None:
         return False
-    latest = newest_time(conn, session.rowid, among=STORED_SLACK)
+    latest = ops.imported.newest_time(conn, session.rowid, among=STORED_SLACK)
     return latest is not None and latest > newest + 0.001
 
 
-def _newest_stored(conn: Connection, session_id: str | None) -> float | None:
-    session = find_session(conn, session_id) if session_id is not None else None
+def _newest_stored(ops: Backend, conn: Any, session_id: str | None) -> float | None:
+    session = ops.sessions.find_session(conn, session_id) if session_id is not None else None
     if session is None:
         return None
-    return newest_time(conn, session.rowid)
+    return ops.imported.newest_time(conn, session.rowid)
 
 
 def _reason(exc: Exception) -> str:

@@ -10,9 +10,9 @@ of an unseen session's): a new install imports nothing behind the user's back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.imported import first_contact, held_session_ids
+from openclaw_lossless.store.backend import Backend
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,8 @@ class StoreCoverage:
     first_contact: dict[str, float]  # agent id → when the store first registered one of its sessions (epoch s)
 
     @staticmethod
-    def load(conn: Connection) -> StoreCoverage:
-        return StoreCoverage(held_session_ids(conn), first_contact(conn))
+    def load(ops: Backend, conn: Any) -> StoreCoverage:
+        return StoreCoverage(ops.imported.held_session_ids(conn), ops.imported.first_contact(conn))
 
     @property
     def agents(self) -> list[str]:

@@ -24,9 +24,9 @@ from openclaw_lossless.history.entries import (
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.history.transcript_only import transcript_only
-from openclaw_lossless.store.sqlite import imported, messages, meta, snapshots
-from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session
+from openclaw_lossless.store.backend import Backend, Store
+from openclaw_lossless.store.sqlite.sessions import SessionRef
+from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 
 CURSOR_PREFIX = "import.cursor."
 COMPACTION_PREFIX = "import.compaction."
@@ -47,7 +47,8 @@ class Feed:
         self.report = report
         self.pending: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (as stored, as the host has it)
         self.touched = False
-        self.left_out = skipped.keys_of(sink.db.reader(), session_id)  # heartbeats committed without messages
+        # heartbeats committed without messages
+        self.left_out = skipped.keys_of(sink.store.ops, sink.store.db.reader(), session_id)
 
     def add(self, entry: dict[str, Any] | None, fallback_ms: int | None) -> None:
         self.report.entries_read += 1
@@ -100,15 +101,17 @@ class Feed:
             self.report.skipped_malformed += 1
             return 0
 
-        def work(conn: Connection) -> int:
-            session = ensure_session(conn, self.session_id, self.session_key)
-            if imported.holds_content(conn, session.rowid, record.content_hash) or messages.adopt_committed(
+        ops = self.sink.store.ops
+
+        def work(conn: Any) -> int:
+            session = ops.sessions.ensure_session(conn, self.session_id, self.session_key)
+            if ops.imported.holds_content(conn, session.rowid, record.content_hash) or ops.messages.adopt_committed(
                 conn, session, undated, record
             ):
                 return 0
-            return len(messages.insert_records(conn, session, [record]))
+            return len(ops.messages.insert_records(conn, session, [record]))
 
-        stored_count = self.sink.db.write(work)
+        stored_count = self.sink.store.db.write(work)
         if stored_count:
             self.sink.wake_worker()
         return stored_count
@@ -119,14 +122,15 @@ class Feed:
         try:
             options, now = self.sink.capture_options, time.time()
             records = [capture(message, options, now=now) for message in batch]
+            ops = self.sink.store.ops
 
-            def work(conn: Connection) -> int:
-                session = ensure_session(conn, self.session_id, self.session_key)
-                held = identity.held_otherwise(conn, session.rowid, records, batch)
+            def work(conn: Any) -> int:
+                session = ops.sessions.ensure_session(conn, self.session_id, self.session_key)
+                held = identity.held_otherwise(ops, conn, session.rowid, records, batch)
                 fresh = [record for record, known in zip(records, held, strict=True) if not known]
-                return len(messages.insert_records(conn, session, fresh))
+                return len(ops.messages.insert_records(conn, session, fresh))
 
-            stored = self.sink.db.write(work)
+            stored = self.sink.store.db.write(work)
         except (BadRequest, UnicodeEncodeError):  # not an AgentMessage; a lone surrogate SQLite cannot bind
             if len(batch) > 1:
                 return sum(self._ingest([message]) for message in batch)
@@ -145,7 +149,7 @@ class Feed:
         self.flush()
         self.report.compactions += self._record(key, shrink_record(before, after))
 
-    def _record(self, key: str, record: snapshots.CompactionRecord) -> int:
+    def _record(self, key: str, record: CompactionRecord) -> int:
         """Record the compaction unless it is already there; the key and the record share a commit.
 
         Already there: imported before (its key), or recorded live by the ``compact`` hook when the plugin was
@@ -156,25 +160,24 @@ class Feed:
         # Redacted as the ``compact`` hook redacts it: stored so, and compared so with one the hook recorded.
         redact = self.sink.capture_options.redactor.redact_optional
         record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
+        ops = self.sink.store.ops
 
-        def work(conn: Connection) -> int:
-            if meta.get(conn, meta_key) is not None:
+        def work(conn: Any) -> int:
+            if ops.meta.get(conn, meta_key) is not None:
                 return 0
-            session = ensure_session(conn, self.session_id, self.session_key)
-            live = imported.live_compaction(conn, session.rowid, record)
+            session = ops.sessions.ensure_session(conn, self.session_id, self.session_key)
+            live = ops.imported.live_compaction(conn, session.rowid, record)
             if live is not None:
                 compaction_id = live
             else:
-                compaction_id = snapshots.record_compaction(conn, session, record).compaction_id
-            meta.put(conn, meta_key, str(compaction_id))
+                compaction_id = ops.snapshots.record_compaction(conn, session, record).compaction_id
+            ops.meta.put(conn, meta_key, str(compaction_id))
             return 0 if live is not None else 1
 
-        return self.sink.db.write(work)
+        return self.sink.store.db.write(work)
 
 
-def claim_imported(
-    conn: Connection, session: SessionRef, record: snapshots.CompactionRecord
-) -> snapshots.Compaction | None:
+def claim_imported(ops: Backend, conn: Any, session: SessionRef, record: CompactionRecord) -> Compaction | None:
     """The ``compact`` hook's side of ``imported.live_compaction``: a compaction a catch-up already imported.
 
     A catch-up may run between OpenClaw writing the compaction entry and the hook arriving (milliseconds). The
@@ -183,18 +186,18 @@ def claim_imported(
     time: its reason and token counts replace the import's, which also marks it claimed. Returns what
     ``record_compaction`` would, or None when there is none.
     """
-    if record.status != snapshots.COMPACTED or record.summary is None:
+    if record.status != COMPACTED or record.summary is None:
         return None
-    return imported.claim_compaction(conn, session, record, IMPORTED_REASON)
+    return ops.imported.claim_compaction(conn, session, record, IMPORTED_REASON)
 
 
-def load_cursor(db: Database, name: str) -> dict[str, Any]:
+def load_cursor(store: Store, name: str) -> dict[str, Any]:
     """Where a source's last import stopped (``{}``: read it from the start)."""
-    stored = meta.get(db.reader(), CURSOR_PREFIX + name)
+    stored = store.ops.meta.get(store.db.reader(), CURSOR_PREFIX + name)
     value = parse_entry(stored) if stored is not None else None
     return value or {}
 
 
-def save_cursor(db: Database, name: str, value: dict[str, Any]) -> None:
+def save_cursor(store: Store, name: str, value: dict[str, Any]) -> None:
     text = json.dumps(value, sort_keys=True)
-    db.write(lambda conn: meta.put(conn, CURSOR_PREFIX + name, text))
+    store.db.write(lambda conn: store.ops.meta.put(conn, CURSOR_PREFIX + name, text))

@@ -43,10 +43,8 @@ from openclaw_lossless.history.readers import (
 from openclaw_lossless.history.sources import Source, discover, is_identifier
 from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.sqlite import counts
+from openclaw_lossless.store.backend import SQLITE, Backend
 from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
-from openclaw_lossless.store.sqlite.imported import keys_and_times
-from openclaw_lossless.store.sqlite.sessions import find_session
 
 
 @dataclass
@@ -116,14 +114,16 @@ class GapReport:
 
 
 def find_gaps(
-    conn: Connection,
+    conn: Any,
     openclaw_state: Path,
     *,
     selection: SessionSelection | None = None,
     agent: str | None = None,
     session_id: str | None = None,
+    ops: Backend = SQLITE,
 ) -> GapReport:
-    """Messages OpenClaw's transcripts under ``openclaw_state`` hold that the store (``conn``) does not.
+    """Messages OpenClaw's transcripts under ``openclaw_state`` hold that the store (``conn``, of backend
+    ``ops``: doctor opens the SQLite file itself) does not.
 
     ``selection``: the sidecar's session selection (``SessionSelection.of(settings.include_sessions,
     settings.exclude_sessions)``); excluded sessions are not gaps. Writes nothing anywhere.
@@ -132,7 +132,7 @@ def find_gaps(
     if not openclaw_state.is_dir():
         report.errors.append("no OpenClaw state dir: set OPENCLAW_STATE_DIR (or LOSSLESS_OPENCLAW_STATE)")
         return report
-    check = _Checker(conn, selection or SessionSelection(), report)
+    check = _Checker(ops, conn, selection or SessionSelection(), report)
     codec = Codec.load()
     for source in discover(openclaw_state):
         if agent is not None and source.agent_id != agent:
@@ -146,12 +146,13 @@ def find_gaps(
 
 
 class _Checker:
-    def __init__(self, conn: Connection, selection: SessionSelection, report: GapReport) -> None:
+    def __init__(self, ops: Backend, conn: Any, selection: SessionSelection, report: GapReport) -> None:
+        self.ops = ops
         self.conn = conn
         self.selection = selection
         self.report = report
-        self.coverage = StoreCoverage.load(conn)
-        self.archives = counts.any_archived(conn)
+        self.coverage = StoreCoverage.load(ops, conn)
+        self.archives = ops.counts.any_archived(conn)
         self.module = sqlite_module()
         self.legacy: dict[Path, dict[str, str]] = {}
 
@@ -216,7 +217,7 @@ class _Checker:
             return
         followed = self.coverage.follows(agent_id, session_id, recorded, born_ms)
         stored, oldest = self._stored(session_id)
-        left_out = skipped.keys_of(self.conn, session_id)  # heartbeat turns committed without their messages
+        left_out = skipped.keys_of(self.ops, self.conn, session_id)  # heartbeat turns committed without their messages
         gap = SessionGap(agent_id, session_id, key, followed=followed)
         for entry, created_ms, unreadable in entries:
             if unreadable:
@@ -242,12 +243,12 @@ class _Checker:
 
     def _stored(self, session_id: str) -> tuple[Counter[str], float | None]:
         """The window keys the store holds for the session, counted, and its oldest message's time."""
-        session = find_session(self.conn, session_id)
+        session = self.ops.sessions.find_session(self.conn, session_id)
         if session is None:
             return Counter(), None
         keys: Counter[str] = Counter()
         oldest: float | None = None
-        for key, created_at in keys_and_times(self.conn, session.rowid):
+        for key, created_at in self.ops.imported.keys_and_times(self.conn, session.rowid):
             keys[key] += 1
             oldest = created_at if oldest is None else min(oldest, created_at)
         return keys, oldest

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openclaw_lossless.capture.records import MessageRecord
-from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.imported import with_window_keys
+from openclaw_lossless.store.backend import Backend
 
 MARK_FIELDS = ("toolCallId", "idempotencyKey", "responseId")
 
@@ -43,11 +42,11 @@ def marks(message: Any) -> tuple[str, ...]:
 
 
 def held_otherwise(
-    conn: Connection, session_rowid: int, records: Sequence[MessageRecord], raw: Sequence[dict[str, Any]]
+    ops: Backend, conn: Any, session_rowid: int, records: Sequence[MessageRecord], raw: Sequence[dict[str, Any]]
 ) -> list[bool]:
     """For each record (``raw``: the message as the host has it), whether the session holds it under another
     identity: a stored message with its window key and its ids that no other record of the batch is."""
-    stored = _stored_like(conn, session_rowid, {record.window_key for record in records})
+    stored = _stored_like(ops, conn, session_rowid, {record.window_key for record in records})
     if not stored:
         return [False] * len(records)
     exact, hashes = {record.content_hash for record in records}, {digest for digest, _, _ in stored}
@@ -65,12 +64,13 @@ def held_otherwise(
     return held
 
 
-def _stored_like(conn: Connection, session_rowid: int, keys: set[str]) -> list[tuple[bytes, str, tuple[str, ...]]]:
+def _stored_like(
+    ops: Backend, conn: Any, session_rowid: int, keys: set[str]
+) -> list[tuple[bytes, str, tuple[str, ...]]]:
     """(content hash, window key, ids) of the session's messages with one of these window keys; only the
     matching rows are parsed."""
-    return [
-        (hashed, key, marks(_parsed(original))) for hashed, key, original in with_window_keys(conn, session_rowid, keys)
-    ]
+    rows = ops.imported.with_window_keys(conn, session_rowid, keys)
+    return [(hashed, key, marks(_parsed(original))) for hashed, key, original in rows]
 
 
 def _parsed(original: str) -> Any:

@@ -18,7 +18,6 @@ from openclaw_lossless.history.sources import (
     is_identifier,
     relative_path,
 )
-from openclaw_lossless.store.sqlite.sessions import find_session
 
 Progress = Callable[[int, int], object]  # (entries done, entries planned); what it returns is ignored
 
@@ -57,7 +56,7 @@ def import_session(sink: Sink, state_dir: Path, session_id: str, agent_id: str) 
 
     Returns the number of messages stored.
     """
-    if find_session(sink.db.reader(), session_id) is not None:
+    if sink.store.ops.sessions.find_session(sink.store.db.reader(), session_id) is not None:
         return 0
     if not AGENT_ID.match(agent_id) or not is_identifier(session_id):
         return 0

@@ -144,7 +144,7 @@ class SqliteReader(Reader):
 
     def _resume_after(self, session_id: str, generation: str | None, max_seq: int) -> int:
         """The cursor's seq, unless OpenClaw rewrote or shortened the transcript since (then: from the start)."""
-        cursor = load_cursor(self.sink.db, f"{self.source.source_id}#{session_id}")
+        cursor = load_cursor(self.sink.store, f"{self.source.source_id}#{session_id}")
         seq = cursor.get("seq")
         if not isinstance(seq, int) or cursor.get("generation") != generation or seq > max_seq:
             return -1
@@ -186,7 +186,7 @@ class SqliteReader(Reader):
             feed.flush()
             if stored_upto > plan.after_seq:
                 cursor = {"seq": stored_upto, "generation": plan.generation}
-                save_cursor(self.sink.db, f"{self.source.source_id}#{plan.session_id}", cursor)
+                save_cursor(self.sink.store, f"{self.source.source_id}#{plan.session_id}", cursor)
             tick(len(rows))
         self._finish(feed)
 
@@ -292,7 +292,7 @@ class JsonlReader(Reader):
             return 0
         try:
             stat = self.source.path.stat()
-            cursor = load_cursor(self.sink.db, self.source.source_id)
+            cursor = load_cursor(self.sink.store, self.source.source_id)
             if (cursor.get("size"), cursor.get("mtimeNs")) == (stat.st_size, stat.st_mtime_ns):
                 return 0
             with self._stream() as stream:
@@ -324,7 +324,7 @@ class JsonlReader(Reader):
                 if self.messages_before is not None:
                     cursor["messages"] = self.messages_before + messages
             save_cursor(
-                self.sink.db, self.source.source_id, cursor | {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}
+                self.sink.store, self.source.source_id, cursor | {"size": stat.st_size, "mtimeNs": stat.st_mtime_ns}
             )
         except OSError as exc:
             self.report.error = f"reading {self.source.source_id} stopped: {exc}"

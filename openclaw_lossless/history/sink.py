@@ -12,14 +12,14 @@ from typing import Protocol
 
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.sqlite.connection import Database
+from openclaw_lossless.store.backend import Store
 
 
 class Sink(Protocol):
     """The store to write into, how to capture and which sessions to take, and what follows a write."""
 
     @property
-    def db(self) -> Database: ...
+    def store(self) -> Store: ...
 
     @property
     def selection(self) -> SessionSelection: ...

@@ -13,19 +13,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from openclaw_lossless.capture.text import window_key
-from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.imported import keys_under, mark_all
+from openclaw_lossless.store.backend import Backend
 
 PREFIX = "skipped.heartbeat."
 
 
-def remember(conn: Connection, session_id: str, raw: Sequence[Any]) -> None:
+def remember(ops: Backend, conn: Any, session_id: str, raw: Sequence[Any]) -> None:
     """Record the messages of a heartbeat turn committed without them."""
     keys = {window_key(message) for message in raw if isinstance(message, dict)}
-    mark_all(conn, (f"{PREFIX}{session_id}.{key}" for key in keys))
+    ops.imported.mark_all(conn, (f"{PREFIX}{session_id}.{key}" for key in keys))
 
 
-def keys_of(conn: Connection, session_id: str) -> frozenset[str]:
+def keys_of(ops: Backend, conn: Any, session_id: str) -> frozenset[str]:
     """The window keys of the session's left-out heartbeat messages (one range of meta's primary key)."""
     prefix = f"{PREFIX}{session_id}."
-    return frozenset(key[len(prefix) :] for key in keys_under(conn, prefix))
+    return frozenset(key[len(prefix) :] for key in ops.imported.keys_under(conn, prefix))

@@ -32,7 +32,7 @@ import numpy as np
 
 from openclaw_lossless.capture import injected
 from openclaw_lossless.config import RecallSettings
-from openclaw_lossless.embed.index import VectorIndex
+from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render, when
@@ -40,17 +40,15 @@ from openclaw_lossless.recall.query import Query, QueryVectors, combine
 from openclaw_lossless.recall.scoring import Candidate, score
 from openclaw_lossless.recall.search import fts_query, keyword_search
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
-from openclaw_lossless.store.sqlite import messages
-from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.api import KeywordStats
+from openclaw_lossless.store.backend import Backend
+from openclaw_lossless.store.sqlite.messages import Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import (
     DEFAULT_AGENT,
     Scope,
     SessionRef,
     agent_of,
-    find_session,
-    recall_scope,
 )
-from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 LANE_DEPTH = 100
 LANE_THREADS = 4  # vector lanes running at once, beside their requests' keyword lanes
@@ -112,11 +110,13 @@ class AssembleResult:
 class Assembler:
     def __init__(
         self,
-        index: VectorIndex | None,
+        ops: Backend,
+        index: Nearest | None,
         embedding: EmbeddingService,
-        terms: TermStats | None = None,
+        terms: KeywordStats[Any] | None = None,
         clean: Callable[[str], str] = injected.DEFAULT.strip,
     ) -> None:
+        self.ops = ops  # the store's backend: every read below goes through its modules
         self.index = index
         self.embedding = embedding
         self.terms = terms
@@ -128,7 +128,7 @@ class Assembler:
     def close(self) -> None:
         self._lanes.shutdown(wait=False, cancel_futures=True)
 
-    def assemble(self, conn: Connection, request: AssembleInput) -> AssembleResult:
+    def assemble(self, conn: Any, request: AssembleInput) -> AssembleResult:
         clock = _PhaseClock()
         deadline = time.monotonic() + request.deadline_s
         descriptors = request.descriptors
@@ -147,9 +147,9 @@ class Assembler:
             result.skipped = "no_room" if room <= 0 else ("no_query" if not result.query else None)
             return result
         session = self._session(conn, request)
-        scope = request.scope or recall_scope(conn, session, request.settings.recall_scope)
+        scope = request.scope or self.ops.sessions.recall_scope(conn, session, request.settings.recall_scope)
         window_keys = {d.key for d in window}
-        skip = _stored_window(conn, session, window_keys)
+        skip = _stored_window(self.ops, conn, session, window_keys)
         clock.lap(result, "setup")
         candidates = self._candidates(conn, result, query, scope, deadline, skip=skip)
         clock.lap(result, "lanes")
@@ -162,9 +162,8 @@ class Assembler:
         clock.lap(result, "render")
         return result
 
-    @staticmethod
-    def _session(conn: Connection, request: AssembleInput) -> SessionRef:
-        known = find_session(conn, request.session_id)
+    def _session(self, conn: Any, request: AssembleInput) -> SessionRef:
+        known = self.ops.sessions.find_session(conn, request.session_id)
         if known is not None:
             return known
         agent = agent_of(request.session_key) if request.session_key else DEFAULT_AGENT
@@ -172,7 +171,7 @@ class Assembler:
 
     def search(
         self,
-        conn: Connection,
+        conn: Any,
         text: str,
         scope: Scope,
         k: int,
@@ -180,11 +179,11 @@ class Assembler:
         settings: RecallSettings,
         now: float,
         deadline_s: float,
-    ) -> list[tuple[Candidate, messages.StoredMessage]]:
+    ) -> list[tuple[Candidate, StoredMessage]]:
         """Ranked hits for an operator or agent query: the same lanes and score parts as recall."""
         probe = AssembleResult(0, 0, 0, "", query=text, query_parts=[text], keyword_query=text)
         found = self._candidates(conn, probe, Query((text,), True), scope, time.monotonic() + deadline_s, lanes=mode)
-        stored = messages.fetch(conn, list(found))
+        stored = self.ops.messages.fetch(conn, list(found))
         hits = []
         for candidate in found.values():
             message = stored.get(candidate.message_id)
@@ -201,14 +200,14 @@ class Assembler:
             )
             hits.append((candidate, message))
         boost = settings.recall_time_boost
-        when.weigh(conn, when.TimeQuestion.of(text, now), [c for c, _ in hits], stored, boost)
+        when.weigh(conn, self.ops.message_days, when.TimeQuestion.of(text, now), [c for c, _ in hits], stored, boost)
         timed = {True: 1.0 + boost, False: 1.0}
         hits.sort(key=lambda p: (-p[0].relevance * p[0].weight * timed[p[0].time_match is not None], p[0].message_id))
         return hits[:k]
 
     def _candidates(
         self,
-        conn: Connection,
+        conn: Any,
         result: AssembleResult,
         query: Query,
         scope: Scope,
@@ -228,7 +227,8 @@ class Assembler:
         try:
             keyword_depth = depth if lanes in ("hybrid", "keyword") else 0
             text = query.keyword_text
-            hits, timed_out = keyword_search(conn, text, scope, keyword_depth, deadline, self.terms), False
+            hits = keyword_search(conn, self.ops.fulltext, text, scope, keyword_depth, deadline, self.terms)
+            timed_out = False
         except TimeoutError:
             hits, timed_out = [], True
         vectors, nearest = vector_lane.result() if vector_lane is not None else (None, [])
@@ -270,18 +270,18 @@ class Assembler:
 
     def _choose(
         self,
-        conn: Connection,
+        conn: Any,
         request: AssembleInput,
         result: AssembleResult,
         found: dict[int, Candidate],
         window_keys: set[str],
         room: int,
-    ) -> tuple[list[tuple[Candidate, str]], dict[int, messages.StoredMessage], int]:
+    ) -> tuple[list[tuple[Candidate, str]], dict[int, StoredMessage], int]:
         """Score every candidate and keep the best that fit; returns them, the messages read, the room left."""
         if not found:
             return [], {}, room
-        stored = messages.fetch(conn, list(found))
-        keys = messages.window_keys(conn, list(found))
+        stored = self.ops.messages.fetch(conn, list(found))
+        keys = self.ops.messages.window_keys(conn, list(found))
         for candidate in found.values():
             message = stored.get(candidate.message_id)
             if message is None:
@@ -305,7 +305,7 @@ class Assembler:
             elif max(candidate.similarity, candidate.prompt_similarity or 0.0) < request.settings.min_similarity:
                 candidate.decision = "below_min_similarity"
         question = when.TimeQuestion.of(self.clean(request.prompt or ""), request.now)
-        when.weigh(conn, question, found.values(), stored, request.settings.recall_time_boost)
+        when.weigh(conn, self.ops.message_days, question, found.values(), stored, request.settings.recall_time_boost)
         ranked, sources = _in_turn(found.values(), request.settings.min_similarity)
         chosen: list[tuple[Candidate, str]] = []
         distinct = _Distinct(self.index, request.settings.recall_duplicate_cosine)
@@ -331,14 +331,14 @@ class Assembler:
         result.candidates = ranked
         return chosen, stored, room
 
-    @staticmethod
     def _neighbours(
-        conn: Connection,
+        self,
+        conn: Any,
         request: AssembleInput,
         result: AssembleResult,
         scope: Scope,
         chosen: list[tuple[Candidate, str]],
-        stored: dict[int, messages.StoredMessage],
+        stored: dict[int, StoredMessage],
         window_keys: set[str],
         room: int,
     ) -> None:
@@ -349,8 +349,8 @@ class Assembler:
         """
         radius = request.settings.neighbour_radius
         hits = [candidate.message_id for candidate, _ in chosen]
-        rows = messages.neighbours(conn, [(i, stored[i].session_rowid) for i in hits], radius, scope)
-        around: dict[int, list[messages.Neighbour]] = {}
+        rows = self.ops.messages.neighbours(conn, [(i, stored[i].session_rowid) for i in hits], radius, scope)
+        around: dict[int, list[Neighbour]] = {}
         for row in rows:
             around.setdefault(row.anchor, []).append(row)
         by_id = {candidate.message_id: candidate for candidate in result.candidates}
@@ -383,9 +383,7 @@ class Assembler:
                 chosen.append((candidate, text))
 
     @staticmethod
-    def _render(
-        result: AssembleResult, chosen: list[tuple[Candidate, str]], stored: dict[int, messages.StoredMessage]
-    ) -> None:
+    def _render(result: AssembleResult, chosen: list[tuple[Candidate, str]], stored: dict[int, StoredMessage]) -> None:
         if not chosen:
             return
         chosen.sort(key=lambda pair: (stored[pair[0].message_id].created_at, pair[0].message_id))
@@ -427,7 +425,7 @@ class _Distinct:
     without a vector (still in the backlog, no index) are never judged duplicates.
     """
 
-    def __init__(self, index: VectorIndex | None, threshold: float) -> None:
+    def __init__(self, index: Nearest | None, threshold: float) -> None:
         self.index = index if threshold < 1.0 else None
         self.threshold = threshold
         self.kept: list[Vectors] = []
@@ -495,7 +493,7 @@ def _in_turn(found: Iterable[Candidate], min_similarity: float) -> tuple[list[Ca
     return list(order.values()) + [c for c in ranked if c.message_id not in order], sources
 
 
-def _stored_window(conn: Connection, session: SessionRef, keys: set[str]) -> frozenset[int]:
+def _stored_window(ops: Backend, conn: Any, session: SessionRef, keys: set[str]) -> frozenset[int]:
     """Ids of the stored messages the host's window holds.
 
     They are the session's newest (the window is the end of the history the host has, and the host commits
@@ -505,15 +503,15 @@ def _stored_window(conn: Connection, session: SessionRef, keys: set[str]) -> fro
     """
     if session.rowid < 0 or not keys:
         return frozenset()
-    newest = messages.newest_window_keys(conn, session.rowid, len(keys) + WINDOW_SLACK)
+    newest = ops.messages.newest_window_keys(conn, session.rowid, len(keys) + WINDOW_SLACK)
     return frozenset(message_id for message_id, key in newest if key in keys)
 
 
-def _nearest_first(anchor: int, rows: list[messages.Neighbour]) -> list[messages.Neighbour]:
+def _nearest_first(anchor: int, rows: list[Neighbour]) -> list[Neighbour]:
     """A hit's neighbours by distance in its session (one before, one after, two before, ...)."""
     before = sorted((r for r in rows if r.message.id < anchor), key=lambda r: -r.message.id)
     after = sorted((r for r in rows if r.message.id > anchor), key=lambda r: r.message.id)
-    ordered: list[messages.Neighbour] = []
+    ordered: list[Neighbour] = []
     for step in range(max(len(before), len(after))):
         ordered += [side[step] for side in (before, after) if step < len(side)]
     return ordered

@@ -8,13 +8,11 @@ past its deadline is interrupted (SQLite progress handler) and reported, never l
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
+from typing import Any
 
-from openclaw_lossless.store.sqlite import fulltext
-from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.store.api import Fulltext, KeywordStats
 from openclaw_lossless.store.sqlite.sessions import Scope
-from openclaw_lossless.store.sqlite.term_stats import TermStats
 
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -196,7 +194,13 @@ def fts_query(text: str) -> str | None:
 
 
 def keyword_search(
-    conn: Connection, text: str, scope: Scope, k: int, deadline: float, terms: TermStats | None = None
+    conn: Any,
+    fulltext: Fulltext[Any],
+    text: str,
+    scope: Scope,
+    k: int,
+    deadline: float,
+    terms: KeywordStats[Any] | None = None,
 ) -> list[KeywordHit]:
     """Best BM25 matches in scope; raises TimeoutError when ``deadline`` (monotonic) passes first.
 
@@ -205,14 +209,7 @@ def keyword_search(
     expression = fts_query(text)
     if expression is None or k <= 0:
         return []
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 2000)
-    try:
+    with fulltext.deadline(conn, deadline):
         expression, after = terms.narrow(conn, expression) if terms is not None else (expression, 0)
         rows = fulltext.best_matches(conn, expression, after, scope, k)
-    except sqlite_module().OperationalError as exc:
-        if "interrupted" in str(exc):
-            raise TimeoutError("keyword search passed its deadline") from exc
-        raise
-    finally:
-        conn.set_progress_handler(None, 0)
     return [KeywordHit(message_id, -bm25) for message_id, bm25 in rows]

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from openclaw_lossless import timeexpr
 from openclaw_lossless.recall.scoring import Candidate
-from openclaw_lossless.store.sqlite import message_days
-from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.api import MessageDays
 from openclaw_lossless.store.sqlite.messages import StoredMessage
 from openclaw_lossless.timeexpr import DayRange
 from openclaw_lossless.timeexpr.days import day_of
@@ -60,7 +60,8 @@ class TimeQuestion:
 
 
 def weigh(
-    conn: Connection,
+    conn: Any,
+    days: MessageDays[Any],
     question: TimeQuestion | None,
     candidates: Iterable[Candidate],
     stored: dict[int, StoredMessage],
@@ -70,7 +71,7 @@ def weigh(
     if question is None or boost <= 0:
         return
     eligible = [c for c in candidates if c.message_id in stored]
-    refers = message_days.of(conn, [c.message_id for c in eligible])
+    refers = days.of(conn, [c.message_id for c in eligible])
     for candidate in eligible:
         how = question.match(stored[candidate.message_id], refers.get(candidate.message_id, []))
         if how is None:

@@ -27,16 +27,10 @@ from openclaw_lossless.history.feed import claim_imported
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.size_cap import SizeCap
-from openclaw_lossless.store.sqlite import messages, snapshots, subagents
-from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import (
-    agent_of,
-    check_identifier,
-    ensure_session,
-    find_session,
-    latest_session,
-    require_session,
-)
+from openclaw_lossless.store.backend import Store
+from openclaw_lossless.store.sqlite.messages import turn_identities
+from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
+from openclaw_lossless.store.sqlite.snapshots import Compaction, CompactionRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +74,7 @@ class Ingest:
     def __init__(
         self,
         settings: Settings,
-        db: Database,
+        store: Store,
         *,
         selection: SessionSelection,
         capture_options: CaptureOptions,
@@ -90,7 +84,8 @@ class Ingest:
         size_cap: SizeCap,
         in_flight: InFlight | None = None,
     ) -> None:
-        self.db = db
+        self.store = store  # the history import writes through it too (``history.sink.Sink``)
+        self.db, self.ops = store.db, store.ops
         self.openclaw_state = settings.openclaw_state
         self.selection = selection
         self.capture_options = capture_options
@@ -138,15 +133,15 @@ class Ingest:
         if not self.selection.captures(session_id, session_key):  # committed: the host must not retry it
             return Committed("committed", 0, False)
         skip = heartbeat and recall.skip_heartbeats
-        records = [] if skip else messages.turn_identities(self._records(raw), advancement_key)
+        records = [] if skip else turn_identities(self._records(raw), advancement_key)
         agent: list[str] = []
 
-        def work(conn: Connection) -> tuple[str, list[int]]:
-            session = ensure_session(conn, session_id, session_key)
+        def work(conn: Any) -> tuple[str, list[int]]:
+            session = self.ops.sessions.ensure_session(conn, session_id, session_key)
             agent[:] = [session.agent_id]
-            status, ids = messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
+            status, ids = self.ops.messages.commit_turn(conn, session, advancement_key, records, heartbeat=heartbeat)
             if skip and status == "committed":  # so that catch-up and import leave them out too
-                skipped.remember(conn, session_id, raw)
+                skipped.remember(self.ops, conn, session_id, raw)
             return status, ids
 
         began = time.perf_counter()
@@ -173,12 +168,14 @@ class Ingest:
             return 0
         if heartbeat and recall.skip_heartbeats:  # recorded, so that catch-up and import leave them out too
             check_identifier(session_id, "sessionId")
-            self.db.write(lambda conn: skipped.remember(conn, session_id, raw))
+            self.db.write(lambda conn: skipped.remember(self.ops, conn, session_id, raw))
             return 0
         records = self._records(raw)
 
-        def work(conn: Connection) -> list[int]:
-            return messages.insert_records(conn, ensure_session(conn, session_id, session_key), records)
+        def work(conn: Any) -> list[int]:
+            return self.ops.messages.insert_records(
+                conn, self.ops.sessions.ensure_session(conn, session_id, session_key), records
+            )
 
         ids = self.db.write(work)
         self.metrics.stored["ingest"] += len(ids)
@@ -193,7 +190,7 @@ class Ingest:
         check_identifier(session_id, "sessionId")
         if not self.selection.captures(session_id, session_key):
             return Bootstrapped(True, 0, "excluded")
-        known = find_session(self.db.reader(), session_id)
+        known = self.ops.sessions.find_session(self.db.reader(), session_id)
         if known is not None and (known.session_key is not None or session_key is None):
             self.catch_up.after_bootstrap(session_id, known.session_key)  # seen again after a gap? (in its thread)
             return Bootstrapped(True, 0, "known")
@@ -201,35 +198,36 @@ class Ingest:
         if known is None:
             imported = import_session(self, self.openclaw_state, session_id, agent_of(session_key))
             self.after_write(imported)
-        self.db.write(lambda conn: ensure_session(conn, session_id, session_key))
+        self.db.write(lambda conn: self.ops.sessions.ensure_session(conn, session_id, session_key))
         return Bootstrapped(True, imported, "imported" if imported else "registered")
 
-    def compact(
-        self, session_id: str, session_key: str | None, record: snapshots.CompactionRecord
-    ) -> snapshots.Compaction:
+    def compact(self, session_id: str, session_key: str | None, record: CompactionRecord) -> Compaction:
         """Record the host's compaction. Its summary is the host model's retelling of the turns it replaced, so it
         can quote whatever they held: it is redacted like a message before it is stored, and so is the reason."""
         redact = self.capture_options.redactor.redact_optional
         record = dataclasses.replace(record, summary=redact(record.summary), reason=redact(record.reason))
 
-        def work(conn: Connection) -> snapshots.Compaction:
-            session = ensure_session(conn, session_id, session_key)  # a catch-up may have imported it already
-            return claim_imported(conn, session, record) or snapshots.record_compaction(conn, session, record)
+        def work(conn: Any) -> Compaction:
+            # a catch-up may have imported it already
+            session = self.ops.sessions.ensure_session(conn, session_id, session_key)
+            return claim_imported(self.ops, conn, session, record) or self.ops.snapshots.record_compaction(
+                conn, session, record
+            )
 
         return self.db.write(work)
 
     def subagent_spawn(self, parent_key: str, child_key: str, context_mode: str | None) -> int:
         """Link the child's session to its parent's (the spawn id); recall then follows the link."""
-        return self.db.write(lambda conn: subagents.link(conn, parent_key, child_key, context_mode))
+        return self.db.write(lambda conn: self.ops.subagents.link(conn, parent_key, child_key, context_mode))
 
     def subagent_rollback(self, spawn_id: int | None, child_key: str | None) -> bool:
         """Undo a spawn the host gave up on: the link and the child's registered session both go."""
-        return self.db.write(lambda conn: subagents.unlink(conn, spawn_id, child_key))
+        return self.db.write(lambda conn: self.ops.subagents.unlink(conn, spawn_id, child_key))
 
     def subagent_ended(self, child_key: str, reason: str) -> Ended:
         """Copy the child's outcome into its parent's recall; the parent's announce turn is caught up later."""
         reason = self.capture_options.redactor.redact(reason)  # free text from the host, stored: redacted
-        linked, copied = self.db.write(lambda conn: subagents.end(conn, child_key, reason))
+        linked, copied = self.db.write(lambda conn: self.ops.subagents.end(conn, child_key, reason))
         self.after_write(copied)
         self.catch_up.after_subagent_ended(child_key)  # the parent's announce turn is never committed
         return Ended(linked, copied)
@@ -239,6 +237,7 @@ class Ingest:
     def snapshot_create(self, name: str, session_id: str | None) -> SnapshotMade:
         """Name the point a session has reached (the most recently active one when none is named)."""
         conn = self.db.reader()
-        session = require_session(conn, session_id) if session_id else latest_session(conn)
-        last = self.db.write(lambda conn: snapshots.create_snapshot(conn, session, name))
+        sessions = self.ops.sessions
+        session = sessions.require_session(conn, session_id) if session_id else sessions.latest_session(conn)
+        last = self.db.write(lambda conn: self.ops.snapshots.create_snapshot(conn, session, name))
         return SnapshotMade(name, session.session_id, last)

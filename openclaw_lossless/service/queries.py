@@ -21,21 +21,11 @@ from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult, Recalled
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.sqlite import messages, snapshots
-from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import (
-    Scope,
-    agent_ids,
-    agent_of,
-    check_identifier,
-    find_session,
-    latest_session,
-    require_session,
-    session_by_rowid,
-    session_ids,
-)
-from openclaw_lossless.store.sqlite.snapshots import CompactionListed, CompactionPoint, Snapshot
-from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window, read_timeline, session_summaries
+from openclaw_lossless.store.backend import Store
+from openclaw_lossless.store.sqlite.messages import MessageView
+from openclaw_lossless.store.sqlite.sessions import Scope, agent_of, check_identifier
+from openclaw_lossless.store.sqlite.snapshots import COMPACTED, CompactionListed, CompactionPoint, Snapshot
+from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
 
 
 @dataclass(frozen=True)
@@ -79,7 +69,7 @@ class Recovered:
     session_key: str | None
     agent_id: str
     up_to: str | None
-    messages: list[messages.MessageView]
+    messages: list[MessageView]
 
 
 @dataclass(frozen=True)
@@ -89,9 +79,9 @@ class Cited:
     session_id: str
     session_key: str | None
     agent_id: str
-    message: messages.MessageView
-    before: list[messages.MessageView]
-    after: list[messages.MessageView]
+    message: MessageView
+    before: list[MessageView]
+    after: list[MessageView]
 
 
 class Queries:
@@ -100,7 +90,7 @@ class Queries:
     def __init__(
         self,
         settings: Settings,
-        db: Database,
+        store: Store,
         *,
         selection: SessionSelection,
         assembler: Assembler,
@@ -110,7 +100,7 @@ class Queries:
         in_flight: InFlight | None = None,
     ) -> None:
         self.settings = settings
-        self.db = db
+        self.db, self.ops = store.db, store.ops
         self.selection = selection
         self.assembler = assembler
         self.activity = activity
@@ -163,7 +153,7 @@ class Queries:
         """The agent a turn belongs to: from its key (validated by the route), else from its stored session."""
         if session_key is not None:
             return agent_of(session_key)
-        known = find_session(self.db.reader(), session_id)
+        known = self.ops.sessions.find_session(self.db.reader(), session_id)
         return known.agent_id if known is not None else agent_of(None)
 
     # -- search and pack -----------------------------------------------------------------------------------
@@ -183,7 +173,7 @@ class Queries:
             time.time(),
             self.settings.assemble_deadline_ms / 1000,
         )
-        sessions = session_ids(conn) if hits else {}
+        sessions = self.ops.sessions.session_ids(conn) if hits else {}
         self.metrics.observe("search", time.perf_counter() - began)
         return [
             Hit(
@@ -205,15 +195,15 @@ class Queries:
             for c, m in hits
         ]
 
-    def scope(self, conn: Connection, spec: str) -> Scope:
+    def scope(self, conn: Any, spec: str) -> Scope:
         """Parse a search scope: 'all', 'agent:<agentId>' or 'session:<sessionId>'."""
         if spec == "all":
-            return Scope(agent_ids=agent_ids(conn))
+            return Scope(agent_ids=self.ops.sessions.agent_ids(conn))
         kind, _, value = spec.partition(":")
         if kind == "agent" and value:
             return Scope(agent_ids=frozenset({value}))
         if kind == "session" and value:
-            return Scope(session_rowids=frozenset({require_session(conn, value).rowid}))
+            return Scope(session_rowids=frozenset({self.ops.sessions.require_session(conn, value).rowid}))
         raise BadRequest("scope must be 'all', 'agent:<agentId>' or 'session:<sessionId>'")
 
     def pack(self, query: str, budget_tokens: int, scope: str, count: int | None) -> Packed:
@@ -236,7 +226,7 @@ class Queries:
             scope=self.scope(conn, scope),
         )
         result = self.assembler.assemble(conn, request)
-        texts = messages.fetch(conn, [item.id for item in result.recalled])
+        texts = self.ops.messages.fetch(conn, [item.id for item in result.recalled])
         items = [replace(item, text=texts[item.id].text) for item in result.recalled]
         trace = {"query": result.query, "candidates": result.trace()}
         return Packed(
@@ -248,59 +238,63 @@ class Queries:
     def recover(self, session_id: str | None, last: int, up_to: int | None = None) -> Recovered:
         """A session's last messages (the most recently active session when none is named)."""
         conn = self.db.reader()
-        session = require_session(conn, session_id) if session_id else latest_session(conn)
+        session = (
+            self.ops.sessions.require_session(conn, session_id)
+            if session_id
+            else self.ops.sessions.latest_session(conn)
+        )
         return Recovered(
             session.session_id,
             session.session_key,
             session.agent_id,
             None if up_to is None else f"msg:{up_to}",
-            messages.recent(self.db.reader(), session.rowid, last, up_to),
+            self.ops.messages.recent(self.db.reader(), session.rowid, last, up_to),
         )
 
     def message(self, message_id: int, context: int) -> Cited:
         """The message a citation ``msg:<id>`` names, with ``context`` messages of its session either side."""
         conn = self.db.reader()
-        found = messages.around(conn, message_id, context)
+        found = self.ops.messages.around(conn, message_id, context)
         if found is None:
             raise NotFound(
                 f"no message msg:{message_id} is in the store; archived messages live in the JSONL archive "
                 "under the state dir ('openclaw-lossless stats' shows how many were archived)"
             )
-        session = session_by_rowid(conn, found.session_rowid)
+        session = self.ops.sessions.session_by_rowid(conn, found.session_rowid)
         return Cited(
             session.session_id, session.session_key, session.agent_id, found.message, found.before, found.after
         )
 
     def snapshot(self, name: str) -> Snapshot:
         """A named snapshot: the session and the last message it marks."""
-        found = snapshots.find_snapshot(self.db.reader(), name)
+        found = self.ops.snapshots.find_snapshot(self.db.reader(), name)
         if found is None:
             raise NotFound(f"no snapshot named {name!r}; 'openclaw-lossless snapshot list' shows them")
         return found
 
     def snapshots(self) -> list[Snapshot]:
         """Every named snapshot, for ``snapshot list`` and ``GET /v1/snapshots``."""
-        return snapshots.list_snapshots(self.db.reader())
+        return self.ops.snapshots.list_snapshots(self.db.reader())
 
     def sessions(self, agent: str | None, limit: int) -> list[SessionSummary]:
         """The sessions last begun (of one agent, or all), with their counts: the index of timelines."""
-        return session_summaries(self.db.reader(), agent, limit)
+        return self.ops.timeline.session_summaries(self.db.reader(), agent, limit)
 
     def timeline(self, session_id: str, window: Window) -> Timeline:
         """One page of a session's messages with the compactions, snapshots, spawns and resets that fall on it."""
         conn = self.db.reader()
-        return read_timeline(conn, require_session(conn, session_id), window)
+        return self.ops.timeline.read_timeline(conn, self.ops.sessions.require_session(conn, session_id), window)
 
     def compactions(self, limit: int, status: str | None = None) -> list[CompactionListed]:
         """The latest recorded compactions (of one status, or all), newest first: the UI's list of them."""
-        return snapshots.list_compactions(self.db.reader(), limit, status)
+        return self.ops.snapshots.list_compactions(self.db.reader(), limit, status)
 
     def compaction(self, compaction_id: int) -> CompactionPoint:
         """A compaction that removed something: the point ``recover --before-compaction`` goes back to."""
-        found = snapshots.find_compaction(self.db.reader(), compaction_id)
+        found = self.ops.snapshots.find_compaction(self.db.reader(), compaction_id)
         if found is None:
             raise NotFound(f"no compaction {compaction_id}; 'openclaw-lossless stats' counts them")
-        if found.status != snapshots.COMPACTED:  # the host removed nothing: there is no "before" to show
+        if found.status != COMPACTED:  # the host removed nothing: there is no "before" to show
             why = f" ({found.reason})" if found.reason else ""
             raise BadRequest(
                 f"compaction {compaction_id} did not compact: {found.status}{why}; the host removed nothing"

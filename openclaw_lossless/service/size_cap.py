@@ -10,14 +10,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from openclaw_lossless.config import Settings
-from openclaw_lossless.embed.index import VectorIndex
+from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.metrics import Metrics
-from openclaw_lossless.store.sqlite import archive
-from openclaw_lossless.store.sqlite.connection import Database
-from openclaw_lossless.store.sqlite.term_stats import TermStats
+from openclaw_lossless.store.api import KeywordStats
+from openclaw_lossless.store.backend import Store
+from openclaw_lossless.store.sqlite.archive import Pruned
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +41,13 @@ class SizeCap:
 
     def __init__(
         self,
-        db: Database,
+        store: Store,
         settings: Settings,
         metrics: Metrics,
-        index: VectorIndex | None,
-        terms: TermStats | None,
+        index: Nearest | None,
+        terms: KeywordStats[Any] | None,
     ) -> None:
-        self.db = db
+        self.db, self.ops = store.db, store.ops
         self.archive_dir = settings.archive_dir
         self.max_db_size_mb = settings.max_db_size_mb
         self.metrics = metrics
@@ -86,8 +87,8 @@ class SizeCap:
 
     def _archive(self) -> None:
         """Archive, then forget the archived messages' vectors and the keyword statistics they counted in."""
-        result = archive.prune(self.db, self.archive_dir, self.max_db_size_mb)
-        if not isinstance(result, archive.Pruned) or not result.pruned or result.last_message_id is None:
+        result = self.ops.archive.prune(self.db, self.archive_dir, self.max_db_size_mb)
+        if not isinstance(result, Pruned) or not result.pruned or result.last_message_id is None:
             return
         self.last = Archiving(result.pruned, result.archives, result.last_message_id, time.time())
         self.metrics.counters["messages_archived"] += result.pruned

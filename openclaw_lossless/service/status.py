@@ -14,18 +14,18 @@ from dataclasses import dataclass
 from openclaw_lossless import __version__
 from openclaw_lossless.activity import Activity, AgentTimes
 from openclaw_lossless.config import Settings
-from openclaw_lossless.embed.index import VectorIndex
+from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.service import EmbeddingService
-from openclaw_lossless.embed.worker import EmbeddingWorker, backlog_size
+from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
-from openclaw_lossless.store.sqlite import archive, counts, snapshots
-from openclaw_lossless.store.sqlite.connection import Database, translate_error
+from openclaw_lossless.store.backend import Store
+from openclaw_lossless.store.sqlite.snapshots import COMPACTED, FAILED
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,9 @@ class Parts:
     """What the report reads: the sidecar's parts, as ``sidecar.py`` wired them."""
 
     settings: Settings
-    db: Database
+    store: Store
     embedding: EmbeddingService
-    index: VectorIndex | None
+    index: Nearest | None
     worker: EmbeddingWorker | None
     activity: Activity
     catch_up: CatchUp
@@ -177,14 +177,14 @@ class Status:
         vec_version: str | None = None
         backlog: int | None = None
         try:
-            conn = p.db.reader()
-            vec_version = counts.sqlite_vec_version(conn)
-            backlog = backlog_size(conn)
+            conn = p.store.db.reader()
+            vec_version = p.store.ops.counts.sqlite_vec_version(conn)
+            backlog = p.store.ops.backlog.size(conn)
             self._sample_backlog(backlog)
         except LosslessError as exc:
             problem = problem or exc.message
-        except p.db.module.Error as exc:
-            problem = problem or str(translate_error(exc))
+        except p.store.db.module.Error as exc:
+            problem = problem or str(p.store.ops.translate_error(exc))
         writable = problem is None
         return Health(
             status="unavailable" if not writable else ("ok" if p.embedding.status.ready else "degraded"),
@@ -202,10 +202,10 @@ class Status:
     def _write_problem(self) -> str | None:
         """Why the store cannot take a write now, or None: takes the write lock, as a commit would."""
         try:
-            self.parts.db.write(counts.probe)
+            self.parts.store.db.write(self.parts.store.ops.counts.probe)
         except LosslessError as exc:
             return exc.message
-        except self.parts.db.module.Error as exc:  # not one of ours: e.g. "attempt to write a readonly database"
+        except self.parts.store.db.module.Error as exc:  # not one of ours: e.g. "attempt to write a readonly database"
             return str(exc)
         return None
 
@@ -244,7 +244,7 @@ class Status:
 
     def last_hour(self) -> LastHour:
         """The last hour per minute, the backlog sampled now so its last minute is current."""
-        self._sample_backlog(backlog_size(self.parts.db.reader()))
+        self._sample_backlog(self.parts.store.ops.backlog.size(self.parts.store.db.reader()))
         return LastHour(self.parts.metrics.last_hour(), self.parts.metrics.backlog.minutes())
 
     def _sample_backlog(self, size: int) -> None:
@@ -255,11 +255,11 @@ class Status:
     def stats(self) -> Stats:
         """Counts, sizes, the embedder, latencies and catch-up: what the README says ``/stats`` shows."""
         p = self.parts
-        conn = p.db.reader()
-        rows = counts.count_rows(conn)
-        backlog = backlog_size(conn)
+        conn = p.store.db.reader()
+        rows = p.store.ops.counts.count_rows(conn)
+        backlog = p.store.ops.backlog.size(conn)
         self._sample_backlog(backlog)
-        compactions = snapshots.compaction_counts(conn)
+        compactions = p.store.ops.snapshots.compaction_counts(conn)
         return Stats(
             version=__version__,
             uptime_s=round(time.monotonic() - self.started, 1),
@@ -267,8 +267,8 @@ class Status:
             sessions=rows.sessions,
             agents=rows.agents,
             turns=rows.turns,
-            compactions=compactions[snapshots.COMPACTED],
-            compaction_failures=compactions[snapshots.FAILED],
+            compactions=compactions[COMPACTED],
+            compaction_failures=compactions[FAILED],
             compaction_outcomes=compactions,
             snapshots=rows.snapshots,
             forgotten=rows.forgotten,
@@ -278,7 +278,10 @@ class Status:
             backlog=backlog,
             embedder=self._embedder_view(),
             database=DatabaseSize(
-                str(p.db.path), p.db.file_bytes(), archive.used_bytes(conn), p.settings.max_db_size_mb
+                str(p.store.db.path),
+                p.store.db.file_bytes(),
+                p.store.ops.archive.used_bytes(conn),
+                p.settings.max_db_size_mb,
             ),
             archive=ArchiveState(rows.archived_messages, rows.archives, p.size_cap.last),
             latency=p.metrics.latency(),

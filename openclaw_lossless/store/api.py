@@ -243,6 +243,11 @@ class Fulltext(Protocol[C]):
         first; the cost is bounded by the postings of the words asked, never the whole history."""
         ...
 
+    def deadline(self, conn: C, at: float) -> AbstractContextManager[None]:
+        """Statements on ``conn`` inside give up at ``at`` (``time.monotonic``) with ``TimeoutError``, so a turn's
+        keyword lane never outlives its budget (SQLite: a progress handler; PostgreSQL: a statement timeout)."""
+        ...
+
     def rebuild(self, conn: C, batch: int) -> Iterator[int]:
         """Re-derive the whole index from the messages, a batch at a time (yields each batch's count), inside
         one write transaction: readers keep the old index until it commits."""

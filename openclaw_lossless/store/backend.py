@@ -1,0 +1,206 @@
+"""Which backend holds the store, and the one handle the rest of the package uses to reach it.
+
+Why a handle and not imports: a caller that imported ``store.sqlite.messages`` would be SQLite's for ever.
+Callers hold a ``Store`` instead: ``store.db`` runs units of work (``write``, ``reader``), and ``store.ops``
+names the backend's module for each domain of ``store/api.py`` (``store.ops.messages.commit_turn(conn, ...)``).
+Both backends' modules answer the same protocols, so a caller never asks which one it has.
+
+Selection: ``LOSSLESS_DATABASE_URL`` (or ``serve --database-url``) set to ``postgresql://...`` puts the store
+on that server; unset, the store is the SQLite file the settings name, as it always was. PostgreSQL's modules
+are imported only then, so a SQLite user needs no PostgreSQL driver installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.store import api
+from openclaw_lossless.store.sqlite import (
+    agents,
+    archive,
+    backlog,
+    checks,
+    connection,
+    counts,
+    forget,
+    fulltext,
+    imported,
+    message_days,
+    messages,
+    meta,
+    migrations,
+    rewrite,
+    sessions,
+    snapshots,
+    subagents,
+    term_stats,
+    timeline,
+    transfer,
+    vectors,
+)
+
+BackendName = Literal["sqlite", "postgresql"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend's module per domain, each an implementation of its protocol in ``store/api.py``."""
+
+    name: BackendName
+    migrations: api.Migrations[Any]
+    sessions: api.Sessions[Any]
+    messages: api.Messages[Any]
+    fulltext: api.Fulltext[Any]
+    term_stats: Callable[[int], api.KeywordStats[Any]]
+    message_days: api.MessageDays[Any]
+    vectors: api.Vectors[Any]
+    backlog: api.Backlog[Any]
+    meta: api.Meta[Any]
+    snapshots: api.Snapshots[Any]
+    subagents: api.Subagents[Any]
+    timeline: api.Timelines[Any]
+    imported: api.Imported[Any]
+    counts: api.Counts[Any]
+    agents: api.Agents[Any]
+    archive: api.Archive[Any, Any]
+    forget: api.Forgetting[Any, Any]
+    transfer: api.Transfer[Any, Any]
+    rewrite: api.Rewrite[Any]
+    checks: api.Checks[Any]
+    maintenance: api.FileMaintenance[Any]
+    translate_error: Callable[[Exception], Exception]  # a driver's error as the project's (``errors.py``)
+
+
+SQLITE = Backend(
+    name="sqlite",
+    migrations=migrations,
+    sessions=sessions,
+    messages=messages,
+    fulltext=fulltext,
+    term_stats=term_stats.TermStats,
+    message_days=message_days,
+    vectors=vectors,
+    backlog=backlog,
+    meta=meta,
+    snapshots=snapshots,
+    subagents=subagents,
+    timeline=timeline,
+    imported=imported,
+    counts=counts,
+    agents=agents,
+    archive=archive,
+    forget=forget,
+    transfer=transfer,
+    rewrite=rewrite,
+    checks=checks,
+    maintenance=connection,
+    translate_error=connection.translate_error,
+)
+
+
+@dataclass(frozen=True)
+class Store:
+    """An opened store: where its units of work run (``db``) and the backend's operations on them (``ops``)."""
+
+    db: api.Database[Any]  # store/sqlite/connection.py or store/postgres/connection.py
+    ops: Backend
+
+    @property
+    def backend(self) -> BackendName:
+        return self.ops.name
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the store is: a SQLite file, or (``url`` set) a schema on a PostgreSQL server."""
+
+    path: Path
+    synchronous: str = "FULL"
+    url: str | None = None
+    schema: str = "lossless"
+    connections: int = 12
+
+
+def connect(place: Place) -> Store:
+    """Open and migrate the store; a failed migration closes what it opened and raises."""
+    store = (
+        Store(connection.Database(place.path, synchronous=place.synchronous), SQLITE)
+        if place.url is None
+        else (_open_postgres(place))
+    )
+    try:
+        store.ops.migrations.migrate(store.db)
+    except LosslessError:
+        store.db.close()
+        raise
+    return store
+
+
+def _open_postgres(place: Place) -> Store:
+    """PostgreSQL's modules are imported here, only when a URL names a server: SQLite users need no driver."""
+    from openclaw_lossless.store.postgres import connection as pg_connection
+
+    assert place.url is not None
+    writers = max(2, place.connections // 3)  # commits are short; reads (recall, search, status) are the many
+    db = pg_connection.Database(
+        place.url, schema=place.schema, write_pool_size=writers, read_pool_size=place.connections - writers
+    )
+    return Store(db, postgres())
+
+
+def postgres() -> Backend:
+    """PostgreSQL + pgvector (``store/postgres/``): the modules answering the same protocols on a server."""
+    from openclaw_lossless.store.postgres import (
+        agents,
+        archive,
+        backlog,
+        checks,
+        connection,
+        counts,
+        forget,
+        fulltext,
+        imported,
+        maintenance,
+        message_days,
+        messages,
+        meta,
+        migrations,
+        rewrite,
+        sessions,
+        snapshots,
+        subagents,
+        term_stats,
+        timeline,
+        transfer,
+        vectors,
+    )
+
+    return Backend(
+        name="postgresql",
+        migrations=migrations,
+        sessions=sessions,
+        messages=messages,
+        fulltext=fulltext,
+        term_stats=term_stats.TermStats,
+        message_days=message_days,
+        vectors=vectors,
+        backlog=backlog,
+        meta=meta,
+        snapshots=snapshots,
+        subagents=subagents,
+        timeline=timeline,
+        imported=imported,
+        counts=counts,
+        agents=agents,
+        archive=archive,
+        forget=forget,
+        transfer=transfer,
+        rewrite=rewrite,
+        checks=checks,
+        maintenance=maintenance,
+        translate_error=connection.translate_error,
+    )
