@@ -165,7 +165,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = sidecar is None
         app.state.sidecar = sidecar or Sidecar(settings, background_load=True)
-        app.state.store_id = identity.store_id(settings.database_path)  # the file opened, for /v1/identity
+        app.state.store_id = identity.store_id(settings)  # the file opened, for /v1/identity
         app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (history/catchup.py)
         try:
             yield

@@ -77,7 +77,7 @@ def _port_taken(settings: Settings, as_json: bool) -> int:
     url = base_url(settings)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one answer line, not the probe's request log
     peer = listeners.who_serves(url, read_token(settings))
-    if peer is not None and peer["ours"] and peer.get("store") == store_id(settings.database_path):
+    if peer is not None and peer["ours"] and peer.get("store") == store_id(settings):
         pid = peer.get("pid")
         plugin = _plugin_owns(settings, pid)
         owner = "started by the OpenClaw plugin, which restarts it if it stops" if plugin else "running"

@@ -55,7 +55,7 @@ def running_sidecar(settings: Settings) -> httpx.Client | None:
     from openclaw_lossless.api.identity import store_id  # with the server's fastapi: only when it is needed
     from openclaw_lossless.listeners import who_serves
 
-    store, token = store_id(settings.database_path), read_token(settings)
+    store, token = store_id(settings), read_token(settings)
     if store is None or token is None:
         return None
     url = base_url(settings)

@@ -47,7 +47,7 @@ def test_identity_answers_the_proof_only_the_token_holder_can_give(sidecar: Live
             "service": "openclaw-lossless",
             "version": __version__,
             "pid": os.getpid(),
-            "store": store_id(sidecar.settings.database_path),  # which database file it serves
+            "store": store_id(sidecar.settings),  # which store it serves
             "proof": expected_proof(sidecar.token, challenge),
         }
         assert body["store"] is not None

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 
-from openclaw_lossless.api.identity import store_id
+from openclaw_lossless.api.identity import file_id
 from openclaw_lossless.cli import main
 from openclaw_lossless.mcp_server import MemorySearch
 from tests.helpers import LiveSidecar, live_sidecar, make_settings
@@ -51,17 +51,19 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.sqlite_only
 def test_the_identity_names_the_file_served_not_the_path(tmp_path: Path, sidecar: LiveSidecar) -> None:
     database = sidecar.settings.database_path
     linked = tmp_path / "same-file.sqlite"
     linked.hardlink_to(database)
     copy = tmp_path / "a-copy.sqlite"
     copy.write_bytes(database.read_bytes())
-    assert store_id(linked) == store_id(database) is not None
-    assert store_id(copy) != store_id(database)
-    assert store_id(tmp_path / "nothing.sqlite") is None
+    assert file_id(linked) == file_id(database) is not None
+    assert file_id(copy) != file_id(database)
+    assert file_id(tmp_path / "nothing.sqlite") is None
 
 
+@pytest.mark.sqlite_only  # two stores named by their files (--db-path, --state-dir)
 def test_search_and_stats_with_db_path_answer_from_that_file(
     capsys: pytest.CaptureFixture[str], two_stores: tuple[LiveSidecar, Path]
 ) -> None:
@@ -82,6 +84,7 @@ def test_search_and_stats_with_db_path_answer_from_that_file(
     assert [hit["text"] for hit in json.loads(out)["hits"]] == [FACT_A]
 
 
+@pytest.mark.sqlite_only  # two stores named by their files (--db-path, --state-dir)
 def test_another_state_dir_answers_from_its_own_file_not_with_a_token_error(
     capsys: pytest.CaptureFixture[str], two_stores: tuple[LiveSidecar, Path]
 ) -> None:
@@ -95,6 +98,7 @@ def test_another_state_dir_answers_from_its_own_file_not_with_a_token_error(
     assert json.loads(out)["forgotten"] == 1
 
 
+@pytest.mark.sqlite_only  # two stores named by their files (--db-path, --state-dir)
 def test_the_mcp_server_searches_the_store_it_was_given(two_stores: tuple[LiveSidecar, Path]) -> None:
     served, other = two_stores
     given = make_settings(other, embedding_provider="none", port=served.settings.port)
@@ -122,12 +126,13 @@ class Impostor(BaseHTTPRequestHandler):
         return
 
 
+@pytest.mark.sqlite_only  # two stores named by their files (--db-path, --state-dir)
 def test_the_token_is_never_sent_to_a_program_that_cannot_prove_it_holds_it(
     capsys: pytest.CaptureFixture[str], two_stores: tuple[LiveSidecar, Path]
 ) -> None:
     _, other = two_stores
     token = (other / "token").read_text().strip()
-    Impostor.store, Impostor.seen = store_id(other / "lossless.sqlite"), []
+    Impostor.store, Impostor.seen = file_id(other / "lossless.sqlite"), []
     impostor = ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
     Thread(target=impostor.serve_forever, daemon=True).start()
     try:

@@ -17,13 +17,14 @@ import hashlib
 import hmac
 import os
 import re
-from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Query, Request
 
 from openclaw_lossless import __version__
 from openclaw_lossless.api.responses import IdentityResponse
+from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
 
 router = APIRouter()
@@ -40,11 +41,21 @@ def identity_proof(token: str, challenge: str) -> str:
     return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
-def store_id(database: Path) -> str | None:
-    """Which database file this is, whatever path names it: a digest of its device and inode (None: no file).
+def store_id(settings: Settings) -> str | None:
+    """Which store this is, whatever names it: a digest of the database file's device and inode (None: no file
+    yet), or of the PostgreSQL server, database and schema the URL names (its password left out).
 
-    A digest, not the path, so the public identity answer says nothing about where the store lives.
+    A digest, not the path or URL, so the public identity answer says nothing about where the store lives.
     """
+    if settings.database_url is not None:
+        parts = urlsplit(settings.database_url.get_secret_value())
+        where = f"pg:{parts.hostname}:{parts.port}:{parts.path}?{parts.query}#{settings.database_schema}"
+        return hashlib.sha256(f"{STORE_PREFIX}{where}".encode()).hexdigest()[:32]
+    return file_id(settings.database_path)
+
+
+def file_id(database: Path) -> str | None:
+    """A database file's digest of device and inode (None: no file): a hard link is the same store, a copy not."""
     try:
         info = database.stat()
     except OSError:

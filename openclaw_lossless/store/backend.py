@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.errors import LosslessError, StoreUnavailable
 from openclaw_lossless.store import api
 from openclaw_lossless.store.sqlite import (
     agents,
@@ -142,8 +142,13 @@ def connect(place: Place) -> Store:
 
 def _open_postgres(place: Place) -> Store:
     """PostgreSQL's modules are imported here, only when a URL names a server: SQLite users need no driver."""
-    from openclaw_lossless.store.postgres import connection as pg_connection
-
+    try:
+        from openclaw_lossless.store.postgres import connection as pg_connection
+    except ImportError as exc:  # installed without the extra: say how to get it, not a traceback
+        raise StoreUnavailable(
+            "LOSSLESS_DATABASE_URL names a PostgreSQL server, but its driver is not installed:"
+            " pip install 'openclaw-lossless[postgres]' (or unset it to use the SQLite file)"
+        ) from exc
     assert place.url is not None
     writers = max(2, place.connections // 3)  # commits are short; reads (recall, search, status) are the many
     db = pg_connection.Database(
