@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import os
 import re
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
