@@ -125,7 +125,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
     data = wire(PrunedView if isinstance(result, Pruned) else WouldPruneView, result)
     verb = "would archive" if args.dry_run else "archived"
-    emit(data, args.json, lambda d: f"{verb} {d['pruned']} messages (limit {limit} MB)")
+    emit(data, args.json, lambda d: d.get("skipped") or f"{verb} {d['pruned']} messages (limit {limit} MB)")
     return EXIT_OK
 
 

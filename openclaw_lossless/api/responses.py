@@ -230,6 +230,9 @@ class PrunedView(Out):
     pruned: int = Field(description="Messages archived and removed from the store.")
     archives: list[str] = Field(description="The archive files written.")
     last_message_id: int | None = Field(alias="lastMessageId", description="The newest message archived.")
+    skipped: str | None = Field(
+        None, description="Why this round archived nothing (another sidecar sharing the store was archiving)."
+    )
 
 
 class WouldPruneView(Out):

@@ -11,7 +11,7 @@ two archives. The archive is a normal export (``import --jsonl`` brings it back)
 
 One at a time: a prune holds a session-level advisory lock on the store (its schema) on a connection of its
 own, taken with ``pg_try_advisory_lock``; a sidecar that cannot take it skips the round and says so
-(``PruneSkipped``, a ``Pruned`` of nothing with the reason). A forget takes the same lock, waiting for it, so
+(a ``Pruned`` of nothing with the reason in ``skipped``). A forget takes the same lock, waiting for it, so
 a message is never archived by one sidecar while another forgets it (the tombstone could miss the archive).
 A sidecar killed mid-prune loses the lock with its connection.
 
@@ -36,7 +36,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,7 +50,7 @@ from openclaw_lossless.store.sqlite.archive import HEADROOM, MAX_ROUNDS, Pruned,
 from openclaw_lossless.store.sqlite.forget import _replace
 from openclaw_lossless.store.sqlite.transfer.export import export_records
 
-__all__ = ["PruneSkipped", "Pruned", "WouldPrune", "prune", "store_lock", "used_bytes"]
+__all__ = ["Pruned", "WouldPrune", "prune", "store_lock", "used_bytes"]
 
 LOCK_CLASS = 0x6C6F7373  # "loss": the first key of the store's archive lock; the second is its schema's hash
 DENSITY_KEY = "archive.density"
@@ -59,13 +58,6 @@ READ_SLICE = 500  # messages read per statement while writing an archive (memory
 _TOUCHED = ("messages", "message_vectors", "message_days", "embedding_backlog")
 LOCK_WAIT_S = 300.0  # a forget waits this long at most for a prune under way (it is refused, 503, after)
 SKIPPED = "another sidecar is archiving or forgetting in this store: this round is skipped"
-
-
-@dataclass(frozen=True)
-class PruneSkipped(Pruned):
-    """A round this sidecar skipped: another one holds the store's archive lock (nothing was archived here)."""
-
-    skipped: str = SKIPPED
 
 
 # -- one at a time ----------------------------------------------------------------------------------------------
@@ -185,7 +177,7 @@ def prune(
         return WouldPrune(todo.message_count, todo.used_bytes)
     with store_lock(db, wait=False) as taken:
         if not taken:
-            return PruneSkipped(0, [], None)
+            return Pruned(0, [], None, skipped=SKIPPED)
         return _rounds(db, archive_dir, limit_mb, progress)
 
 

@@ -41,6 +41,7 @@ class Pruned:
     pruned: int
     archives: list[str]
     last_message_id: int | None
+    skipped: str | None = None  # why nothing was archived this round (PostgreSQL: another sidecar was at it)
 
 
 @dataclass(frozen=True)
