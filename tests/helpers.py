@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,27 @@ class HashEmbedder:
         return None
 
 
+_schemas: dict[tuple[str, str], str] = {}
+_more_schemas = itertools.count(2)
+
+
+def schema_for(state_dir: Path) -> str | None:
+    """On the PostgreSQL pass, the schema holding the store of ``state_dir``; None on SQLite.
+
+    A test's first state dir gets the test's own schema (``LOSSLESS_DATABASE_SCHEMA``, set by conftest.py);
+    another state dir of the same test (a copy to import into, a second host) gets a schema of its own, as
+    it would get a file of its own on SQLite, so two stores of one test never share their rows.
+    """
+    base = os.environ.get("LOSSLESS_DATABASE_SCHEMA")
+    if not os.environ.get("LOSSLESS_DATABASE_URL") or base is None:
+        return None
+    key = (base, str(state_dir.resolve()))
+    if key not in _schemas:
+        taken = any(b == base for b, _ in _schemas)
+        _schemas[key] = f"{base}_{next(_more_schemas)}" if taken else base
+    return _schemas[key]
+
+
 def make_settings(state_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "state_dir": state_dir,
@@ -65,7 +88,35 @@ def make_settings(state_dir: Path, **overrides: Any) -> Settings:
         "port": free_port(),
         "synchronous": "NORMAL",
     }
+    schema = schema_for(state_dir)
+    if schema is not None:
+        values["database_schema"] = schema
     return Settings(**(values | overrides))
+
+
+def on_postgres(settings: Settings) -> bool:
+    return settings.database_url is not None
+
+
+def store_rows(settings: Settings, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """The rows of one plain SQL statement (``?`` placeholders) on the store ``settings`` name, either backend.
+
+    For a test that reads a table to check what a behaviour stored; the statement must be SQL both speak."""
+    if settings.database_url is None:
+        conn = open_connection(settings.database_path)
+        try:
+            rows = conn.execute(sql, tuple(params)).fetchall()
+            conn.commit()
+            return [tuple(row) for row in rows]
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as pg:
+        pg.execute(f'SET search_path TO "{settings.database_schema}", public')
+        statement = sql.replace("%", "%%").replace("?", "%s") if params else sql
+        cursor = pg.execute(statement, tuple(params) if params else None)
+        return [tuple(row) for row in cursor.fetchall()] if cursor.description is not None else []
 
 
 class LiveSidecar:
@@ -126,11 +177,16 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
     return body
 
 
-def db_fingerprint(path: Path) -> dict[str, Any]:
+def db_fingerprint(place: Settings | Path) -> dict[str, Any]:
     """Row counts of every table and a checksum of every message: what 'the database is unchanged' means.
 
-    Not counted: what the background worker changes by itself (vectors, the backlog it drains)."""
-    conn = open_connection(path)
+    ``place``: the settings of the store (either backend), or a SQLite file. Not counted: what the background
+    worker changes by itself (vectors, the backlog it drains)."""
+    if isinstance(place, Settings):
+        if place.database_url is not None:
+            return _pg_fingerprint(place)
+        place = place.database_path
+    conn = open_connection(place)
     try:
         listing = conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -151,6 +207,28 @@ def db_fingerprint(path: Path) -> dict[str, Any]:
         conn.close()
 
 
+def _pg_fingerprint(settings: Settings) -> dict[str, Any]:
+    """``db_fingerprint`` of a PostgreSQL store: the same tables counted, the same columns digested."""
+    tables = [
+        name
+        for (name,) in store_rows(
+            settings,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_type = 'BASE TABLE'"
+            " AND table_name NOT LIKE 'message_vectors%'"
+            " AND table_name NOT IN ('embedding_backlog', 'embedding_cache')",
+            (settings.database_schema,),
+        )
+    ]
+    counts = {t: store_rows(settings, f'SELECT count(*) FROM "{t}"')[0][0] for t in sorted(tables)}
+    digest = hashlib.sha256()
+    for row in store_rows(
+        settings, "SELECT id, session_rowid, role, text, original, content_hash FROM messages ORDER BY id"
+    ):
+        digest.update(repr(row).encode())
+    turns = hashlib.sha256(repr(store_rows(settings, "SELECT advancement_key FROM turns ORDER BY id")).encode())
+    return {"counts": counts, "messages": digest.hexdigest(), "turns": turns.hexdigest()}
+
+
 NOBODY_PORT = 9  # the discard port: no sidecar answers there, so the CLI opens the database file
 
 
@@ -158,7 +236,14 @@ def run_cli(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tupl
     """The CLI on the store in ``state`` (the file itself, no sidecar): its exit code, stdout and stderr."""
     from openclaw_lossless.cli import main
 
-    code = main([*args, "--state-dir", str(state), "--port", str(NOBODY_PORT)])
+    schema, before = schema_for(state), os.environ.get("LOSSLESS_DATABASE_SCHEMA")
+    if schema is not None:
+        os.environ["LOSSLESS_DATABASE_SCHEMA"] = schema  # this state dir's store, on the PostgreSQL pass
+    try:
+        code = main([*args, "--state-dir", str(state), "--port", str(NOBODY_PORT)])
+    finally:
+        if schema is not None and before is not None:
+            os.environ["LOSSLESS_DATABASE_SCHEMA"] = before
     out, err = capsys.readouterr()
     return code, out, err
 

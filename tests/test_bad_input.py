@@ -52,14 +52,14 @@ def seeded(tmp_path: Path) -> Any:
         for turn in conversation(3):
             server.post("commit-turn", commit_body(turn))
         server.wait_for_backlog()
-        yield server, db_fingerprint(settings.database_path)
+        yield server, db_fingerprint(settings)
 
 
 @pytest.mark.parametrize(("path", "body"), MALFORMED)
 def test_malformed_bodies_get_422_and_write_nothing(seeded: tuple[LiveSidecar, Any], path: str, body: Any) -> None:
     server, before = seeded
     assert_error(server.client.post(path, json=body), 422, _expected_code(body))
-    assert db_fingerprint(server.settings.database_path) == before
+    assert db_fingerprint(server.settings) == before
 
 
 def _expected_code(body: Any) -> str:
@@ -73,7 +73,7 @@ def test_every_hook_rejects_non_json_and_non_objects(seeded: tuple[LiveSidecar, 
     raw = server.client.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
     assert_error(raw, 422, "invalid_request")
     assert_error(server.client.post(path, json=[1, 2]), 422, "invalid_request")
-    assert db_fingerprint(server.settings.database_path) == before
+    assert db_fingerprint(server.settings) == before
 
 
 @pytest.mark.parametrize("path", HOOK_PATHS)
@@ -86,7 +86,7 @@ def test_every_hook_refuses_oversized_bodies_with_413(seeded: tuple[LiveSidecar,
         yield json.dumps(huge).encode()
 
     assert_error(server.client.post(path, content=chunks()), 413, "payload_too_large")
-    assert db_fingerprint(server.settings.database_path) == before
+    assert db_fingerprint(server.settings) == before
 
 
 @pytest.mark.parametrize("path", [*HOOK_PATHS, "/stats", "/v1/search?q=x", "/v1/sessions/s-main/messages"])
@@ -100,7 +100,7 @@ def test_every_endpoint_but_healthz_needs_the_token(
     body = commit_body(conversation(1)[0]) | {"advancementKey": "sneaky"}
     response = httpx.request(method, server.url + path, headers=headers, json=body if method == "POST" else None)
     assert_error(response, 401, "unauthorized")
-    assert db_fingerprint(server.settings.database_path) == before
+    assert db_fingerprint(server.settings) == before
     assert httpx.get(server.url + "/healthz").status_code == 200
 
 

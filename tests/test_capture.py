@@ -214,11 +214,11 @@ def test_capture_rejects_a_missing_role(message: dict[str, Any]) -> None:
 def test_a_bad_message_rejects_its_whole_turn(sidecar: LiveSidecar) -> None:
     good = {"role": "user", "content": "this one is fine"}
     sidecar.post("commit-turn", {"sessionId": "s0", "advancementKey": "t0", "messages": [good]})
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     body = {"sessionId": "s1", "advancementKey": "t1", "messages": [good, {"content": "no role"}]}
     assert_error(sidecar.post("commit-turn", body), 422, "invalid_request")
     assert_error(sidecar.post("commit-turn", body | {"messages": [good, 42]}), 422, "invalid_request")
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
 
 
 # -- importance -----------------------------------------------------------------------------------------------

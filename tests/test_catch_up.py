@@ -160,7 +160,7 @@ def test_the_gap_report_lists_what_the_host_recorded_and_the_store_lacks_and_wri
     child = HostSession(host, "c41d-child", "agent:main:subagent:c41d")
     child.turn("CHILD-TASK during the outage.")
     openclaw = sidecar.settings.openclaw_state
-    before_files, before_store = file_digests(openclaw), db_fingerprint(sidecar.settings.database_path)
+    before_files, before_store = file_digests(openclaw), db_fingerprint(sidecar.settings)
 
     with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
         report = find_gaps(conn, openclaw)
@@ -173,7 +173,7 @@ def test_the_gap_report_lists_what_the_host_recorded_and_the_store_lacks_and_wri
     assert report.first_at is not None and report.first_at == pytest.approx(min(stamps))
     assert report.last_at is not None and report.last_at >= max(stamps)
     assert file_digests(openclaw) == before_files
-    assert db_fingerprint(sidecar.settings.database_path) == before_store
+    assert db_fingerprint(sidecar.settings) == before_store
 
     with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
         narrowed = find_gaps(conn, openclaw, selection=SessionSelection.of([], ["agent:main:subagent:*"]))

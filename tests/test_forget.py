@@ -106,7 +106,7 @@ def test_bad_input_is_refused_and_changes_nothing(sidecar: LiveSidecar) -> None:
     transcript = Transcript(SESSION, T0)
     for n in range(3):
         sidecar.post("commit-turn", _turn(transcript, f"t{n}", f"Question {n} about lanterns.", f"Answer {n}.")[0])
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     refusals: list[tuple[dict[str, Any], int, str]] = [
         ({"ids": ["msg:999"]}, 404, "not_found"),  # an unknown citation
         ({"ids": ["msg:1", "msg:999"]}, 404, "not_found"),  # one unknown among known ones: nothing goes
@@ -123,9 +123,9 @@ def test_bad_input_is_refused_and_changes_nothing(sidecar: LiveSidecar) -> None:
         assert_error(sidecar.client.post("/v1/forget", json=body), status, code)
     assert_error(sidecar.client.delete("/v1/messages/999"), 404, "not_found")
     assert_error(sidecar.client.delete("/v1/sessions/nope"), 404, "not_found")
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
     everything = sidecar.client.post("/v1/forget", json={"since": 0, "all": True, "dryRun": True}).json()
-    assert everything["forgotten"] == 6 and db_fingerprint(sidecar.settings.database_path) == before
+    assert everything["forgotten"] == 6 and db_fingerprint(sidecar.settings) == before
 
 
 def test_a_match_shows_each_message_in_full_and_forgets_only_those(sidecar: LiveSidecar) -> None:
@@ -172,7 +172,7 @@ def test_the_cli_shows_then_forgets_on_the_file_and_refuses_without_a_terminal(
         server.post("commit-turn", _turn(transcript, "a", f"The key is {MARKER}.", "Got it.")[0])
         server.post("commit-turn", _turn(transcript, "b", "Unrelated chat.", "Sure.")[0])
     state = settings.state_dir
-    before = db_fingerprint(settings.database_path)
+    before = db_fingerprint(settings)
     code, out, _ = run_cli(capsys, state, "forget", "msg:1", "--dry-run")
     assert code == 0 and "msg:1" in out and MARKER in out and "would forget 1" in out
     assert run_cli(capsys, state, "forget", "msg:77", "--yes")[0] == 2
@@ -180,7 +180,7 @@ def test_the_cli_shows_then_forgets_on_the_file_and_refuses_without_a_terminal(
     assert run_cli(capsys, state, "forget", "--match", "?!", "--yes")[0] == 2
     code, _, err = run_cli(capsys, state, "forget", "msg:1")  # stdin is not a terminal here
     assert code == 2 and "--yes" in err
-    assert db_fingerprint(settings.database_path) == before
+    assert db_fingerprint(settings) == before
     code, out, _ = run_cli(capsys, state, "forget", "msg:1", "--yes")
     assert code == 0 and "forgot 1" in out
     assert MARKER.encode() not in _raw_bytes(state)
@@ -234,8 +234,8 @@ def test_an_agents_forget_reaches_only_its_own_history(sidecar: LiveSidecar) -> 
              "sessionKey": "agent:ops:main"}  # fmt: skip
     sidecar.post("commit-turn", mine)
     sidecar.post("commit-turn", other)
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     assert_error(sidecar.client.post("/v1/forget", json={"ids": ["msg:3"], "agentId": "main"}), 404, "not_found")
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
     done = sidecar.client.post("/v1/forget", json={"ids": ["msg:1"], "agentId": "main"}).json()
     assert [m["citation"] for m in done["messages"]] == ["msg:1"]

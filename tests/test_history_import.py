@@ -624,11 +624,11 @@ def test_import_session_brings_in_one_unseen_session_and_costs_nothing_once_know
     assert import_session(sidecar.sidecar.ingest, openclaw, LEGACY_ID, "main") == 4
     assert stats(sidecar)["sessions"] == 2
     sidecar.wait_for_backlog()
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     assert import_session(sidecar.sidecar.ingest, openclaw, CHILD_ID, "main") == 0
     assert import_session(sidecar.sidecar.ingest, openclaw, "no-such-session", "main") == 0
     assert import_session(sidecar.sidecar.ingest, openclaw, "../../etc", "../main") == 0
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
     rest = import_history(sidecar.sidecar.ingest, openclaw)
     assert (rest.messages_seen, rest.messages_imported) == (4 + 2, 4 + 2), "only the sessions not yet imported"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,15 @@ import pytest
 
 from openclaw_lossless.config import Settings
 from tests.conversation import QUESTION, commit_body, conversation
-from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
+from tests.helpers import (
+    HashEmbedder,
+    LiveSidecar,
+    db_fingerprint,
+    live_sidecar,
+    make_settings,
+    on_postgres,
+    store_rows,
+)
 
 MAIN = "agent:main:main"
 
@@ -21,14 +28,14 @@ def test_replaying_every_turn_is_duplicate_and_changes_nothing_even_after_restar
     with live_sidecar(settings, HashEmbedder()) as server:
         assert {server.post("commit-turn", commit_body(t)).json()["status"] for t in turns} == {"committed"}
         server.wait_for_backlog()
-        before = db_fingerprint(settings.database_path)
+        before = db_fingerprint(settings)
         assert before["counts"]["messages"] == 400 and before["counts"]["turns"] == 200
         assert {server.post("commit-turn", commit_body(t)).json()["status"] for t in turns} == {"duplicate"}
-        assert db_fingerprint(settings.database_path) == before
+        assert db_fingerprint(settings) == before
     with live_sidecar(settings, HashEmbedder()) as server:
         replies = [server.post("commit-turn", commit_body(t)).json() for t in turns]
         assert {r["status"] for r in replies} == {"duplicate"} and {r["stored"] for r in replies} == {0}
-        assert db_fingerprint(settings.database_path) == before
+        assert db_fingerprint(settings) == before
 
 
 def test_a_committed_turn_survives_a_restart_and_is_recoverable(tmp_path: Path) -> None:
@@ -68,12 +75,12 @@ def test_an_undated_message_repeated_in_later_turns_is_stored_each_time_and_repl
         assert [server.post("commit-turn", turn(n)).json()["stored"] for n in range(3)] == [2, 2, 2]
         recovered = server.client.get("/v1/sessions/s-yes/messages", params={"last": 10}).json()["messages"]
         assert [(m["role"], m["text"]) for m in recovered] == [("user", "yes"), ("assistant", "yes")] * 3
-        before = db_fingerprint(settings.database_path)
+        before = db_fingerprint(settings)
         assert {server.post("commit-turn", turn(n)).json()["status"] for n in range(3)} == {"duplicate"}
-        assert db_fingerprint(settings.database_path) == before
+        assert db_fingerprint(settings) == before
     with live_sidecar(settings, HashEmbedder()) as server:
         assert {server.post("commit-turn", turn(n)).json()["stored"] for n in range(3)} == {0}
-        assert db_fingerprint(settings.database_path) == before
+        assert db_fingerprint(settings) == before
 
 
 def test_a_dated_message_keeps_its_content_identity_across_ingest_and_commit(sidecar: LiveSidecar) -> None:
@@ -142,12 +149,12 @@ def test_a_failed_or_empty_host_compaction_is_recorded_as_such_not_counted_nor_s
     stats = sidecar.client.get("/stats").json()
     assert (stats["compactions"], stats["compactionFailures"], stats["snapshots"]) == (1, 1, 1)
     assert stats["compactionOutcomes"] == {"compacted": 1, "failed": 1, "skipped": 1, "not-compacted": 0}
-    conn = sqlite3.connect(sidecar.settings.database_path)
-    try:
-        rows = conn.execute("SELECT status, compacted, reason FROM compactions ORDER BY id").fetchall()
-    finally:
-        conn.close()
-    assert rows == [("failed", 0, "provider error 529"), ("skipped", 0, "no real messages"), ("compacted", 1, None)]
+    rows = store_rows(sidecar.settings, "SELECT status, compacted, reason FROM compactions ORDER BY id")
+    assert [(status, int(compacted), reason) for status, compacted, reason in rows] == [
+        ("failed", 0, "provider error 529"),
+        ("skipped", 0, "no real messages"),
+        ("compacted", 1, None),
+    ]
 
 
 def test_a_compaction_without_the_hosts_verdict_is_not_compacted_when_it_did_not_compact(
@@ -176,18 +183,15 @@ def test_a_compaction_summary_and_an_end_reason_are_stored_redacted(sidecar: Liv
         "ended"
     ]
 
-    conn = sqlite3.connect(sidecar.settings.database_path)
-    try:
-        stored_summary, reason = conn.execute("SELECT summary, reason FROM compactions").fetchone()
-        (ended_reason,) = conn.execute("SELECT ended_reason FROM subagent_links").fetchone()
-    finally:
-        conn.close()
+    [(stored_summary, reason)] = store_rows(sidecar.settings, "SELECT summary, reason FROM compactions")
+    [(ended_reason,)] = store_rows(sidecar.settings, "SELECT ended_reason FROM subagent_links")
     assert stored_summary == (
         "## Decisions\nDeploy with [REDACTED:github_token]; the staging db password=[REDACTED:secret_assignment] stays."
     )
     assert (reason, ended_reason) == ("overflow near [REDACTED:github_token]", "failed: [REDACTED:github_token]")
-    raw = b"".join(path.read_bytes() for path in sidecar.settings.database_path.parent.glob("lossless.sqlite*"))
-    assert GITHUB_TOKEN.encode() not in raw and DB_SECRET.encode() not in raw
+    if not on_postgres(sidecar.settings):  # the SQLite files themselves: no page keeps the secret either
+        raw = b"".join(path.read_bytes() for path in sidecar.settings.database_path.parent.glob("lossless.sqlite*"))
+        assert GITHUB_TOKEN.encode() not in raw and DB_SECRET.encode() not in raw
 
 
 def test_subagent_outcome_reaches_the_parent_and_rollback_undoes_a_spawn(sidecar: LiveSidecar) -> None:
@@ -254,12 +258,13 @@ def test_stats_and_healthz_report_the_store(sidecar: LiveSidecar) -> None:
     assert {"commit-turn", "assemble"} <= set(stats["latency"])
     assert stats["embedder"]["active"] == "test-hash"
     health = sidecar.client.get("/healthz", headers={"Authorization": ""}).json()
-    assert health["status"] == "ok" and health["database"]["writable"] and health["sqliteVec"].startswith("v0.1")
+    vector_extension = "0.8" if on_postgres(sidecar.settings) else "v0.1"  # pgvector's version, or sqlite-vec's
+    assert health["status"] == "ok" and health["database"]["writable"]
+    assert health["sqliteVec"].startswith(vector_extension)
 
 
-def test_healthz_answers_503_while_the_database_takes_no_writes_and_200_when_only_degraded(
-    sidecar: LiveSidecar, tmp_path: Path
-) -> None:
+@pytest.mark.sqlite_only  # PRAGMA query_only on SQLite's one write connection; PostgreSQL's writers are a pool
+def test_healthz_answers_503_while_the_database_takes_no_writes(sidecar: LiveSidecar) -> None:
     """Supervisors and the plugin's start-up wait read the status code: "unavailable" must not be a 200."""
     public = {"Authorization": ""}
     with sidecar.sidecar.db.writer() as conn:  # the write connection refuses writes, as a read-only file does
@@ -273,6 +278,9 @@ def test_healthz_answers_503_while_the_database_takes_no_writes_and_200_when_onl
         conn.execute("PRAGMA query_only = 0")
     assert sidecar.client.get("/healthz", headers=public).status_code == 200
 
+
+def test_healthz_answers_200_when_only_degraded(tmp_path: Path) -> None:
+    public = {"Authorization": ""}
     keyword_only = make_settings(tmp_path / "degraded", model_dir=tmp_path / "no-model-here")
     with live_sidecar(keyword_only, None) as degraded:
         answer = degraded.client.get("/healthz", headers=public)
@@ -330,6 +338,7 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
     from openclaw_lossless.store.sqlite.transfer import export_records as real
 
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
+    archive = f"openclaw_lossless.store.{'postgres' if on_postgres(settings) else 'sqlite'}.archive.export_records"
     with live_sidecar(settings, HashEmbedder()) as server:
         commit_past_one_megabyte(server)
 
@@ -339,14 +348,14 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
                     raise OSError(28, "No space left on device")
                 yield record
 
-        monkeypatch.setattr("openclaw_lossless.store.sqlite.archive.export_records", cut_short)
+        monkeypatch.setattr(archive, cut_short)
         with pytest.raises(OSError, match="No space"):
             server.sidecar.size_cap.check(force=True)
         assert server.client.get("/stats").json()["messages"] == 120
         assert list(settings.archive_dir.iterdir()) == []
-        monkeypatch.setattr("openclaw_lossless.store.sqlite.archive.export_records", real)
+        monkeypatch.setattr(archive, real)
         server.sidecar.size_cap._closing.set()  # as close() does: a prune it interrupts ends quietly
-        monkeypatch.setattr("openclaw_lossless.store.sqlite.archive.export_records", cut_short)
+        monkeypatch.setattr(archive, cut_short)
         server.sidecar.size_cap.check(force=True)
         assert list(settings.archive_dir.iterdir()) == []
         assert server.client.get("/stats").json()["messages"] == 120

@@ -43,7 +43,7 @@ def _routes(client: httpx.Client) -> list[tuple[str, str]]:
 def test_every_endpoint_but_the_public_ones_answers_401_without_or_with_a_wrong_token(sidecar: LiveSidecar) -> None:
     for turn in conversation(2):
         sidecar.post("commit-turn", commit_body(turn))
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     token = sidecar.token
     wrong = [
         None,
@@ -75,7 +75,7 @@ def test_every_endpoint_but_the_public_ones_answers_401_without_or_with_a_wrong_
                 assert_error(response, 401, "unauthorized")
             assert token not in response.text
     assert {path for _, path in routes} >= PUBLIC
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
 
 
 def test_the_token_is_compared_in_constant_time(sidecar: LiveSidecar, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -138,7 +138,7 @@ def test_a_post_without_the_right_csrf_token_or_origin_is_refused_and_changes_no
 ) -> None:
     log_in(client, stored)
     csrf = csrf_of(client.get("/ui").text)
-    before = db_fingerprint(stored.settings.database_path)
+    before = db_fingerprint(stored.settings)
     own = {"Origin": stored.url}
     refused = [
         ({}, own),
@@ -152,7 +152,7 @@ def test_a_post_without_the_right_csrf_token_or_origin_is_refused_and_changes_no
         response = client.post("/ui/logout", data=data, headers=headers)
         assert response.status_code == 403, (data, headers)
         assert client.get("/ui").status_code == 200  # still logged in: the post changed nothing
-    assert db_fingerprint(stored.settings.database_path) == before
+    assert db_fingerprint(stored.settings) == before
     response = client.post("/ui/logout", data={"csrf": csrf}, headers=own)
     assert response.status_code == 303
     assert client.get("/ui").status_code == 303  # logged out

@@ -214,7 +214,7 @@ def test_a_snapshot_named_in_the_form_appears_and_bad_input_changes_nothing(
     assert order_of(timeline, 'id="msg-11"', 'id="snapshot-before-lunch"') == sorted(
         order_of(timeline, 'id="msg-11"', 'id="snapshot-before-lunch"')
     )
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     refused = [
         ({"csrf": csrf, "session": "nope", "name": "x1"}, own, 404),
         ({"csrf": csrf, "session": "s-one", "name": "bad name!"}, own, 422),
@@ -227,7 +227,7 @@ def test_a_snapshot_named_in_the_form_appears_and_bad_input_changes_nothing(
         answer = client.post("/ui/snapshots", data=data, headers=headers)
         assert answer.status_code == status, data
         assert "Cannot show that" in answer.text or status == 403
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
 
 
 def hits(client: httpx.Client, query: str, scope: str = "all") -> list[int]:
@@ -246,7 +246,7 @@ def test_forgetting_a_message_lists_exactly_what_goes_and_then_it_is_gone(
     assert re.findall(r'class="forget-item" id="forget-(\d+)"', confirm.text) == ["10", "11"]
     assert "<strong>2 messages</strong> will be removed" in confirm.text
     assert {10, 11} <= set(hits(client, "Answer 5"))
-    before = db_fingerprint(sidecar.settings.database_path)
+    before = db_fingerprint(sidecar.settings)
     form = {"csrf": csrf_of(confirm.text), "message": "msg:10", "count": "2"}
     own = {"Origin": sidecar.url}
     for data, headers, status in (
@@ -256,7 +256,7 @@ def test_forgetting_a_message_lists_exactly_what_goes_and_then_it_is_gone(
         (form | {"count": "1"}, own, 409),  # not what the page showed: shown again, nothing forgotten
     ):
         assert client.post("/ui/forget", data=data, headers=headers).status_code == status, data
-    assert db_fingerprint(sidecar.settings.database_path) == before
+    assert db_fingerprint(sidecar.settings) == before
     done = client.post("/ui/forget", data=form, headers=own)
     assert done.status_code == 200
     assert "Forgot 2 messages" in done.text
