@@ -56,6 +56,7 @@ from openclaw_lossless.cli_common import (
 )
 from openclaw_lossless.cli_common import is_loopback as is_loopback  # re-exported: cli.is_loopback still works
 from openclaw_lossless.cli_maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
+from openclaw_lossless.cli_migrate import register as register_migrate_store
 from openclaw_lossless.cli_serve import cmd_mcp, cmd_model_fetch, cmd_serve
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.store.sqlite.connection import translate_error
@@ -385,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     redact.add_argument(
         "--dry-run", action="store_true", help="with --rescan: report what would change, change nothing"
     )
+    register_migrate_store(commands)
     return parser
 
 

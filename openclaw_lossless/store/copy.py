@@ -39,6 +39,9 @@ from openclaw_lossless.store.sqlite.transfer import BATCH, ExportScope, ImportRe
 
 CHUNK = 10 * BATCH  # message lines a chunk file holds (the import commits them BATCH at a time)
 TABLES = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "forgotten")
+# The kind of export line each table's rows become (the whole store's export has a line per row).
+LINE_OF = {"sessions": "session", "turns": "turn", "messages": "message", "compactions": "compaction",
+           "snapshots": "snapshot", "subagent_links": "subagentLink", "forgotten": "forgotten"}  # fmt: skip
 _WHOLE = ExportScope()
 
 
@@ -82,6 +85,14 @@ class CopyReport:
                     found.append(f"{what} of {name}: source {ours.get(name)}, target {theirs.get(name)}")
         return found
 
+    def source_changed(self) -> list[str]:
+        """The source's tables whose rows, counted after the copy, differ from the lines its snapshot held:
+        something wrote to the source while it was copied (a sidecar still running on it)."""
+        if self.source is None:
+            return []
+        lines, rows = self.source.lines, self.source.rows
+        return [table for table, kind in LINE_OF.items() if table in rows and rows[table] != lines.get(kind, 0)]
+
 
 class CopyMismatch(LosslessError):
     """The target does not hold what the source does after the copy; the report says what differs."""
@@ -99,19 +110,26 @@ def copy_store(
     chunk: int = CHUNK,
     progress: Callable[[int], object] | None = None,
     spool_dir: Path | None = None,
+    stage: Callable[[str], object] | None = None,
 ) -> CopyReport:
     """Copy every record of ``source`` into ``target`` (empty, or holding a copy of it cut short), then verify.
 
     ``options`` are the capture options the target's sidecar uses (an import captures each message again,
-    redacting as it would a committed one). ``progress`` is called with the messages copied after each chunk.
+    redacting as it would a committed one). ``progress`` is called with the messages copied after each chunk;
+    ``stage`` with the name of each step as it begins (``export``, ``records``, ``messages``, ``verify``), so a
+    caller can say what a long copy is doing between the progress calls.
     The export is spooled under ``spool_dir`` (default: the system's temporary folder), in a folder only this
     user can read, removed afterwards; it takes about the export file's size.
     Raises ``CopyMismatch`` when the verification finds a difference.
     """
+    say = stage or (lambda _: None)
     report = CopyReport(resumed_after=_resume_point(source, target))
     with tempfile.TemporaryDirectory(prefix="lossless-copy-", dir=spool_dir) as work:
+        say("export")
         records, chunks, report.source = _spool(source, Path(work), report.resumed_after, chunk)
+        say("records")
         report.records = target.transfer.import_jsonl(target.db, records, options)
+        say("messages")
         copied = 0
         for path in chunks:
             done = target.transfer.import_jsonl(target.db, path, options)
@@ -119,6 +137,7 @@ def copy_store(
             copied += done.read
             if progress:
                 progress(copied)
+    say("verify")
     report.target = tally(target)
     report.source = _with_rows(report.source, source)
     if report.mismatches():
@@ -236,8 +255,15 @@ def _with_rows(spooled: Tally, side: Side) -> Tally:
     return Tally(_rows(side), spooled.lines, spooled.checksums)
 
 
+def count(side: Side, table: str) -> int:
+    """How many rows one of the copied tables (``TABLES``) holds now, for a progress bar's total."""
+    if table not in TABLES:
+        raise ValueError(f"not a copied table: {table!r}")
+    return _scalar(side, f"SELECT count(*) FROM {table}")
+
+
 def _rows(side: Side) -> dict[str, int]:
-    return {table: _scalar(side, f"SELECT count(*) FROM {table}") for table in TABLES}
+    return {table: count(side, table) for table in TABLES}
 
 
 def _session_ids(side: Side) -> set[str]:
