@@ -7,8 +7,6 @@ import gzip
 import hashlib
 import json
 import os
-import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from openclaw_lossless.capture.records import canonical_json
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from tests.conversation import conversation
-from tests.helpers import make_settings, run_cli, run_cli_json
+from tests.helpers import make_settings, on_postgres, run_cli, run_cli_json, store_rows
 
 MAIN, CHILD, OPS = "agent:main:main", "agent:main:subagent:7", "agent:ops:main"
 OPENAI_KEY = "sk-proj-" + "Q7w9E2r4T6y8U0i1O3p5A7s9D1f3G5h7J9k"
@@ -43,6 +41,25 @@ TABLES = {
     "fts": "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'audit OR staging OR deploy OR REDACTED'"
     " ORDER BY rowid",
 }
+# The keyword index's rows on PostgreSQL: the messages whose stored lexemes match the same words.
+POSTGRES_FTS = (
+    "SELECT id FROM messages WHERE search @@ to_tsquery('lossless', 'audit | staging | deploy | redacted') ORDER BY id"
+)
+
+
+def _per_test_on_postgres(fixture_name: str, config: pytest.Config) -> str:
+    """A PostgreSQL store lives in the test's own schema (dropped after it): built once per test there."""
+    return "function" if config.getoption("--store-backend") == "postgresql" else "module"
+
+
+def keyword_matches(state: Path, phrase: str) -> int:
+    """How many messages of the store in ``state`` its keyword index finds for ``phrase``, either backend."""
+    settings = make_settings(state)
+    if on_postgres(settings):
+        sql = "SELECT count(*) FROM messages WHERE search @@ phraseto_tsquery('lossless', ?)"
+        return int(store_rows(settings, sql, (phrase,))[0][0])
+    sql = "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?"
+    return int(store_rows(settings, sql, (f'"{phrase}"',))[0][0])
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +72,7 @@ def _commit(sidecar: Sidecar, key: str, session: str, session_key: str, messages
     sidecar.ingest.commit_turn(key, session, session_key, messages, heartbeat=False, recall=sidecar.settings.recall)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=_per_test_on_postgres)
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store with everything an export carries, written through the sidecar's hook methods.
 
@@ -106,11 +123,9 @@ def error_line(err: str) -> str:
 
 
 def content(state: Path) -> dict[str, list[tuple[Any, ...]]]:
-    conn = sqlite3.connect(f"file:{state / 'lossless.sqlite'}?mode=ro", uri=True)
-    try:
-        return {table: conn.execute(sql).fetchall() for table, sql in TABLES.items()}
-    finally:
-        conn.close()
+    settings = make_settings(state)
+    tables = TABLES | {"fts": POSTGRES_FTS} if on_postgres(settings) else TABLES
+    return {table: store_rows(settings, sql) for table, sql in tables.items()}
 
 
 def export(capsys: pytest.CaptureFixture[str], state: Path, path: Path, *scope: str) -> list[dict[str, Any]]:
@@ -147,9 +162,9 @@ def test_export_then_import_reproduces_the_store_exactly(
     second = tmp_path / "second.jsonl"
     export(capsys, copy, second)
     assert second.read_bytes() == first.read_bytes()
-    home = shutil.copytree(source, tmp_path / "home")  # its own export, back into the store it came from
-    assert run_cli_json(capsys, home, "import", "--jsonl", str(first))["already_present"] == len(lines)
-    assert content(home) == expected
+    # its own export, back into the store it came from
+    assert run_cli_json(capsys, source, "import", "--jsonl", str(first))["already_present"] == len(lines)
+    assert content(source) == expected
 
     for command in (
         ("recover", "--before-compaction", "1", "--last", "100"),
@@ -268,28 +283,21 @@ def test_imported_secrets_are_redacted_as_if_committed(
     store = tmp_path / "store"
     assert run_cli_json(capsys, store, "import", "--jsonl", str(planted))["imported"] == 3
 
-    conn = sqlite3.connect(store / "lossless.sqlite")
-    try:
-        rows = conn.execute("SELECT id, text, original, importance_label FROM messages ORDER BY id").fetchall()
-        hashes = conn.execute("SELECT original, content_hash FROM messages WHERE kind = 'message'").fetchall()
-        for secret in SECRETS:
-            assert (
-                conn.execute(
-                    "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (f'"{secret}"',)
-                ).fetchone()[0]
-                == 0
-            )
-    finally:
-        conn.close()
+    settings = make_settings(store)
+    rows = store_rows(settings, "SELECT id, text, original, importance_label FROM messages ORDER BY id")
+    hashes = store_rows(settings, "SELECT original, content_hash FROM messages WHERE kind = 'message'")
+    assert [keyword_matches(store, secret) for secret in SECRETS] == [0] * len(SECRETS)
     assert rows[0][1] == "Remember that the deploy key is [REDACTED:openai_key], and [REDACTED:github_token]"
     assert rows[0][3] == "must_remember"  # graded from the captured text, not the line's "ignore"
-    assert all(digest == hashlib.sha256(original.encode()).digest() for original, digest in hashes)
+    assert all(bytes(digest) == hashlib.sha256(original.encode()).digest() for original, digest in hashes)
     assert all(secret not in text for _, text, _, _ in rows for secret in SECRETS)
     hits = run_cli_json(capsys, store, "search", "deploy key logging login", "--mode", "keyword")["hits"]
     assert len(hits) >= 2 and not any(secret in json.dumps(hits) for secret in SECRETS)
-    raw = b"".join(path.read_bytes() for path in store.glob("lossless.sqlite*"))
     if redact_originals:
-        assert not any(secret.encode() in raw for secret in SECRETS)
+        assert not any(secret in str(row) for row in rows for secret in SECRETS)
+        if not on_postgres(settings):  # nor any page of the SQLite files
+            raw = b"".join(path.read_bytes() for path in store.glob("lossless.sqlite*"))
+            assert not any(secret.encode() in raw for secret in SECRETS)
     else:  # kept in the stored original only, as a commit over HTTP keeps it under this setting
         assert OPENAI_KEY in rows[0][2] and TOOL_ARGUMENT in rows[1][2]
 
@@ -309,12 +317,8 @@ def test_imported_summaries_and_reasons_are_redacted_as_the_hooks_redact_them(
     store = tmp_path / "store"
     run_cli_json(capsys, store, "import", "--jsonl", str(path))
 
-    conn = sqlite3.connect(store / "lossless.sqlite")
-    try:
-        summary, reason = conn.execute("SELECT summary, reason FROM compactions").fetchone()
-        (ended,) = conn.execute("SELECT ended_reason FROM subagent_links").fetchone()
-    finally:
-        conn.close()
+    [(summary, reason)] = store_rows(make_settings(store), "SELECT summary, reason FROM compactions")
+    [(ended,)] = store_rows(make_settings(store), "SELECT ended_reason FROM subagent_links")
     assert (summary, reason) == ("## Done\nrotated [REDACTED:openai_key]", "overflow, [REDACTED:github_token]")
     assert ended == "failed with [REDACTED:github_token]"
 
