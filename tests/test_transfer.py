@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -47,7 +47,7 @@ POSTGRES_FTS = (
 )
 
 
-def _per_test_on_postgres(fixture_name: str, config: pytest.Config) -> str:
+def _per_test_on_postgres(fixture_name: str, config: pytest.Config) -> Literal["function", "module"]:
     """A PostgreSQL store lives in the test's own schema (dropped after it): built once per test there."""
     return "function" if config.getoption("--store-backend") == "postgresql" else "module"
 
