@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openclaw_lossless.store.sqlite.agents import LAST_COMMITS_SQL
 from tests.conversation import FACT, QUESTION, commit_body, conversation, history
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, live_sidecar, make_settings
@@ -76,6 +78,7 @@ def test_the_last_commit_per_agent_is_known_again_after_a_restart(tmp_path: Path
         assert {v["lastAssembleAt"] for v in after.values()} == {None}  # not persisted: none since this start
 
 
+@pytest.mark.sqlite_only  # SQLite's query planner on the SQLite module's statement
 def test_the_last_commits_are_read_back_through_indexes_not_a_scan_of_the_turns(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     with live_sidecar(settings, HashEmbedder()) as server:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from openclaw_lossless.recall.assemble import LANE_DEPTH
-from openclaw_lossless.store.sqlite.sessions import find_session, recall_scope
+from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.conversation import QUESTION, commit_body, conversation
 from tests.helpers import LiveSidecar
 
@@ -142,11 +142,21 @@ def test_spawn_registers_the_child_session_which_its_first_turn_adopts_and_rollb
     assert [m["text"] for m in _messages(sidecar, "s-child")] == [CHILD_QUESTION]
 
 
+def _keyword_scope(backend: str, scope: Scope) -> tuple[str, list[object]]:
+    """The WHERE clause the keyword lane of this backend restricts its SQL with."""
+    if backend == "postgresql":
+        from openclaw_lossless.store.postgres.fulltext import scope_sql
+
+        return scope_sql(scope, "m")
+    return scope.sql("m")
+
+
 def test_every_lane_applies_the_same_scope(sidecar: LiveSidecar) -> None:
     """Keyword SQL, the vector mask and the neighbour check must agree on which messages a scope holds."""
     _run_child(sidecar)
     core = sidecar.sidecar
     conn = core.db.reader()
+    find_session, recall_scope = core.ops.sessions.find_session, core.ops.sessions.recall_scope
     rows = conn.execute("SELECT id, agent_id, session_rowid FROM messages").fetchall()
     index = core.index
     assert index is not None
@@ -156,7 +166,7 @@ def test_every_lane_applies_the_same_scope(sidecar: LiveSidecar) -> None:
         for mode in ("agent", "session"):
             scope = recall_scope(conn, session, mode)
             by_contains = {r[0] for r in rows if scope.contains(r[1], r[2])}
-            where, params = scope.sql("m")
+            where, params = _keyword_scope(core.ops.name, scope)
             by_sql = {r[0] for r in conn.execute(f"SELECT m.id FROM messages m WHERE {where}", params)}
             probe = np.ones(index.dimension, dtype=np.float32) / np.sqrt(index.dimension)
             by_vector = {i for i, _ in index.search(probe, scope, max(LANE_DEPTH, len(rows)))}
