@@ -9,10 +9,11 @@ what to set next.
 Refused with exit 2, before the target is written to:
 - a target that is the source (the same file by device and inode, or the same schema of the same database
   on the same server, asked of the server, so two spellings of one URL are still caught);
-- a source served by a running sidecar (the ``store_access`` identity check on the configured port): its
-  writes during the copy would make the check fail, and after the switch its later turns would be missing.
-  Sidecars on other hosts writing to a PostgreSQL source cannot be asked; the output says to stop them, and
-  a write during the copy shows as a failed check naming the tables that changed (exit 1);
+- a source served by a running sidecar (the ``store_access`` identity check on the configured port, which
+  names the file, or the server, database and schema): its writes during the copy would make the check fail,
+  and after the switch its later turns would be missing. Sidecars on other ports or hosts writing to a
+  PostgreSQL source cannot be asked; the output says to stop them, and a write during the copy shows as a
+  failed check naming the tables that changed (exit 1);
 - a target file or schema holding something other than an openclaw-lossless store;
 - a target store holding history that is not a copy of this source cut short (``copy_store``).
 A target store of an older version is brought to this version's schema first, as its sidecar would.
@@ -34,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from tqdm import tqdm
 
@@ -348,8 +349,10 @@ def _shown_url(url: str, schema: str) -> str:
 
 
 def _scrubbed(text: str, secrets: list[str]) -> str:
+    """``text`` with each secret replaced, as written in the URL and percent-decoded."""
     for secret in secrets:
-        text = text.replace(secret, "***")
+        for form in {secret, unquote(secret)}:
+            text = text.replace(form, "***")
     return text
 
 

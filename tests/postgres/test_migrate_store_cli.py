@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from openclaw_lossless.cli import main
+from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import copy
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.migrations import applied_names
@@ -191,6 +192,11 @@ def test_a_password_in_the_url_is_used_but_never_shown(
     assert PASSWORD not in out + err
     assert f"LOSSLESS_DATABASE_URL={shlex.quote(postgres_database.url)} " in out
 
+    in_query = f"{postgres_database.url}&password={PASSWORD}"
+    code, out, err = cli(capsys, "migrate-store", "--state-dir", str(source[0]), "--to", in_query, "--to-schema", "q")
+    assert code == 0, err
+    assert PASSWORD not in out + err and "password=" not in out
+
     stranger = postgres_database.url.replace("postgres@", f"nobody_here:{PASSWORD}@", 1)
     code, out, err = cli(capsys, "migrate-store", "--state-dir", str(source[0]), "--to", stranger, "--to-schema", "x")
     assert code == 1 and "nobody_here" in err and PASSWORD not in out + err
@@ -244,9 +250,10 @@ def test_a_target_holding_other_history_or_something_else_is_refused_and_left_al
 
 
 def test_a_source_its_sidecar_is_serving_is_refused_until_it_stops(
-    source: tuple[Path, Path], postgres_database: Database, capsys: pytest.CaptureFixture[str]
+    source: tuple[Path, Path], postgres_database: Database, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = source[0]
+    """On either backend: the sidecar answering on the configured port for this very store."""
+    state, back = source[0], tmp_path / "back.sqlite"
     with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
         port = str(server.settings.port)
         code, _, err = cli(capsys, "migrate-store", "--state-dir", str(state), "--port", port,
@@ -255,6 +262,14 @@ def test_a_source_its_sidecar_is_serving_is_refused_until_it_stops(
     with psycopg.connect(postgres_database.url) as conn:
         assert applied_names(conn, "lossless") is None  # nothing was created on the target
     assert migrate(capsys, "--state-dir", str(state), "--port", port, "--to", postgres_database.url)["verified"]
+
+    pg_state = tmp_path / "pg-state"  # the PostgreSQL store just made, served by a sidecar of its own
+    pg_source = ("--database-url", postgres_database.url, "--state-dir", str(pg_state))
+    served = make_settings(pg_state, database_url=postgres_database.url, embedding_provider="none")
+    with live_sidecar(served, None):
+        code, _, err = cli(capsys, "migrate-store", *pg_source, "--port", str(served.port), "--to", str(back))
+    assert code == 2 and "stop it first" in err and not back.exists()
+    assert migrate(capsys, *pg_source, "--to", str(back))["rows"]["messages"] == 21
 
 
 def test_bad_arguments_are_refused(
@@ -272,3 +287,31 @@ def test_bad_arguments_are_refused(
         code, _, err = cli(capsys, "migrate-store", *args)
         assert (code, message in err) == (2, True), (args, err)
     assert not (tmp_path / "none").exists() and not (tmp_path / "x.sqlite").exists()
+
+
+def test_a_source_written_to_during_the_copy_fails_the_check_and_says_why(
+    postgres_database: Database, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sidecar left running on the source (here: a turn committed while the messages are copied) is caught by
+    the check, exit 1, with the tables that changed and what to do."""
+    state = tmp_path / "busy"
+    with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
+        for turn in conversation(3):
+            server.post("commit-turn", commit_body(turn))
+    real_import = pg_transfer.import_jsonl
+
+    def meanwhile(db: Any, path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name.startswith("messages-"):
+            writer = Sidecar(make_settings(state, embedding_provider="none"), start_worker=False)
+            try:
+                writer.ingest.commit_turn("late", "s-late", MAIN, [{"role": "user", "content": "late words"}],
+                                          heartbeat=False, recall=writer.settings.recall)  # fmt: skip
+            finally:
+                writer.close()
+        return real_import(db, path, *args, **kwargs)
+
+    monkeypatch.setattr(pg_transfer, "import_jsonl", meanwhile)
+    code, _, err = cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url)
+    assert code == 1
+    assert "the source changed while it was copied (sessions, turns, messages)" in err
+    assert "rows of messages: source 7, target 6" in err
