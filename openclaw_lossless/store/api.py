@@ -1,11 +1,13 @@
 """The store's interface: every operation the rest of the package performs on the store, grouped by domain.
 
-Why: ``store/`` is SQLite (FTS5, sqlite-vec) today, and a PostgreSQL + pgvector backend must answer the same
-calls with the same meaning, so that several sidecars can share one memory. These protocols name each call
-the sidecar, recall, the embedding worker, history import, archive, forget, transfer, doctor and the CLI
-make today, and their docstrings state what both backends must keep. Nothing imports this module yet: the
-callers still import the SQLite modules directly, and each SQLite module satisfies its protocol here
-structurally (``tests/test_store_api.py`` checks it with mypy's module-as-protocol rule).
+Why: several sidecars sharing one memory need a server (PostgreSQL + pgvector), one person on a laptop needs
+nothing to run (SQLite + FTS5 + sqlite-vec), and the rest of the package must not care which. These protocols
+name each call the sidecar, recall, the embedding worker, history import, archive, forget, transfer, doctor and
+the CLI make, and their docstrings state what both backends must keep. ``store/sqlite/`` and
+``store/postgres/`` each have a module per protocol; ``store/backend.py`` gathers them into a ``Backend``
+(one field per protocol, so mypy holds every module to its protocol) and callers reach them through
+``Store.ops``. ``tests/test_store_api.py`` and ``tests/postgres/backend/test_api.py`` also check each call's
+parameters at run time.
 
 Shape: every protocol is generic in the backend's connection handle ``C`` (a ``sqlite3.Connection`` here, a
 ``psycopg.Connection`` there) and, where a call runs its own transactions, its ``Database`` type ``D``. A
@@ -14,11 +16,12 @@ call that takes ``conn`` runs inside the caller's unit of work: ``db.write(lambd
 backends; recall on one sidecar sees every sidecar's commits). A call that takes ``db`` runs several
 transactions of its own (archive, forget, import, migrate), each one all or nothing.
 
-Not here, because they hold no SQL and stay shared by both backends: ``sessions.agent_of``,
+Not here, because they hold no SQL and are shared by both backends: ``sessions.agent_of``,
 ``sessions.check_identifier``, ``sessions.DEFAULT_AGENT``, ``messages.turn_identities``, the ``Scope``,
 ``SessionRef`` and other dataclasses, ``snapshots.check_name`` and its statuses, ``transfer.write_jsonl``
-and the line parser ``transfer/lines.py``. ``Scope.sql`` and ``ExportScope.messages`` render SQLite SQL and
-move into the SQLite backend when the callers are rewired.
+and the line parser ``transfer/lines.py``. They live in the SQLite modules, the first backend, and the
+PostgreSQL modules import them from there; ``Scope.sql`` renders SQLite SQL, and the PostgreSQL modules
+render a scope themselves.
 """
 
 from __future__ import annotations
