@@ -1,0 +1,84 @@
+"""Which words of a keyword query are too common to rank over the whole history, cached per process (PostgreSQL).
+
+The rule is the SQLite store's (``store/sqlite/term_stats.py`` says why): a word in more than ``limit``
+messages is left out when the query has rarer words, the rarer ones are kept rarest first while their
+messages add up to at most ``2 × limit``, and when every word is that common only the newest ``limit``
+messages holding the first word are ranked. BM25 is then computed for at most ``2 × limit`` messages.
+
+Here a word's count is taken on the GIN index, stopping after ``limit + 1`` messages, and cached per process
+and store (server, database, schema: one process may serve one store, a test several); a cached count is
+taken again once the store has grown by a quarter of ``limit`` messages since. ``clear`` also drops the
+counts ``fulltext`` keeps for BM25, since both went down when messages were archived or forgotten.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from openclaw_lossless.store.postgres import fulltext
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.sqlite.term_stats import CACHE_TERMS, DEFAULT_LIMIT, _Count
+
+_COUNT = (
+    "SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', %s::text) LIMIT %s) c"
+)
+_PROBE = (
+    "SELECT id FROM messages WHERE search @@ phraseto_tsquery('lossless', %s::text) ORDER BY id DESC LIMIT 1 OFFSET %s"
+)
+
+
+class TermStats:
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self._cache: OrderedDict[tuple[object, ...], _Count] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every count, and the ranking's corpus figures (after messages were archived: counts went down)."""
+        with self._lock:
+            self._cache.clear()
+        fulltext.forget_counts()
+
+    def narrow(self, conn: Connection, expression: str) -> tuple[str, int]:
+        """The expression to run and the id the matches must exceed (0: the whole history)."""
+        terms = fulltext.words_of(expression)
+        if len(terms) == 0 or self.limit <= 0:
+            return expression, 0
+        row = conn.execute("SELECT current_schema(), coalesce((SELECT max(id) FROM messages), 0)").fetchone()
+        assert row is not None
+        store = (conn.info.host, conn.info.port, conn.info.dbname, row[0])
+        newest = int(row[1])
+        counts = {term: self._count(conn, store, term, newest) for term in terms}
+        # A word no message holds matches nothing: kept as the "rarest", it would push out every word that does.
+        terms = [term for term in terms if counts[term] > 0]
+        if not terms:
+            return expression, 0
+        rare = sorted((term for term in terms if counts[term] <= self.limit), key=lambda term: counts[term])
+        if rare:
+            kept, postings = [rare[0]], counts[rare[0]]
+            for term in rare[1:]:
+                if postings + counts[term] > 2 * self.limit:
+                    break
+                kept.append(term)
+                postings += counts[term]
+            return fulltext.expression_of(kept), 0
+        first = terms[0]  # every word is common: rank the newest matches of the first (the prompt's own)
+        found = conn.execute(_PROBE, (first, self.limit)).fetchone()
+        return fulltext.expression_of([first]), 0 if found is None else int(found[0])
+
+    def _count(self, conn: Connection, store: tuple[object, ...], term: str, newest: int) -> int:
+        """Messages holding ``term``, counted up to ``limit + 1`` (cached until the store grows)."""
+        key = (*store, term)
+        with self._lock:
+            known = self._cache.get(key)
+            if known is not None and newest - known.probed_at < max(1, self.limit // 4):
+                self._cache.move_to_end(key)
+                return known.count
+        found = conn.execute(_COUNT, (term, self.limit + 1)).fetchone()
+        count = 0 if found is None else int(found[0])
+        with self._lock:
+            self._cache[key] = _Count(count, newest)
+            if len(self._cache) > CACHE_TERMS:
+                self._cache.popitem(last=False)
+        return count
