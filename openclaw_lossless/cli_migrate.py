@@ -186,8 +186,7 @@ def _explain_mismatch(report: copy.CopyReport) -> None:
     if changed:
         print(
             f"openclaw-lossless: the source changed while it was copied ({', '.join(changed)}): a sidecar still"
-            " writes to it. Stop every sidecar on it; then copy again into an empty target (this one holds"
-            " the older state, which a resumed copy does not update)",
+            " writes to it. Stop every sidecar on it, then run the same command again: it copies what is new",
             file=sys.stderr,
         )
 

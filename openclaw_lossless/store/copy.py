@@ -13,7 +13,9 @@ before a message arrives; then the chunks, each committed in batches by the impo
 Resumable: into an empty target every id is kept, so the target's highest message id is where a copy cut
 short stopped. A copy run again exports the source again, writes only the messages above that id (the
 records are read again and found present), and so never stores a message twice. A target holding anything
-else (its highest message is not the source's message of that id) is refused before anything is written.
+else (its highest message is not the source's message of that id) is refused before anything is written, and
+so is one whose records the source has since changed (a sidecar wrote to it between the runs): a record
+present is not imported again, so such a copy could never pass its check.
 
 Verified: every table's row count, and a SHA-256 over each kind of export line, are taken on both sides by
 the same code; a difference is a ``CopyMismatch`` naming what differs, never a silent success (a source
@@ -124,9 +126,14 @@ def copy_store(
     """
     say = stage or (lambda _: None)
     report = CopyReport(resumed_after=_resume_point(source, target))
+    resuming = count(target, "sessions") > 0
     with tempfile.TemporaryDirectory(prefix="lossless-copy-", dir=spool_dir) as work:
         say("export")
-        records, chunks, report.source = _spool(source, Path(work), report.resumed_after, chunk)
+        digest = _Digest(keep_records=resuming)
+        records, chunks = _spool(source, Path(work), report.resumed_after, chunk, digest)
+        report.source = digest.tally()
+        if resuming:
+            _refuse_changed_source(target, digest.records)
         say("records")
         report.records = target.transfer.import_jsonl(target.db, records, options)
         say("messages")
@@ -174,10 +181,9 @@ def _resume_point(source: Side, target: Side) -> int:
     return int(highest)
 
 
-def _spool(source: Side, work: Path, after: int, chunk: int) -> tuple[Path, list[Path], Tally]:
-    """The source's export, once: records to one file, messages above ``after`` to chunk files; and its
-    line counts and checksums, taken from that same snapshot (rows are counted later, ``_with_rows``)."""
-    digest = _Digest()
+def _spool(source: Side, work: Path, after: int, chunk: int, digest: _Digest) -> tuple[Path, list[Path]]:
+    """The source's export, once: records to one file, messages above ``after`` to chunk files; ``digest``
+    takes its line counts and checksums from that same snapshot (rows are counted later, ``_with_rows``)."""
     records = work / "records.jsonl"
     chunks: list[Path] = []
     handle: IO[str] | None = None
@@ -197,7 +203,36 @@ def _spool(source: Side, work: Path, after: int, chunk: int) -> tuple[Path, list
             in_chunk += 1
     if handle is not None:
         handle.close()
-    return records, chunks, digest.tally()
+    return records, chunks
+
+
+def _refuse_changed_source(target: Side, source_records: set[bytes]) -> None:
+    """Refuse to resume when a record the target took earlier is no longer the source's, before any write.
+
+    Why: a record already present is not imported again, so a session the source went on writing to (its
+    ``lastSeenAt``), or a link ended since (``endedAt``), would keep the target's older line, and the copy
+    could never pass its check. Every record line of a target cut short came from an earlier export of this
+    source, so unchanged it stands word for word in this one.
+    """
+    sink, changed = _LineSink(), None
+    for record in target.transfer.export_store(target.db.reader(), _WHOLE):
+        if "type" not in record:  # a message line: the resume point checked the messages
+            continue
+        target.transfer.write_jsonl([record], sink)
+        line = sink.take()
+        if changed is None and _line_key(line) not in source_records:
+            changed = record
+    if changed is not None:
+        what = changed.get("sessionId") or changed.get("childSessionKey") or changed.get("name") or ""
+        raise BadRequest(
+            f"the source changed since this copy was cut short (its {changed['type']} {str(what)[:80]!r} is"
+            " not what the target took; or the target captures with other redaction rules): copy into an"
+            " empty store"
+        )
+
+
+def _line_key(line: bytes) -> bytes:
+    return hashlib.blake2b(line, digest_size=16).digest()
 
 
 def _next_chunk(handle: IO[str] | None, work: Path, chunks: list[Path]) -> IO[str]:
@@ -210,16 +245,21 @@ def _next_chunk(handle: IO[str] | None, work: Path, chunks: list[Path]) -> IO[st
 class _Digest:
     """Per kind of line: how many, and a SHA-256 over them as ``write_jsonl`` writes them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_records: bool = False) -> None:
         self.hashes: dict[str, Any] = {}
         self.counts: dict[str, int] = {}
+        self.records: set[bytes] = set()  # with ``keep_records``: a short digest of each record line
+        self._keep = keep_records
         self._line = _LineSink()
 
     def add(self, transfer: api.Transfer[Any, Any], record: dict[str, Any]) -> str:
         kind = str(record.get("type", "message"))
         transfer.write_jsonl([record], self._line)
-        self.hashes.setdefault(kind, hashlib.sha256()).update(self._line.take())
+        line = self._line.take()
+        self.hashes.setdefault(kind, hashlib.sha256()).update(line)
         self.counts[kind] = self.counts.get(kind, 0) + 1
+        if self._keep and kind != "message":
+            self.records.add(_line_key(line))
         return kind
 
     def tally(self, rows: dict[str, int] | None = None) -> Tally:

@@ -315,3 +315,41 @@ def test_a_source_written_to_during_the_copy_fails_the_check_and_says_why(
     assert code == 1
     assert "the source changed while it was copied (sessions, turns, messages)" in err
     assert "rows of messages: source 7, target 6" in err
+
+    monkeypatch.setattr(pg_transfer, "import_jsonl", real_import)  # the writer stopped: the same command again
+    summary = migrate(capsys, "--state-dir", str(state), "--to", postgres_database.url)
+    assert summary["copied"]["messages"] == 1 and summary["copied"]["sessions"] == 1
+
+
+def test_a_copy_cut_short_is_not_resumed_once_the_source_went_on(
+    postgres_database: Database, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sidecar was started again between the runs and a subagent ended: the target's link no longer matches
+    the source's (a record present is not imported again, so the copy would fail its check at the end), so the
+    rerun is refused before it writes."""
+    state = tmp_path / "went-on"
+    with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
+        for turn in conversation(3):
+            server.post("commit-turn", commit_body(turn))
+        assert server.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": CHILD}).status_code == 200
+        server.post("commit-turn", commit_body(conversation(1, session="s-child")[0], session="s-child", key=CHILD))
+    monkeypatch.setattr(copy, "CHUNK", 2)
+    real_import = pg_transfer.import_jsonl
+
+    def interrupted(db: Any, path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == "messages-000001.jsonl":
+            raise KeyboardInterrupt
+        return real_import(db, path, *args, **kwargs)
+
+    monkeypatch.setattr(pg_transfer, "import_jsonl", interrupted)
+    assert cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url)[0] == 130
+    monkeypatch.setattr(pg_transfer, "import_jsonl", real_import)
+    with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
+        assert server.post("subagent-ended", {"childSessionKey": CHILD, "reason": "completed"}).status_code == 200
+    before = export(capsys, "--database-url", postgres_database.url, "--state-dir", str(tmp_path))
+
+    code, _, err = cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url)
+    assert code == 2 and f"the source changed since this copy was cut short (its subagentLink {CHILD!r}" in err
+    assert export(capsys, "--database-url", postgres_database.url, "--state-dir", str(tmp_path)) == before
+    fresh = migrate(capsys, "--state-dir", str(state), "--to", postgres_database.url, "--to-schema", "fresh")
+    assert fresh["rows"]["messages"] == 9  # three turns and the child's of two, and its outcome copied
