@@ -11,7 +11,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,18 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.history import catchup
-from openclaw_lossless.history.gaps import find_gaps
+from openclaw_lossless.history.gaps import GapReport, find_gaps
 from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 from tests.test_history_import import AgentDatabase, Transcript, file_digests, legacy_sessions
 
 MAIN_KEY = "agent:main:main"
 SESSION = "5b1c0f8e-2f0e-4d53-9a55-0c3f8b7d6e21"
+
+
+def _gaps(server: LiveSidecar, openclaw_state: Path, **narrowing: Any) -> GapReport:
+    """The gap report of the store this sidecar serves, read through its own backend (either one)."""
+    return find_gaps(server.sidecar.db.reader(), openclaw_state, ops=server.sidecar.ops, **narrowing)
 
 
 class HostSession:
@@ -162,8 +165,7 @@ def test_the_gap_report_lists_what_the_host_recorded_and_the_store_lacks_and_wri
     openclaw = sidecar.settings.openclaw_state
     before_files, before_store = file_digests(openclaw), db_fingerprint(sidecar.settings)
 
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        report = find_gaps(conn, openclaw)
+    report = _gaps(sidecar, openclaw)
     assert (report.missing, report.not_imported, report.errors) == (4 + 2 + 2, 2, [])
     assert report.agents == {"main": 8}
     by_session = {gap.session_id: gap for gap in report.sessions}
@@ -175,8 +177,7 @@ def test_the_gap_report_lists_what_the_host_recorded_and_the_store_lacks_and_wri
     assert file_digests(openclaw) == before_files
     assert db_fingerprint(sidecar.settings) == before_store
 
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        narrowed = find_gaps(conn, openclaw, selection=SessionSelection.of([], ["agent:main:subagent:*"]))
+    narrowed = _gaps(sidecar, openclaw, selection=SessionSelection.of([], ["agent:main:subagent:*"]))
     assert (narrowed.missing, narrowed.sessions_excluded) == (6, 1)
 
 
@@ -184,28 +185,24 @@ def test_the_gap_report_of_a_store_that_missed_nothing_is_empty(sidecar: LiveSid
     main = HostSession(host)
     for n in range(3):
         sidecar.post("commit-turn", main.turn(f"Turn {n}.", tool=n == 1))
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        report = find_gaps(conn, sidecar.settings.openclaw_state)
+    report = _gaps(sidecar, sidecar.settings.openclaw_state)
     assert (report.missing, report.not_imported, report.scanned, report.sessions) == (0, 0, 2 + 4 + 2, [])
 
 
 def test_the_gap_report_reads_a_legacy_jsonl_store_too(sidecar: LiveSidecar) -> None:
     openclaw = sidecar.settings.openclaw_state
     legacy_sessions(openclaw)  # two sessions the store has never seen (one with an undated message): import's
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        before = find_gaps(conn, openclaw)
+    before = _gaps(sidecar, openclaw)
     assert (before.missing, before.not_imported, before.errors) == (0, 6, [])
     from openclaw_lossless.history import import_history
 
     import_history(sidecar.sidecar.ingest, openclaw)
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        after = find_gaps(conn, openclaw)
+    after = _gaps(sidecar, openclaw)
     assert (after.missing, after.not_imported, after.scanned, after.sessions) == (0, 0, 6, [])
 
 
 def test_the_gap_report_says_when_there_is_no_openclaw_state(sidecar: LiveSidecar, tmp_path: Path) -> None:
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        report = find_gaps(conn, tmp_path / "nowhere")
+    report = _gaps(sidecar, tmp_path / "nowhere")
     assert report.missing == 0 and report.errors and "OPENCLAW_STATE_DIR" in report.errors[0]
 
 
@@ -337,8 +334,7 @@ def test_a_heartbeat_turn_committed_without_its_messages_stays_out_of_catch_up_a
     stored = stored_originals(sidecar, main.session_id)
     assert not [m for m in stored if m in beat["messages"]]
     assert len(stored) == len(host_messages(host, main.session_id)) - 2
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        assert find_gaps(conn, sidecar.settings.openclaw_state).missing == 0
+    assert _gaps(sidecar, sidecar.settings.openclaw_state).missing == 0
 
 
 def test_a_heartbeat_ingested_without_a_durable_turn_stays_out_too(sidecar: LiveSidecar, host: AgentDatabase) -> None:
@@ -648,16 +644,14 @@ def test_lossless_command_exchanges_are_neither_stored_nor_counted_missing(
         t.user("/losslessness is not a command"),
     ]
     host.append(main.session_id, *rows)
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        before = find_gaps(conn, sidecar.settings.openclaw_state)
+    before = _gaps(sidecar, sidecar.settings.openclaw_state)
     assert before.missing == 4 + 2 + 2 + 1  # the outage's three turns, and the one user row that is conversation
     assert sidecar.sidecar.catch_up.catch_up_now("main") == 4 + 2 + 2 + 1
     stored = json.dumps(stored_originals(sidecar, main.session_id))
     assert "/losslessness" in stored
     assert "/lossless search" not in stored and "rack 4" not in stored and "mirrored" not in stored
     assert "lossless: on" not in stored and '"/lossless"' not in stored
-    with closing(open_connection(sidecar.settings.database_path, readonly=True)) as conn:
-        assert find_gaps(conn, sidecar.settings.openclaw_state).missing == 0
+    assert _gaps(sidecar, sidecar.settings.openclaw_state).missing == 0
 
 
 def test_a_message_stored_before_the_redaction_rules_changed_is_not_stored_again_by_catch_up(tmp_path: Path) -> None:
@@ -685,8 +679,7 @@ def test_a_message_stored_before_the_redaction_rules_changed_is_not_stored_again
             stored = stored_originals(server, main.session_id)
             assert len(stored) == len(host_messages(database, main.session_id)) == 4 + 2 + 2
             assert "REDACTED:custom" not in json.dumps(stored)  # the first version's copies stay, not the second's
-            with closing(open_connection(settings.database_path, readonly=True)) as conn:
-                assert find_gaps(conn, settings.openclaw_state).missing == 0
+            assert _gaps(server, settings.openclaw_state).missing == 0
     finally:
         database.close()
 
