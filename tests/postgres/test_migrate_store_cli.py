@@ -134,7 +134,7 @@ def test_a_sqlite_store_moved_to_postgresql_is_served_there_and_the_forgotten_st
 
 
 def test_an_interrupted_copy_is_finished_by_running_it_again(
-    source: tuple[Path, Path], postgres_database: Database, capsys: pytest.CaptureFixture[str],
+    source: tuple[Path, Path], postgres_database: Database, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Ctrl-C part way through the second chunk of messages: what was committed stays, the rerun adds the rest."""
@@ -153,8 +153,12 @@ def test_an_interrupted_copy_is_finished_by_running_it_again(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pg_transfer, "import_jsonl", cut_short)
-    code, _, _ = cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    code, _, _ = cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url,
+                     "--spool-dir", str(spool))  # fmt: skip
     assert code == 130
+    assert calls[0].parent.parent == spool and list(spool.iterdir()) == []  # spooled there, removed when stopped
     assert messages_in(postgres_database.url) == 6
     monkeypatch.setattr(pg_transfer, "import_jsonl", real_import)
 
