@@ -3,7 +3,12 @@
 It never writes and never starts the sidecar's machinery (no migration, no vector rebuild), so it can be
 pointed at a damaged or foreign database and say what is wrong instead of making it worse. A finding that is
 not ok fails the run; one that is ok may still carry a fix (a note: nothing is broken, but something is worth
-doing, such as draining a large embedding backlog).
+doing, such as draining a large embedding backlog). Every finding has a stable ``code``.
+
+The checks of what a store holds (schema, keyword index, vectors, forgotten messages, backlog, the model the
+vectors were built with) ask the backend's modules (``store.backend.Backend``), so they read alike on both
+backends; how the store is opened, its integrity check and the fixes that name the engine's own tools are
+each backend's: the SQLite file here, a PostgreSQL store in ``doctor/postgres.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from openclaw_lossless.config import Settings
@@ -20,60 +26,99 @@ from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.embed.index import recorded_identity
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store.backend import SQLITE
-from openclaw_lossless.store.sqlite import backlog as queued
-from openclaw_lossless.store.sqlite import checks, messages, vectors
+from openclaw_lossless.store.backend import SQLITE, Backend
+from openclaw_lossless.store.sqlite import checks
 from openclaw_lossless.store.sqlite.connection import Connection, open_connection, sqlite_module, translate_error
-from openclaw_lossless.store.sqlite.forget import forgotten_count, resurrected
 from openclaw_lossless.store.sqlite.migrations import MIGRATIONS
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
 # About 20 s of the local model's work (48 msg/s on one core): a backlog beyond it leaves recall without those
 # messages' vectors long enough that the operator should know, and what drains it.
 BACKLOG_LARGE = 1000
+SALVAGE = "openclaw-lossless salvage"
+Check = Callable[[Any], Finding]
 
 
 def store_findings(settings: Settings) -> list[Finding]:
     """Every check of the sidecar's own installation, in the order the report shows them."""
-    findings = [_binding(), _embedder(settings), _permissions(settings), _disk(settings)]
+    if settings.database_url is not None:
+        return _postgres(settings)
+    findings = [_binding(), embedder(settings), permissions(settings), disk(settings)]
     path = settings.database_path
     if not path.exists():
-        return [*findings, Finding("database", True, f"no database yet at {path}; it is created on first start")]
+        created = f"no database yet at {path}; it is created on first start"
+        return [*findings, Finding("database", True, created, code="store_not_created")]
     try:
         conn = open_connection(path, readonly=True)
     except LosslessError as exc:
-        return [*findings, Finding("database", False, exc.message, "openclaw-lossless salvage")]
+        return [*findings, Finding("database", False, exc.message, SALVAGE, code="database_unreadable")]
     try:
-        checks: list[Callable[[Connection], Finding]] = [_schema, _integrity, _fts, _vectors, _forgotten]
-        for check in checks:
-            findings.append(_guarded(check, conn))
-        findings.append(_guarded(lambda c: _backlog(c, settings), conn))
-        findings.append(_guarded(lambda c: _index_identity(c, settings), conn))
+        known = {fn.__name__ for fn in MIGRATIONS}
+        findings += [_guarded(name, check, conn) for name, check in store_checks(SQLITE, settings, known, _integrity)]
     finally:
         conn.close()
     return findings
 
 
-def _guarded(check: Callable[[Connection], Finding], conn: Connection) -> Finding:
+def _postgres(settings: Settings) -> list[Finding]:
+    """A PostgreSQL store's findings (``doctor/postgres.py``), whose driver is imported only when a URL asks."""
+    try:
+        from openclaw_lossless.doctor.postgres import postgres_findings
+    except ImportError as exc:  # installed without the extra: say how to get it, not a traceback
+        binding = Finding(
+            "binding",
+            False,
+            f"LOSSLESS_DATABASE_URL names a PostgreSQL store, but its driver cannot be loaded ({exc})",
+            "pip install 'openclaw-lossless[postgres]' (or unset LOSSLESS_DATABASE_URL to use the SQLite file)",
+            code="driver_missing",
+        )
+        return [binding, embedder(settings), permissions(settings), disk(settings)]
+    return postgres_findings(settings)
+
+
+def store_checks(ops: Backend, settings: Settings, known: set[str], integrity: Check) -> list[tuple[str, Check]]:
+    """The checks of what the store holds, by name, in the report's order: ``known`` names the backend's
+    migrations, ``integrity`` is the backend's own check."""
+    return [
+        ("schema", lambda conn: schema(ops, conn, known)),
+        ("integrity", integrity),
+        ("fts", lambda conn: fts(ops, conn)),
+        ("vectors", lambda conn: vectors(ops, conn)),
+        ("forgotten", lambda conn: forgotten(ops, conn)),
+        ("backlog", lambda conn: backlog(ops, conn, settings)),
+        ("index", lambda conn: index_identity(ops, conn, settings)),
+    ]
+
+
+def _guarded(name: str, check: Check, conn: Connection) -> Finding:
     try:
         return check(conn)
     except sqlite_module().DatabaseError as exc:
         error = translate_error(exc)
         message = error.message if isinstance(error, LosslessError) else str(exc)
-        return Finding(getattr(check, "__name__", "check").strip("_"), False, message, "openclaw-lossless salvage")
+        return Finding(name, False, message, SALVAGE, code=f"{name}_unreadable")
 
 
 def _binding() -> Finding:
     sqlite_version, vec_version = checks.library_versions()
     return Finding(
-        "binding", True, f"{sqlite_module().__name__} with SQLite {sqlite_version}, sqlite-vec {vec_version}"
+        "binding",
+        True,
+        f"{sqlite_module().__name__} with SQLite {sqlite_version}, sqlite-vec {vec_version}",
+        code="binding_ok",
+        data={"sqlite": sqlite_version, "sqliteVec": vec_version},
     )
 
 
-def _embedder(settings: Settings) -> Finding:
+def embedder(settings: Settings) -> Finding:
     """Whether the configured provider can start. ``none`` is only ever set on purpose: a choice, not a fault."""
     if settings.embedding_provider == "none":
-        return Finding("embedder", True, "provider 'none' chosen: no vectors are built, recall uses keyword search")
+        return Finding(
+            "embedder",
+            True,
+            "provider 'none' chosen: no vectors are built, recall uses keyword search",
+            code="embedder_none",
+        )
     if settings.embedding_provider == "openai-compatible" and settings.openai_api_key is None:
         missing_key = _missing_api_key(settings.embedding_base_url)
         if missing_key is not None:
@@ -82,12 +127,19 @@ def _embedder(settings: Settings) -> Finding:
         provider = build_provider(settings)
     except LosslessError as exc:
         return Finding(
-            "embedder", False, f"{settings.embedding_provider}: {exc.message}", "openclaw-lossless model fetch"
+            "embedder",
+            False,
+            f"{settings.embedding_provider}: {exc.message}",
+            "openclaw-lossless model fetch",
+            code="embedder_unavailable",
         )
     identity = provider.identity
     provider.close()
     return Finding(
-        "embedder", True, f"{identity.provider} {identity.model} ({identity.variant}, {identity.dimension}-d)"
+        "embedder",
+        True,
+        f"{identity.provider} {identity.model} ({identity.variant}, {identity.dimension}-d)",
+        code="embedder_ok",
     )
 
 
@@ -101,6 +153,7 @@ def _missing_api_key(base_url: str) -> Finding | None:
         False,
         f"openai-compatible at {base_url} but no OPENAI_API_KEY is set: every embedding request will be refused",
         "set OPENAI_API_KEY (or LOSSLESS_OPENAI_API_KEY) where the sidecar starts, then restart it",
+        code="api_key_missing",
     )
 
 
@@ -111,14 +164,15 @@ def _is_loopback_address(host: str) -> bool:
         return False
 
 
-def _index_identity(conn: Connection, settings: Settings) -> Finding:
-    recorded = recorded_identity(SQLITE, conn)
+def index_identity(ops: Backend, conn: Any, settings: Settings) -> Finding:
+    """The model the stored vectors were built with against the configured one (no model is loaded to ask)."""
+    recorded = recorded_identity(ops, conn)
     if recorded is None:
-        return Finding("index", True, "no vectors built yet")
+        return Finding("index", True, "no vectors built yet", code="index_empty")
     try:
         wanted = build_provider(settings).identity
     except LosslessError:
-        return Finding("index", True, f"built with {recorded.model} ({recorded.dimension}-d)")
+        return Finding("index", True, f"built with {recorded.model} ({recorded.dimension}-d)", code="index_built")
     if wanted != recorded:
         return Finding(
             "index",
@@ -127,52 +181,60 @@ def _index_identity(conn: Connection, settings: Settings) -> Finding:
             f"{recorded.dimension}-d but {wanted.model}/{wanted.variant}/{wanted.dimension}-d is"
             " configured; the sidecar rebuilds them at its next start",
             "openclaw-lossless serve",
+            code="index_model_changed",
         )
-    return Finding("index", True, f"vectors match {wanted.model} ({wanted.dimension}-d)")
+    return Finding("index", True, f"vectors match {wanted.model} ({wanted.dimension}-d)", code="index_ok")
 
 
-def _schema(conn: Connection) -> Finding:
-    """A database a newer version wrote is never touched by this one: say which migrations it has."""
-    known = {fn.__name__ for fn in MIGRATIONS}
-    applied = checks.applied_migrations(conn)
+def schema(ops: Backend, conn: Any, known: set[str]) -> Finding:
+    """A store a newer version wrote is never touched by this one: say which migrations it has."""
+    applied = ops.checks.applied_migrations(conn)
     if applied is None:
-        return Finding("schema", True, "not migrated yet (done on first start)")
+        return Finding("schema", True, "not migrated yet (done on first start)", code="schema_not_migrated")
     unknown = sorted(applied - known)
     if unknown:
+        elsewhere = "--state-dir" if ops is SQLITE else "LOSSLESS_DATABASE_URL or LOSSLESS_DATABASE_SCHEMA"
         return Finding(
             "schema",
             False,
             f"written by a newer openclaw-lossless (migrations {', '.join(unknown)}); this version will not open it",
-            "pip install --upgrade openclaw-lossless (or use another --state-dir)",
+            f"pip install --upgrade openclaw-lossless (or use another {elsewhere})",
+            code="schema_too_new",
+            data={"unknown": unknown},
         )
-    return Finding("schema", True, f"{len(applied)} of {len(known)} migrations applied")
+    return Finding("schema", True, f"{len(applied)} of {len(known)} migrations applied", code="schema_ok")
 
 
 def _integrity(conn: Connection) -> Finding:
     result = checks.integrity_problems(conn, 20)
     if result == ["ok"]:
-        return Finding("integrity", True, "integrity_check ok")
+        return Finding("integrity", True, "integrity_check ok", code="integrity_ok")
     more = f" (and {len(result) - 5} more problems)" if len(result) > 5 else ""
-    return Finding("integrity", False, "; ".join(result[:5]) + more, "openclaw-lossless salvage")
+    return Finding("integrity", False, "; ".join(result[:5]) + more, SALVAGE, code="integrity_problems")
 
 
-def _fts(conn: Connection) -> Finding:
-    """FTS5's own check against the content table (``store/sqlite/checks.fts_problem``: it writes nothing)."""
-    stored = messages.count(conn)
-    problem = checks.fts_problem(conn)
+def fts(ops: Backend, conn: Any) -> Finding:
+    """The engine's own check of the keyword index against the messages (``checks.fts_problem``: it writes
+    nothing): FTS5's on SQLite, each stored ``tsvector`` against its text's on PostgreSQL."""
+    stored = ops.messages.count(conn)
+    problem = ops.checks.fts_problem(conn)
     if problem is not None:
         return Finding(
-            "fts", False, f"full-text index out of step with messages: {problem}", "openclaw-lossless reindex --fts"
+            "fts",
+            False,
+            f"full-text index out of step with messages: {problem}",
+            "openclaw-lossless reindex --fts",
+            code="fts_out_of_step",
         )
-    return Finding("fts", True, f"full-text index covers {stored} messages")
+    return Finding("fts", True, f"full-text index covers {stored} messages", code="fts_ok")
 
 
-def _forgotten(conn: Connection) -> Finding:
-    """No message a tombstone names is stored again (``store/sqlite/forget.py``): forgetting held."""
-    if not checks.has_table(conn, "forgotten"):
-        return Finding("forgotten", True, "nothing forgotten yet")
-    back = resurrected(conn)
-    count = forgotten_count(conn)
+def forgotten(ops: Backend, conn: Any) -> Finding:
+    """No message a tombstone names is stored again (``forget.resurrected``): forgetting held."""
+    if not ops.checks.has_table(conn, "forgotten"):
+        return Finding("forgotten", True, "nothing forgotten yet", code="forgotten_none")
+    back = ops.forget.resurrected(conn)
+    count = ops.forget.forgotten_count(conn)
     if back:
         return Finding(
             "forgotten",
@@ -181,31 +243,37 @@ def _forgotten(conn: Connection) -> Finding:
             "openclaw-lossless forget --dry-run <msg:N ...> to see them, then forget them again",
             code="forgotten_present",
         )
-    return Finding("forgotten", True, f"{count} messages forgotten; none of them is stored")
+    return Finding("forgotten", True, f"{count} messages forgotten; none of them is stored", code="forgotten_held")
 
 
-def _vectors(conn: Connection) -> Finding:
-    if not vectors.in_current_format(conn):
-        return Finding("vectors", True, "no sqlite-vec vector table yet (made or converted at the next start)")
-    if recorded_identity(SQLITE, conn) is None:
-        return Finding("vectors", True, "no vectors built yet")
-    missing, orphans = vectors.unaccounted(conn)
+def vectors(ops: Backend, conn: Any) -> Finding:
+    """Every message has a vector or waits for one, and no vector outlived its message."""
+    if not ops.vectors.in_current_format(conn):
+        table = "sqlite-vec vector table" if ops is SQLITE else "vector table"
+        return Finding(
+            "vectors", True, f"no {table} yet (made or converted at the next start)", code="vectors_not_created"
+        )
+    if recorded_identity(ops, conn) is None:
+        return Finding("vectors", True, "no vectors built yet", code="vectors_none_yet")
+    missing, orphans = ops.vectors.unaccounted(conn)
     if orphans or missing:
         return Finding(
             "vectors",
             False,
             f"{missing} messages have no vector and are not queued; {orphans} vectors belong to no message",
             "openclaw-lossless reindex --vectors",
+            code="vectors_unaccounted",
+            data={"missing": missing, "orphans": orphans},
         )
-    return Finding("vectors", True, "every message has a vector or is queued for one")
+    return Finding("vectors", True, "every message has a vector or is queued for one", code="vectors_ok")
 
 
-def _backlog(conn: Connection, settings: Settings) -> Finding:
+def backlog(ops: Backend, conn: Any, settings: Settings) -> Finding:
     """How many messages wait for a vector; a large backlog is a note saying what drains it."""
-    backlog = queued.size(conn)
-    detail = f"{backlog} messages waiting to be embedded"
-    if backlog <= BACKLOG_LARGE:
-        return Finding("backlog", True, detail)
+    size = ops.backlog.size(conn)
+    detail = f"{size} messages waiting to be embedded"
+    if size <= BACKLOG_LARGE:
+        return Finding("backlog", True, detail, code="backlog_ok", data={"size": size})
     if settings.embedding_provider == "none":
         return Finding(
             "backlog",
@@ -213,6 +281,8 @@ def _backlog(conn: Connection, settings: Settings) -> Finding:
             f"{detail}; provider 'none' embeds nothing, so they wait (keyword search still finds them)",
             "only to add vector search: LOSSLESS_EMBEDDING_PROVIDER=local and 'openclaw-lossless model fetch';"
             " the sidecar then drains it",
+            code="backlog_waits_for_provider",
+            data={"size": size},
         )
     return Finding(
         "backlog",
@@ -220,10 +290,13 @@ def _backlog(conn: Connection, settings: Settings) -> Finding:
         f"{detail}; until then keyword search alone finds them. The running sidecar drains it in the background",
         "openclaw-lossless serve (the plugin starts it), or with the sidecar stopped:"
         " openclaw-lossless reindex --vectors --missing",
+        code="backlog_large",
+        data={"size": size},
     )
 
 
-def _permissions(settings: Settings) -> Finding:
+def permissions(settings: Settings) -> Finding:
+    """The state dir and what it holds (token, archives; the SQLite file and its WAL) are the owner's alone."""
     loose = []
     state = settings.state_dir
     if state.exists() and stat.S_IMODE(state.stat().st_mode) & 0o077:
@@ -239,16 +312,24 @@ def _permissions(settings: Settings) -> Finding:
             loose.append(f"{path} is {oct(stat.S_IMODE(path.stat().st_mode))}, not 0o600")
     if loose:
         fix = f"chmod -R u=rwX,go= {state}"
-        return Finding("permissions", False, "; ".join(loose), fix)
-    return Finding("permissions", True, "state directory 0700, files 0600")
+        return Finding("permissions", False, "; ".join(loose), fix, code="permissions_loose")
+    return Finding("permissions", True, "state directory 0700, files 0600", code="permissions_ok")
 
 
-def _disk(settings: Settings) -> Finding:
+def disk(settings: Settings, beside: str = "") -> Finding:
+    """Free space where the state dir is; ``beside`` adds what the report should say about the store's own."""
     target = settings.state_dir if settings.state_dir.exists() else settings.state_dir.parent
     while not target.exists() and target != target.parent:
         target = target.parent
     free = shutil.disk_usage(target).free
-    detail = f"{free // (1024 * 1024)} MiB free on the state directory's disk"
+    detail = f"{free // (1024 * 1024)} MiB free on the state directory's disk{beside}"
     if free < MIN_FREE_BYTES:
-        return Finding("disk", False, detail, "free disk space, or 'openclaw-lossless prune' to archive old messages")
-    return Finding("disk", True, detail)
+        return Finding(
+            "disk",
+            False,
+            detail,
+            "free disk space, or 'openclaw-lossless prune' to archive old messages",
+            code="disk_low",
+            data={"freeBytes": free},
+        )
+    return Finding("disk", True, detail, code="disk_ok", data={"freeBytes": free})
