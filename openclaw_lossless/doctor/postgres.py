@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -50,6 +50,7 @@ LOGIN_FIX = (
 )
 LOGS_FIX = "check the PostgreSQL server's logs"
 _LOGIN_REFUSED = re.compile(r"authentication failed|no pg_hba\.conf entry|role \".*\" does not exist|no password")
+_PASSWORD_PARAMETER = re.compile(r"(^|&)password=[^&]*")
 _NO_DATABASE = re.compile(r"database \"(.*)\" does not exist")
 
 
@@ -301,10 +302,7 @@ def shown_url(url: str) -> str:
     netloc = parts.netloc
     if parts.password is not None:
         netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(key == "password" for key, _ in pairs):
-        query = urlencode([(key, "***" if key == "password" else value) for key, value in pairs], safe="/")
+    query = _PASSWORD_PARAMETER.sub(r"\1password=***", parts.query)  # the other parameters as written
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 

@@ -350,3 +350,21 @@ def test_a_database_without_pgvector_says_who_may_create_it(
     assert binding["fix"].endswith("CREATE EXTENSION vector; CREATE EXTENSION unaccent")
     assert as_superuser["binding"]["code"] == "binding_ok" and as_superuser["binding"]["fix"] is None
     assert list(as_superuser)[:6] == ["binding", "embedder", "permissions", "disk", "database", "schema"]
+
+
+@pytest.mark.parametrize("where", ["user part", "parameter"])
+def test_a_password_the_server_took_is_never_shown(
+    capsys: pytest.CaptureFixture[str], store: Database, home: Path, tmp_path: Path, where: str
+) -> None:
+    """The test server trusts its socket, so it takes any password: the run succeeds with one in the URL."""
+    if where == "user part":
+        url = store.url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
+    else:
+        url = f"{store.url}&password={SECRET}"
+
+    code, found = doctor(capsys, url, tmp_path / "state")
+
+    assert code == 0 and found["database"]["code"] == "database_reached", found
+    assert SECRET not in json.dumps(found)
+    shown = found["database"]["data"]["url"]
+    assert shown == url.replace(SECRET, "***") and shown in found["database"]["detail"]
