@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from openclaw_lossless.cli import main
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import copy
 from openclaw_lossless.store.postgres import transfer as pg_transfer
+from openclaw_lossless.store.postgres.messages import ID_ORDER_LOCK
 from openclaw_lossless.store.postgres.migrations import applied_names
 from tests.conversation import FACT, QUESTION, commit_body, conversation
 from tests.helpers import NOBODY_PORT, HashEmbedder, live_sidecar, make_settings
@@ -357,3 +362,36 @@ def test_a_copy_cut_short_is_not_resumed_once_the_source_went_on(
     assert export(capsys, "--database-url", postgres_database.url, "--state-dir", str(tmp_path)) == before
     fresh = migrate(capsys, "--state-dir", str(state), "--to", postgres_database.url, "--to-schema", "fresh")
     assert fresh["rows"]["messages"] == 9  # three turns and the child's of two, and its outcome copied
+
+
+def test_a_copy_killed_with_sigkill_is_finished_by_running_it_again(
+    source: tuple[Path, Path], postgres_database: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real command in a process of its own, killed (SIGKILL: no cleanup of any kind) while it waits to write
+    its first messages (the lock that orders message ids, held here, stops it there): the records it committed
+    stay, and the same command again finishes and verifies."""
+    state = source[0]
+    command = [sys.executable, "-m", "openclaw_lossless", "migrate-store", "--state-dir", str(state),
+               "--port", str(NOBODY_PORT), "--to", postgres_database.url]  # fmt: skip
+    with psycopg.connect(postgres_database.url) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (ID_ORDER_LOCK,))  # no message goes in while it is held
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory'"
+            deadline = time.monotonic() + 120
+            while holder.execute(waiting).fetchone() == (0,):
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "the copy never reached the messages"
+                time.sleep(0.05)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    with psycopg.connect(postgres_database.url) as conn:
+        taken = conn.execute("SELECT (SELECT count(*) FROM lossless.turns), (SELECT count(*) FROM lossless.messages)")
+        assert taken.fetchone() == (11, 0)  # killed after the records were committed, before any message
+
+    summary = migrate(capsys, "--state-dir", str(state), "--to", postgres_database.url)
+    assert summary["copied"]["messages"] == 21 and summary["copied"]["sessions"] == 0
+    source_export = export(capsys, "--state-dir", str(state))
+    assert export(capsys, "--database-url", postgres_database.url, "--state-dir", str(state)) == source_export
