@@ -43,9 +43,9 @@ from benchmarks import machine, scale_data  # noqa: E402
 from benchmarks.harness import percentile  # noqa: E402
 from benchmarks.scale_data import AGENT, ChatGenerator  # noqa: E402
 from openclaw_lossless.config import Settings  # noqa: E402
-from openclaw_lossless.embed import quantize  # noqa: E402
 from openclaw_lossless.embed.index import VectorIndex  # noqa: E402
 from openclaw_lossless.embed.provider import Vectors  # noqa: E402
+from openclaw_lossless.store import quantize  # noqa: E402
 from openclaw_lossless.store.backend import SQLITE  # noqa: E402
 from openclaw_lossless.store.sqlite import vectors as stored  # noqa: E402
 from openclaw_lossless.store.sqlite.connection import Connection, open_connection  # noqa: E402

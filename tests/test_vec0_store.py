@@ -19,11 +19,11 @@ import pytest
 import sqlite_vec
 
 from openclaw_lossless.config import Settings
-from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.index import VectorIndex
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store import quantize
 from openclaw_lossless.store.sqlite import vectors as stored
 from openclaw_lossless.store.sqlite.connection import Database
 from openclaw_lossless.store.sqlite.migrations import migrate

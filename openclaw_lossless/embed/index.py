@@ -26,8 +26,8 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from openclaw_lossless.embed import quantize
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
+from openclaw_lossless.store import quantize
 from openclaw_lossless.store.backend import Backend, Store
 from openclaw_lossless.store.sqlite import vectors as sqlite_vectors
 from openclaw_lossless.store.sqlite.sessions import Scope

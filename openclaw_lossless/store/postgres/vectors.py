@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import Cursor, sql
 
-from openclaw_lossless.embed import quantize
+from openclaw_lossless.store import quantize
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.sqlite.sessions import Scope
 from openclaw_lossless.store.sqlite.vectors import StoredVectors

@@ -366,7 +366,7 @@ def _m009_quantize_float_vec0(conn: Connection, batch: int = 20000) -> None:
     """Rewrite float32 ``vec0`` vectors as int8 codes with a per-vector scale into ``message_vectors_m008``.
 
     The rule (each vector scaled by its largest component / 127, rounded) is this migration's own copy of
-    ``embed/quantize.py``'s: a migration that has shipped never changes, whatever that module becomes.
+    ``store/quantize.py``'s: a migration that has shipped never changes, whatever that module becomes.
     """
     conn.execute(
         "CREATE TABLE message_vectors_m008 (message_id INTEGER PRIMARY KEY, session_rowid INTEGER NOT NULL,"

@@ -1,7 +1,7 @@
 """The message vectors' table: a sqlite-vec ``vec0`` table any SQLite shell with sqlite-vec can search.
 
 Each row is one message's vector as int8 codes (``embedding int8[N]``, cosine distance), with its session
-and the per-vector scale that turns the codes back into floats (``embed/quantize.py`` says why int8 with a
+and the per-vector scale that turns the codes back into floats (``store/quantize.py`` says why int8 with a
 scale keeps the ranking); both are ``vec0`` metadata columns, so a KNN query can filter by session. Cosine
 ignores the scale, so sqlite-vec's own KNN on the codes ranks as the sidecar does.
 

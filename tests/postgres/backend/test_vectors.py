@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from openclaw_lossless.embed import quantize
+from openclaw_lossless.store import quantize
 from openclaw_lossless.store.postgres import backlog, messages, sessions, vectors
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite.sessions import Scope

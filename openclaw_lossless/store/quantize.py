@@ -16,14 +16,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from openclaw_lossless.embed.provider import Vectors
-
+Floats = npt.NDArray[np.float32]  # what an embedder makes (``embed/provider.Vectors``)
 Codes = npt.NDArray[np.int8]
 Bits = npt.NDArray[np.uint64]
 Scales = npt.NDArray[np.float32]
 
 
-def quantize(vectors: Vectors) -> tuple[Codes, Scales]:
+def quantize(vectors: Floats) -> tuple[Codes, Scales]:
     """Rows of ``vectors`` as int8 codes and the float32 scale that turns each row back into floats."""
     floats = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
     largest = np.abs(floats).max(axis=1) if floats.size else np.zeros(len(floats), dtype=np.float32)
@@ -32,8 +31,8 @@ def quantize(vectors: Vectors) -> tuple[Codes, Scales]:
     return codes, scales
 
 
-def dequantize(codes: Codes, scales: Scales) -> Vectors:
-    floats: Vectors = codes.astype(np.float32) * scales.reshape(-1, 1)
+def dequantize(codes: Codes, scales: Scales) -> Floats:
+    floats: Floats = codes.astype(np.float32) * scales.reshape(-1, 1)
     return floats
 
 
