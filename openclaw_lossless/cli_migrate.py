@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from tqdm import tqdm
@@ -42,12 +42,16 @@ from tqdm import tqdm
 from openclaw_lossless.cli_common import EXIT_OK, add_command, emit, settings_of
 from openclaw_lossless.config import DATABASE_URL_SCHEMES, Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
-from openclaw_lossless.store import copy
-from openclaw_lossless.store.backend import Place, Store, connect
 from openclaw_lossless.store_access import base_url, running_sidecar
+
+if TYPE_CHECKING:  # the store's modules load when the command runs, not with every command's parser
+    from openclaw_lossless.capture.records import CaptureOptions
+    from openclaw_lossless.store import copy
+    from openclaw_lossless.store.backend import Place, Store
 
 CONNECT_TIMEOUT_S = 15  # the first look at a server: a wrong host or password is said at once
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # as the database_schema setting takes it
+State = Literal["absent", "store", "foreign"]
 COPY_CONNECTIONS = 4  # one thread copies: two writers, two readers are plenty
 _STAGES = {
     "export": "reading the source (one snapshot)",
@@ -112,24 +116,15 @@ def cmd_migrate_store(args: argparse.Namespace) -> int:
 
 def _migrate(args: argparse.Namespace, settings: Settings, source: End, target: End) -> int:
     started = time.monotonic()
-    _refuse_live_source(settings, source)
-    source_state = _state(source)
-    if source_state != "store":
-        where = " (LOSSLESS_DATABASE_SCHEMA names its schema)" if source.is_postgres else ""
-        raise NotFound(
-            f"no store at {source.shown}: name the source with --state-dir, --db-path or --database-url{where}"
-        )
-    _refuse_same(source, target)
-    if _state(target) == "foreign":
-        raise BadRequest(
-            f"{target.shown} holds something that is not an openclaw-lossless store: name an empty file or schema"
-        )
+    _refuse(settings, source, target)
     if source.is_postgres and not args.json:
         print(
             "openclaw-lossless: copying from PostgreSQL: stop every sidecar writing to it (on every host) first;"
             " a write during the copy makes the check fail",
             file=sys.stderr,
         )
+    from openclaw_lossless.store import copy
+
     with _opened(source.place) as source_store, _opened(target.place) as target_store:
         from_side = copy.Side(source_store.db, source_store.ops.transfer)
         to_side = copy.Side(target_store.db, target_store.ops.transfer)
@@ -144,8 +139,25 @@ def _migrate(args: argparse.Namespace, settings: Settings, source: End, target: 
     return EXIT_OK
 
 
-def _copy(source: copy.Side, target: copy.Side, options: Any, args: argparse.Namespace) -> copy.CopyReport:
+def _refuse(settings: Settings, source: End, target: End) -> None:
+    """Every refusal that needs no write: a live or missing source, a target that is the source or not a store."""
+    _refuse_live_source(settings, source)
+    if _state(source) != "store":
+        where = " (LOSSLESS_DATABASE_SCHEMA names its schema)" if source.is_postgres else ""
+        raise NotFound(
+            f"no store at {source.shown}: name the source with --state-dir, --db-path or --database-url{where}"
+        )
+    _refuse_same(source, target)
+    if _state(target) == "foreign":
+        raise BadRequest(
+            f"{target.shown} holds something that is not an openclaw-lossless store: name an empty file or schema"
+        )
+
+
+def _copy(source: copy.Side, target: copy.Side, options: CaptureOptions, args: argparse.Namespace) -> copy.CopyReport:
     """``copy_store`` with a bar over the source's messages (a resumed copy starts where the target is)."""
+    from openclaw_lossless.store import copy
+
     total = copy.count(source, "messages")
     already = copy.count(target, "messages")
     with tqdm(total=total, initial=already, desc="migrate", unit="msg", disable=None, file=sys.stderr) as bar:
@@ -167,7 +179,7 @@ def _copy(source: copy.Side, target: copy.Side, options: Any, args: argparse.Nam
         )
 
 
-def _capture_options(settings: Settings) -> Any:
+def _capture_options(settings: Settings) -> CaptureOptions:
     """The capture options a sidecar with these settings uses: the import captures each message as it would."""
     from openclaw_lossless.capture.injected import InjectedText
     from openclaw_lossless.capture.records import CaptureOptions
@@ -195,6 +207,8 @@ def _explain_mismatch(report: copy.CopyReport) -> None:
 
 
 def _source(settings: Settings) -> End:
+    from openclaw_lossless.store.backend import Place
+
     if settings.database_url is None:
         path = settings.database_path
         return End(Place(path, synchronous=settings.synchronous), str(path))
@@ -205,6 +219,8 @@ def _source(settings: Settings) -> End:
 
 def _target(args: argparse.Namespace, settings: Settings) -> End:
     """The ``--to`` target: a PostgreSQL URL (``--to-schema``, default ``lossless``) or a SQLite file."""
+    from openclaw_lossless.store.backend import Place
+
     to: str = args.to.strip()
     if to.startswith(DATABASE_URL_SCHEMES):
         schema = args.to_schema or "lossless"
@@ -249,7 +265,7 @@ def _refuse_same(source: End, target: End) -> None:
         raise BadRequest(f"--to names the source itself ({target.shown}): name another file, database or schema")
 
 
-def _state(end: End) -> str:
+def _state(end: End) -> State:
     """``absent`` (nothing there yet), ``store`` (an openclaw-lossless store) or ``foreign`` (something else).
 
     Only read: a refused target is never created or changed.
@@ -274,7 +290,7 @@ def _state(end: End) -> str:
     return "store" if "migrations" in names else ("foreign" if names else "absent")
 
 
-def _postgres_state(end: End) -> str:
+def _postgres_state(end: End) -> State:
     from openclaw_lossless.store.postgres.migrations import applied_names
 
     with _server(end) as conn:
@@ -316,6 +332,8 @@ def _server(end: End) -> Iterator[Any]:
 
 @contextmanager
 def _opened(place: Place) -> Iterator[Store]:
+    from openclaw_lossless.store.backend import connect
+
     store = connect(place)
     try:
         yield store
@@ -399,7 +417,7 @@ def _next(target: End) -> dict[str, str | None]:
 
 def _readable(data: dict[str, Any]) -> str:
     rows = data["rows"]
-    counts = ", ".join(f"{rows[t]} {t.replace('_', ' ')}" for t in copy.TABLES)
+    counts = ", ".join(f"{n} {table.replace('_', ' ')}" for table, n in rows.items())
     resumed = f" (resumed after message {data['resumedAfter']})" if data["resumedAfter"] else ""
     if data["resumedAfter"] and not data["copied"]["messages"]:
         resumed = " (the target already held every message: checked again)"
