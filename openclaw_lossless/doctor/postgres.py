@@ -39,6 +39,7 @@ APPLICATION_NAME = "openclaw-lossless doctor"  # what pg_stat_activity shows for
 EXTENSIONS = ("vector", "unaccent")  # what the first migration creates (store/postgres/migrations.m001)
 PROBLEMS_SHOWN = 5
 AMCHECK_REFUSED = "permission denied for function"  # amcheck installed, its functions not granted to this role
+LOCK_WAITED = "canceling statement due to lock timeout"  # the server's words when ``lock_timeout`` ran out
 SERVER_DISK = "; the database's own disk is the PostgreSQL server's to watch"
 UNREACHABLE_FIX = (
     "the server is unreachable: check LOSSLESS_DATABASE_URL (host, port or socket) and that the server runs and"
@@ -66,10 +67,9 @@ def postgres_findings(settings: Settings) -> list[Finding]:
     with opened as conn:
         try:
             return _store_findings(conn, settings, url, local)
-        except psycopg.Error as exc:  # the server went away between two checks, or refused a catalog read
-            text = f"the PostgreSQL store at {shown_url(url)} stopped answering: {scrubbed(_lines(exc), url)}"
-            lost = Finding("database", False, text, LOGS_FIX, code="database_lost")
-            return [_binding(None), *local, disk(settings, SERVER_DISK), lost]
+        except psycopg.Error as exc:  # outside the checks: the server went away, or a catalog read was refused
+            stopped = _stopped("database", exc, conn, scrubbed(_lines(exc), url))
+            return [_binding(None), *local, disk(settings, SERVER_DISK), stopped]
 
 
 def _store_findings(conn: Connection, settings: Settings, url: str, local: list[Finding]) -> list[Finding]:
@@ -81,8 +81,8 @@ def _store_findings(conn: Connection, settings: Settings, url: str, local: list[
     for name, check in store_checks(postgres(), settings, known, _integrity):
         finding = _guarded(name, check, conn, url)
         findings.append(finding)
-        if finding.code in ("schema_not_migrated", "database_lost"):
-            break  # no tables to check yet, or no server to ask
+        if finding.code in ("schema_not_migrated", "database_lost", f"{name}_locked"):
+            break  # no tables to check yet, no server to ask, or each further check would wait for the lock too
     return findings
 
 
@@ -138,11 +138,16 @@ def _reached(conn: Connection, url: str, schema: str) -> Finding:
 
 def _store_size(conn: Connection, schema: str) -> str:
     """What the store takes on the server, for the disk finding, whose free space is the server's to watch."""
-    row = conn.execute(
-        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
-        (schema,),
-    ).fetchone()
+    try:
+        with conn.transaction():
+            conn.execute("SET LOCAL lock_timeout = '1s'")  # a table locked by another session: the size can wait
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+                (schema,),
+            ).fetchone()
+    except pgerrors.LockNotAvailable:
+        return SERVER_DISK
     size = 0 if row is None else int(row[0])
     return f"{SERVER_DISK} (the store takes {size / 2**20:.1f} MiB there)"
 
@@ -212,16 +217,20 @@ def _guarded(name: str, check: Check, conn: Connection, url: str) -> Finding:
         return _stopped(name, exc, conn, scrubbed(_lines(exc), url))
 
 
+def _locked(name: str) -> Finding:
+    return Finding(
+        name,
+        False,
+        f"not checked: another session held a lock on the store for {LOCK_TIMEOUT} (a migration, VACUUM FULL, an"
+        " administrator's LOCK TABLE)",
+        "run doctor again when it is done (pg_stat_activity shows who holds the lock)",
+        code=f"{name}_locked",
+    )
+
+
 def _stopped(name: str, exc: psycopg.Error, conn: Connection, text: str) -> Finding:
     if isinstance(exc, pgerrors.LockNotAvailable):
-        return Finding(
-            name,
-            False,
-            f"not checked: another session held a lock on the store for {LOCK_TIMEOUT} (a migration, or a forget"
-            " rebuilding the keyword index)",
-            "run doctor again when it is done (pg_stat_activity shows who holds the lock)",
-            code=f"{name}_locked",
-        )
+        return _locked(name)
     if isinstance(exc, pgerrors.InsufficientPrivilege):
         schema, role = checks.store_schema(conn), conn.info.user
         fix = f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}"
@@ -241,7 +250,7 @@ def _integrity(conn: Connection) -> Finding:
     nothing, which is said as such (a note), not as damage to every table."""
     full = checks.amcheck_usable(conn)
     found = [line for line in checks.integrity_problems(conn, 20) if line != "ok"]
-    problems = [line for line in found if AMCHECK_REFUSED not in line]
+    problems = [line for line in found if AMCHECK_REFUSED not in line and LOCK_WAITED not in line]
     if problems:
         more = f" (and {len(problems) - PROBLEMS_SHOWN} more problems)" if len(problems) > PROBLEMS_SHOWN else ""
         return Finding(
@@ -252,7 +261,9 @@ def _integrity(conn: Connection) -> Finding:
             code="integrity_problems",
             data={"amcheck": full, "problems": problems},
         )
-    if len(found) > len(problems):
+    if any(LOCK_WAITED in line for line in found):
+        return _locked("integrity")
+    if found:
         return Finding(
             "integrity",
             True,

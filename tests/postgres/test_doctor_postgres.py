@@ -368,3 +368,17 @@ def test_a_password_the_server_took_is_never_shown(
     assert SECRET not in json.dumps(found)
     shown = found["database"]["data"]["url"]
     assert shown == url.replace(SECRET, "***") and shown in found["database"]["detail"]
+
+
+def test_a_lock_held_on_the_store_is_reported_not_waited_for(
+    capsys: pytest.CaptureFixture[str], store: Database, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("openclaw_lossless.doctor.postgres.LOCK_TIMEOUT", "1s")
+    with psycopg.connect(store.url) as holder:  # what VACUUM FULL or a migration's ALTER TABLE holds
+        holder.execute("LOCK TABLE lossless.messages IN ACCESS EXCLUSIVE MODE")
+        code, found = doctor(capsys, store.url, tmp_path / "state")
+
+    assert code == 1 and bad(found) == ["integrity"], found
+    assert found["integrity"]["code"] == "integrity_locked" and "pg_stat_activity" in found["integrity"]["fix"]
+    assert "fts" not in found, "each check after it would wait for the same lock"
+    assert found["database"]["code"] == "database_reached"
