@@ -29,9 +29,11 @@ from tests.helpers import HashEmbedder, live_sidecar, make_settings
 from tests.openclaw_state import use_linked_openclaw
 from tests.postgres import conftest as fixtures
 from tests.postgres.backend.test_messages import commit, said
+from tests.postgres.server import PostgresServer
 
 SCHEMA = "lossless"
 SECRET = "Fake-Pw-7c1e9d"  # noqa: S105 - a password no server here knows: it must never be printed
+RIGHT_PASSWORD = "Right-Pw-52b0aa"  # noqa: S105 - the one the password-asking server takes
 STORE_CHECKS = ("binding", "embedder", "permissions", "disk", "database", "schema", "integrity", "fts", "vectors",
                 "forgotten", "backlog", "index")  # fmt: skip
 SHARED_CHECKS = ("embedder", "permissions", "fts", "vectors", "forgotten", "backlog", "index")  # said alike
@@ -382,3 +384,39 @@ def test_a_lock_held_on_the_store_is_reported_not_waited_for(
     assert found["integrity"]["code"] == "integrity_locked" and "pg_stat_activity" in found["integrity"]["fix"]
     assert "fts" not in found, "each check after it would wait for the same lock"
     assert found["database"]["code"] == "database_reached"
+
+
+@pytest.fixture
+def password_server(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
+    """A server of its own that asks for a password (scram-sha-256), where the test server trusts its socket.
+
+    It asks for ``postgres_server`` first so that, where no server can be had, this test is skipped (or fails
+    under CI) as the others are."""
+    server = PostgresServer()
+    server.start()
+    try:
+        with psycopg.connect(server.conninfo, autocommit=True) as admin:
+            admin.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(RIGHT_PASSWORD)))
+            (server.data_dir / "pg_hba.conf").write_text("local all all scram-sha-256\n")
+            admin.execute("SELECT pg_reload_conf()")
+        yield server
+    finally:
+        server.stop()
+        server.remove()
+
+
+def test_a_wrong_password_is_one_bad_finding_and_the_right_one_is_never_shown(
+    capsys: pytest.CaptureFixture[str], password_server: PostgresServer, home: Path, tmp_path: Path
+) -> None:
+    url = password_server.url().replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
+
+    code, found = doctor(capsys, url, tmp_path / "state")
+
+    assert code == 1 and bad(found) == ["database"], found
+    assert found["database"]["code"] == "database_login_refused" and SECRET not in json.dumps(found)
+    assert 'password authentication failed for user "postgres"' in found["database"]["detail"]
+    assert "PGPASSWORD" in found["database"]["fix"]
+    right = url.replace(SECRET, RIGHT_PASSWORD)
+    code, found = doctor(capsys, right, tmp_path / "state")
+    assert code == 0 and found["database"]["code"] == "database_reached", found
+    assert RIGHT_PASSWORD not in json.dumps(found) and "postgres:***@" in found["database"]["detail"]
