@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import numpy as np
@@ -60,25 +60,33 @@ class HashEmbedder:
         return None
 
 
-_schemas: dict[tuple[str, str], str] = {}
+_schemas: dict[str, str] = {}  # state dir -> its schema, for the whole run
+_claimed: set[str] = set()
 _more_schemas = itertools.count(2)
 
 
 def schema_for(state_dir: Path) -> str | None:
     """On the PostgreSQL pass, the schema holding the store of ``state_dir``; None on SQLite.
 
-    A test's first state dir gets the test's own schema (``LOSSLESS_DATABASE_SCHEMA``, set by conftest.py);
-    another state dir of the same test (a copy to import into, a second host) gets a schema of its own, as
-    it would get a file of its own on SQLite, so two stores of one test never share their rows.
+    The first state dir seen under a schema (``LOSSLESS_DATABASE_SCHEMA``, set by conftest.py) gets it;
+    another state dir (a copy to import into, a second host) gets a schema of its own, as it would get a
+    file of its own on SQLite, so two stores never share their rows. A state dir keeps its schema for the
+    run, so a module's store is found again by each of its tests.
     """
     base = os.environ.get("LOSSLESS_DATABASE_SCHEMA")
     if not os.environ.get("LOSSLESS_DATABASE_URL") or base is None:
         return None
-    key = (base, str(state_dir.resolve()))
+    key = str(state_dir.resolve())
     if key not in _schemas:
-        taken = any(b == base for b, _ in _schemas)
-        _schemas[key] = f"{base}_{next(_more_schemas)}" if taken else base
+        _schemas[key] = f"{base}_{next(_more_schemas)}" if base in _claimed else base
+        _claimed.add(_schemas[key])
     return _schemas[key]
+
+
+def per_test_on_postgres(fixture_name: str, config: pytest.Config) -> Literal["function", "module"]:
+    """A fixture's scope: ``module``, but ``function`` on the PostgreSQL pass, where a store lives in its
+    test's schema (set and dropped by conftest.py around each test), so a module's store is built per test."""
+    return "function" if config.getoption("--store-backend") == "postgresql" else "module"
 
 
 def make_settings(state_dir: Path, **overrides: Any) -> Settings:

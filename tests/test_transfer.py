@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
@@ -16,7 +16,7 @@ from openclaw_lossless.capture.records import canonical_json
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from tests.conversation import conversation
-from tests.helpers import make_settings, on_postgres, run_cli, run_cli_json, store_rows
+from tests.helpers import make_settings, on_postgres, per_test_on_postgres, run_cli, run_cli_json, store_rows
 
 MAIN, CHILD, OPS = "agent:main:main", "agent:main:subagent:7", "agent:ops:main"
 OPENAI_KEY = "sk-proj-" + "Q7w9E2r4T6y8U0i1O3p5A7s9D1f3G5h7J9k"
@@ -47,11 +47,6 @@ POSTGRES_FTS = (
 )
 
 
-def _per_test_on_postgres(fixture_name: str, config: pytest.Config) -> Literal["function", "module"]:
-    """A PostgreSQL store lives in the test's own schema (dropped after it): built once per test there."""
-    return "function" if config.getoption("--store-backend") == "postgresql" else "module"
-
-
 def keyword_matches(state: Path, phrase: str) -> int:
     """How many messages of the store in ``state`` its keyword index finds for ``phrase``, either backend."""
     settings = make_settings(state)
@@ -72,7 +67,7 @@ def _commit(sidecar: Sidecar, key: str, session: str, session_key: str, messages
     sidecar.ingest.commit_turn(key, session, session_key, messages, heartbeat=False, recall=sidecar.settings.recall)
 
 
-@pytest.fixture(scope=_per_test_on_postgres)
+@pytest.fixture(scope=per_test_on_postgres)
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store with everything an export carries, written through the sidecar's hook methods.
 
