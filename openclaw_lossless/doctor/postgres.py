@@ -37,6 +37,10 @@ CONNECT_TIMEOUT_S = 10  # unless the URL sets connect_timeout: a host that drops
 LOCK_TIMEOUT = "10s"
 APPLICATION_NAME = "openclaw-lossless doctor"  # what pg_stat_activity shows for this session
 EXTENSIONS = ("vector", "unaccent")  # what the first migration creates (store/postgres/migrations.m001)
+INSTALL = {  # where the server gets each extension from
+    "vector": "install pgvector (Debian: apt install postgresql-NN-pgvector; Docker: the pgvector/pgvector image)",
+    "unaccent": "install PostgreSQL's contrib modules (Debian: they come with postgresql-NN)",
+}
 PROBLEMS_SHOWN = 5
 AMCHECK_REFUSED = "permission denied for function"  # amcheck installed, its functions not granted to this role
 LOCK_WAITED = "canceling statement due to lock timeout"  # the server's words when ``lock_timeout`` ran out
@@ -182,12 +186,12 @@ def _extensions_missing(
     available = {str(row[0]) for row in conn.execute("SELECT name FROM pg_available_extensions")}
     absent = [name for name in missing if name not in available]
     if absent:
+        packages = [INSTALL[name] for name in absent]
         return Finding(
             "binding",
             False,
             f"{versions}; the server has no {', '.join(absent)} extension to create",
-            "install pgvector on the database server (Debian: apt install postgresql-NN-pgvector; Docker: the"
-            f" pgvector/pgvector image), then, as a superuser in this database: {create}",
+            f"on the database server, {'; '.join(packages)}; then, as a superuser in this database: {create}",
             code="extension_not_installed",
             data=data,
         )
@@ -197,7 +201,9 @@ def _extensions_missing(
         return Finding("binding", False, detail, fix, code="extension_missing", data=data)
     if _superuser(conn):
         return Finding("binding", True, f"{detail} (the first start creates them)", code="binding_ok", data=data)
-    detail += f": the first start creates them only if {conn.info.user} may, which a non-superuser may not"
+    detail += (
+        f": the first start can create them only as a superuser (or a service's admin role), not as {conn.info.user}"
+    )
     return Finding("binding", True, detail, fix, code="extension_not_created", data=data)
 
 
