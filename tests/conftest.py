@@ -80,6 +80,32 @@ def suite_database(request: pytest.FixtureRequest) -> str | None:
     return server.url(BACKEND_DATABASE)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_store_backend(suite_database: str | None) -> Iterator[None]:
+    """A module's own schema on the PostgreSQL pass, so a module-scoped store fixture (a loaded conversation, a
+    server shared by a module's tests) is on PostgreSQL too; each test then gets its own schema on top, and
+    ``helpers.schema_for`` keeps a state dir on the schema it was first seen under."""
+    if suite_database is None:
+        yield
+        return
+    schema = f"suite_m{next(_schemas)}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOSSLESS_DATABASE_URL", suite_database)
+        patch.setenv("LOSSLESS_DATABASE_SCHEMA", schema)
+        yield
+    _drop_schemas(suite_database, schema)
+
+
+def _drop_schemas(url: str, schema: str) -> None:
+    """Drop a test's (or module's) schema and the ones ``helpers.schema_for`` gave its other state dirs."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        extra = admin.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (schema + r"\_%",)).fetchall()
+        for name in [schema, *(str(row[0]) for row in extra)]:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
 @pytest.fixture(autouse=True)
 def store_backend(suite_database: str | None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point this test's settings at its own PostgreSQL schema on the PostgreSQL pass (dropped afterwards)."""
@@ -90,10 +116,7 @@ def store_backend(suite_database: str | None, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("LOSSLESS_DATABASE_URL", suite_database)
     monkeypatch.setenv("LOSSLESS_DATABASE_SCHEMA", schema)
     yield "postgresql"
-    import psycopg
-
-    with psycopg.connect(suite_database, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    _drop_schemas(suite_database, schema)
 
 
 @pytest.fixture
