@@ -46,7 +46,7 @@ import psycopg
 from psycopg import sql
 
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.store.postgres import archive, messages
+from openclaw_lossless.store.postgres import archive, fulltext, messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
 from openclaw_lossless.store.sqlite.forget import (
@@ -190,6 +190,8 @@ def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found
     ids = [row.id for row in found.stored]
     per_message = archive.bytes_per_message(db.reader())
     removed = db.write(lambda conn: _remove(conn, ids, found.sessions, found.archived))
+    if removed:
+        fulltext.forget_counts()  # the kept word counts would exceed the corpus now smaller (the IDF's log < 0)
     if index is not None:
         index.forget_ids(ids)
     vacuumed = scrub(db, _TOUCHED_WITH_SESSIONS if found.sessions else _TOUCHED)
