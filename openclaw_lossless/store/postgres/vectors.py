@@ -282,7 +282,7 @@ def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scop
     exact = _EXACT.format(table=sql.Identifier(TABLE), scope=on_messages)
     found: list[Found] = []
     with conn.transaction(), conn.cursor(binary=True) as cursor:
-        small = _at_most(cursor, on_messages, params, EXACT_ROWS)
+        small = _at_most(cursor, scope, EXACT_ROWS)
         if not small:
             cursor.execute(_SETTINGS, (str(EF_SEARCH), str(MAX_SCAN_TUPLES)))
         for query in queries:
@@ -294,12 +294,22 @@ def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scop
     return found
 
 
-def _at_most(cursor: Cursor[Any], condition: sql.Composable, params: dict[str, Any], limit: int) -> bool:
-    """Whether the scope holds at most ``limit`` messages: counted up to ``limit + 1`` at most through
-    ``messages``' indexes, so a large scope costs no more to ask about than a small one."""
-    statement = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {} LIMIT %(limit)s) s").format(condition)
-    row = cursor.execute(statement, {**params, "limit": limit + 1}, prepare=False).fetchone()
-    return row is not None and int(row[0]) <= limit
+def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
+    """Whether the scope holds at most ``limit`` messages, from an upper bound: the agents' messages (their
+    excluded sessions' too) plus the extra sessions', each counted up to ``limit + 1`` at most by an
+    index-only scan of ``messages_by_agent`` or ``messages_by_session``. So a large scope costs no more to
+    ask about than a small one (the exact condition, excluded sessions and all, had the planner read the
+    messages' rows themselves, text and all, until it had counted enough)."""
+    total = 0
+    for column, cast, values in (
+        ("agent_id", "text", scope.agent_ids),
+        ("session_rowid", "bigint", scope.session_rowids),
+    ):
+        if values:
+            statement = f"SELECT count(*) FROM (SELECT 1 FROM messages WHERE {column} = ANY(%s::{cast}[]) LIMIT %s) s"
+            row = cursor.execute(statement, (sorted(values), limit + 1), prepare=False).fetchone()
+            total += 0 if row is None else int(row[0])
+    return total <= limit
 
 
 # ``SET LOCAL`` of the scan's settings, as one statement with parameters.
