@@ -420,3 +420,17 @@ def test_a_wrong_password_is_one_bad_finding_and_the_right_one_is_never_shown(
     code, found = doctor(capsys, right, tmp_path / "state")
     assert code == 0 and found["database"]["code"] == "database_reached", found
     assert RIGHT_PASSWORD not in json.dumps(found) and "postgres:***@" in found["database"]["detail"]
+
+
+def test_without_the_driver_a_url_is_one_finding_naming_the_extra(
+    capsys: pytest.CaptureFixture[str], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an install without the 'postgres' extra has
+    monkeypatch.delitem(sys.modules, "openclaw_lossless.doctor.postgres", raising=False)
+
+    code, found = doctor(capsys, f"postgresql://lossless:{SECRET}@db.invalid/lossless", tmp_path / "state")
+
+    assert code == 1 and bad(found) == ["binding"], found
+    assert found["binding"]["code"] == "driver_missing"
+    assert found["binding"]["fix"].startswith("pip install 'openclaw-lossless[postgres]'")
+    assert SECRET not in json.dumps(found) and "disk" in found
