@@ -5,19 +5,16 @@ for another at once, with nothing loaded."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
-from openclaw_lossless.store.backend import SQLITE, postgres
+from openclaw_lossless.store.backend import SQLITE, Backend, postgres
 from openclaw_lossless.store.postgres.connection import Database
-from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
-from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
-from openclaw_lossless.store.sqlite.connection import Connection as SqliteConnection
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.backend.conftest import Place
@@ -28,33 +25,21 @@ Floats = npt.NDArray[np.float32]
 LAYOUT = [("main", "m1", 500), ("main", "m2", 300), ("main", "sub", 100), ("other", "o1", 400)]
 
 
-def fill_sqlite(db: SqliteDatabase, vectors_of: dict[str, Floats]) -> dict[str, int]:
-    """The layout's sessions, messages and vectors in a SQLite store; the session rows by session id."""
+def fill(db: SqliteDatabase | Database, ops: Backend, vectors_of: dict[str, Floats]) -> dict[str, int]:
+    """The layout's sessions, messages and vectors in either store, the vectors stored as the embedding worker
+    stores them (``store_vectors``); the session rows by session id."""
     rows: dict[str, int] = {}
     for agent, session_id, count in LAYOUT:
 
-        def work(conn: SqliteConnection, agent: str = agent, session_id: str = session_id, count: int = count) -> int:
-            session = sqlite_sessions.ensure_session(conn, session_id, f"agent:{agent}:{session_id}")
-            ids = sqlite_messages.insert_records(conn, session, records(session_id, count))
-            store_vectors(SQLITE, conn, ids, vectors_of[session_id], [session.rowid] * count)
+        def work(conn: Any, agent: str = agent, session_id: str = session_id, count: int = count) -> int:
+            session = ops.sessions.ensure_session(conn, session_id, f"agent:{agent}:{session_id}")
+            records = [said(f"{session_id} message {n}", at=1_700_000_000.0 + n) for n in range(count)]
+            ids = ops.messages.insert_records(conn, session, records)
+            store_vectors(ops, conn, ids, vectors_of[session_id], [session.rowid] * count)
             return session.rowid
 
         rows[session_id] = db.write(work)
     return rows
-
-
-def fill_postgres(db: Database, vectors_of: dict[str, Floats]) -> dict[str, int]:
-    """The same in a PostgreSQL store, its vectors written as the worker hands them over (codes and scales)."""
-    rows: dict[str, int] = {}
-    for agent, session_id, count in LAYOUT:
-        rows[session_id], ids = stored_messages(db, agent, session_id, count)
-        write(db, ids, vectors_of[session_id], [rows[session_id]] * count)
-    return rows
-
-
-def records(session_id: str, count: int) -> list[MessageRecord]:
-    """What ``stored_messages`` stores."""
-    return [said(f"{session_id} message {n}", at=1_700_000_000.0 + n) for n in range(count)]
 
 
 def test_database_index_answers_what_the_in_memory_index_answers_on_the_same_vectors(
@@ -66,10 +51,10 @@ def test_database_index_answers_what_the_in_memory_index_answers_on_the_same_vec
     lite = SqliteDatabase(tmp_path / "lossless.sqlite")
     try:
         sqlite_migrations.migrate(lite)
-        lite_rows = fill_sqlite(lite, vectors_of)
+        lite_rows = fill(lite, SQLITE, vectors_of)
         memory = VectorIndex(DIMENSION)
         memory.load(SQLITE, lite.reader())
-        pg_rows = fill_postgres(store, vectors_of)
+        pg_rows = fill(store, postgres(), vectors_of)
         database = DatabaseIndex(store, DIMENSION)
         queries = clustered(10, rng, centres)
         assert lite_rows == pg_rows  # the same row ids on both, so one scope names the same sessions on both
