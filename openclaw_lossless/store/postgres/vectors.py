@@ -83,8 +83,8 @@ def create(conn: Connection, dimension: int) -> None:
 def recreate(conn: Connection, dimension: int) -> None:
     """Drop every stored vector and start an empty table and index for ``dimension`` (the provider changed).
 
-    Inside the caller's transaction: other sidecars keep searching the old table until it commits, and
-    then find the new one (their statements wait for the drop's lock rather than failing).
+    Inside the caller's transaction, all or nothing: another sidecar's search or write waits for the drop's
+    lock until it commits, then finds the new, empty table by name (a rollback leaves the old one whole).
     """
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(TABLE)))
     create(conn, dimension)
