@@ -215,6 +215,28 @@ def db_fingerprint(place: Settings | Path) -> dict[str, Any]:
         conn.close()
 
 
+def stored_bytes(settings: Settings) -> bytes:
+    """Everything the store holds, to look for a string in: the SQLite file and its WAL as a hex editor sees
+    them, or on PostgreSQL every row of every table of the store's schema as text."""
+    if settings.database_url is None:
+        path = settings.database_path
+        files = (Path(f"{path}{suffix}") for suffix in ("", "-wal"))
+        return b"".join(file.read_bytes() for file in files if file.exists())
+    listing = "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_type = 'BASE TABLE'"
+    tables = [name for (name,) in store_rows(settings, listing, (settings.database_schema,))]
+    rows = (row for t in sorted(tables) for row in store_rows(settings, f'SELECT t::text FROM "{t}" t'))
+    return "\n".join(text for (text,) in rows).encode()
+
+
+def keyword_rows(settings: Settings, phrase: str) -> list[int]:
+    """The messages the store's keyword index finds for ``phrase`` (FTS5's phrase query, or PostgreSQL's)."""
+    if settings.database_url is None:
+        sql = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid"
+        return [int(r[0]) for r in store_rows(settings, sql, ('"' + phrase.replace('"', " ") + '"',))]
+    sql = "SELECT id FROM messages WHERE search @@ phraseto_tsquery('lossless', ?) ORDER BY id"
+    return [int(r[0]) for r in store_rows(settings, sql, (phrase,))]
+
+
 def _pg_fingerprint(settings: Settings) -> dict[str, Any]:
     """``db_fingerprint`` of a PostgreSQL store: the same tables counted, the same columns digested."""
     tables = [

@@ -23,8 +23,16 @@ from openclaw_lossless.capture.text import (
     window_key,
 )
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.sqlite.connection import open_connection
-from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
+from tests.helpers import (
+    HashEmbedder,
+    LiveSidecar,
+    assert_error,
+    db_fingerprint,
+    keyword_rows,
+    live_sidecar,
+    make_settings,
+    stored_bytes,
+)
 
 NEW_YEAR_2026 = 1767225600.0  # 2026-01-01T00:00:00Z
 OPTIONS = CaptureOptions(redactor=build_redactor())
@@ -427,19 +435,6 @@ def _secret_turn() -> list[dict[str, Any]]:
     ]
 
 
-def _database_bytes(path: Path) -> bytes:
-    return b"".join(Path(f"{path}{suffix}").read_bytes() for suffix in ("", "-wal") if Path(f"{path}{suffix}").exists())
-
-
-def _fts_rows(path: Path, term: str) -> list[Any]:
-    conn = open_connection(path, readonly=True)
-    try:
-        phrase = '"' + term.replace('"', " ") + '"'
-        return list(conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (phrase,)))
-    finally:
-        conn.close()
-
-
 def _assert_no_secret(text: str) -> None:
     for _, _, secret in PLANTED:
         assert secret not in text, secret
@@ -452,16 +447,14 @@ def test_no_secret_reaches_the_database_index_search_or_recall(tmp_path: Path) -
         body = {"sessionId": "s-keys", "sessionKey": "agent:main:keys", "advancementKey": "t1"}
         assert sidecar.post("commit-turn", body | {"messages": _secret_turn()}).json()["stored"] == 3
         sidecar.wait_for_backlog()
-        path = settings.database_path
-
-        raw = _database_bytes(path)
+        raw = stored_bytes(settings)
         assert CANARY.encode() in raw  # the turn is there ...
         for _, _, secret in PLANTED:  # ... and none of its secrets, in any case
             assert secret.lower().encode() not in raw.lower(), secret
 
-        assert len(_fts_rows(path, CANARY)) == 3
+        assert len(keyword_rows(settings, CANARY)) == 3
         for _, _, secret in PLANTED:
-            assert _fts_rows(path, secret) == [], secret
+            assert keyword_rows(settings, secret) == [], secret
 
         _assert_no_secret("\n".join(embedder.texts))
         assert any(CANARY in text for text in embedder.texts)
@@ -501,7 +494,8 @@ def test_secret_in_tool_call_arguments_never_reaches_the_database(sidecar: LiveS
     stored = sidecar.client.get("/v1/sessions/s-args/messages").json()["messages"]
     assert secret not in stored[0]["text"]
     assert secret not in json.dumps(stored[0]["original"])
-    assert secret.encode() not in _database_bytes(sidecar.settings.database_path)
+    raw = stored_bytes(sidecar.settings)
+    assert b"db_login" in raw and secret.encode() not in raw
 
 
 def test_originals_keep_secrets_only_when_the_operator_says_so(tmp_path: Path) -> None:
