@@ -54,7 +54,7 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.postgres.messages import date_terms
+from openclaw_lossless.store.postgres.messages import date_terms, pg_text
 from openclaw_lossless.store.sqlite.sessions import Scope
 
 K1 = 1.2
@@ -81,7 +81,7 @@ def words_of(expression: str) -> list[str]:
     """
     if not _EXPRESSION.fullmatch(expression):
         raise ValueError(f"not a keyword expression of quoted words joined by OR: {expression[:80]!r}")
-    return [word.replace('""', '"') for word in _WORD.findall(expression)]
+    return [pg_text(word.replace('""', '"')) for word in _WORD.findall(expression)]
 
 
 def expression_of(words: Sequence[str]) -> str:
@@ -120,7 +120,7 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
     idf = [max(math.log((corpus.rows - n + 0.5) / (n + 0.5)), IDF_FLOOR) for n in counts]
     where, params = scope_sql(scope)
     rows = conn.execute(
-        _best_matches_sql(len(words), where), [words, idf, *words, corpus.average_length, after, *params, k]
+        _best_matches_sql(len(words), where), [words, idf, *words, corpus.average_length or 1.0, after, *params, k]
     ).fetchall()
     return [(int(row[0]), float(row[1])) for row in rows]
 

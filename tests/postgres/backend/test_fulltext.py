@@ -230,6 +230,10 @@ def test_hostile_words_are_only_words(twins: Twins) -> None:
     found = fulltext.best_matches(twins.postgres.reader(), fulltext.expression_of(["o'brien"]), 0, MAIN, 10)
     assert [i for i, _ in found] == [ids[0]]
     assert messages.count(twins.postgres.reader()) == 3
+    # A NUL, which a PostgreSQL text cannot hold (FTS5 refuses it: "unterminated string"), fails nothing here:
+    # stored text has it as U+FFFD, and so does the word.
+    nul = fulltext.best_matches(twins.postgres.reader(), fulltext.expression_of(["the\x00invoice"]), 0, MAIN, 10)
+    assert nul == []
 
 
 def test_a_malformed_expression_is_refused_not_guessed(store: Database) -> None:
