@@ -465,7 +465,7 @@ def test_rerunning_imports_nothing_twice_even_without_cursors(
     first = import_history(sidecar.sidecar.ingest, openclaw)
     assert (first.messages_imported, first.compactions) == (12, 2)
     sidecar.wait_for_backlog()  # the embedding worker's tables settle before the fingerprint
-    database = sidecar.settings.database_path
+    database = sidecar.settings
     before = db_fingerprint(database)
     again = import_history(sidecar.sidecar.ingest, openclaw)
     assert (again.messages_seen, again.messages_imported, again.compactions, again.skipped_malformed) == (0, 0, 0, 0)
