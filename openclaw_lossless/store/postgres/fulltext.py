@@ -26,17 +26,17 @@ corpus                                   BM25    ts_rank_cd  ts_rank (norm. 1)  
                                                                                  lexemes
 =======================================  ======  ==========  ==================  =================
 LoCoMo dev, 2,760 messages, 760 queries  0.986   0.548       0.769               0.951
-scale chat, 100,000 messages, 298        0.990   0.007       -                   -
-  the same, narrowed (``term_stats``)    0.982   0.006       -                   -
+scale chat, 100,000 msgs, 297 queries    0.994   0.007       -                   -
+  158 narrowed first (``term_stats``)    0.995   0.008       -                   -
 =======================================  ======  ==========  ==================  =================
 
 The rest is the stemmers (snowball english conflates less than FTS5's porter: "used" is not "us"; with
 snowball's ``porter`` the LoCoMo figure is 0.992) and, beyond ``EXACT_CORPUS``, the sampled average length
 reordering near ties. The keyword lane alone finds a LoCoMo question's evidence in its top 20 as often
 (any 0.766 / all 0.651 against FTS5's 0.767 / 0.651; ts_rank_cd 0.762 / 0.636). Cost: about that of
-``ts_rank_cd`` ordering the same matches (1-1.7x), well above FTS5's on the same machine (LoCoMo p50 ~11 ms
-against ~1 ms; 100k narrowed ~43 ms against ~6 ms, a loaded 2-core machine): PostgreSQL reads each match's
-row and vector from the heap, FTS5 only its postings.
+``ts_rank_cd`` ordering the same matches (1-2x), well above FTS5's on the same machine (LoCoMo p50 ~11 ms
+against ~1 ms; 100k narrowed 43-141 ms against 6-13 ms, a 2-core machine under a load of 4-12): PostgreSQL
+reads each match's row and vector from the heap, FTS5 only its postings.
 """
 
 from __future__ import annotations
