@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import psycopg
 import pytest
@@ -423,12 +424,13 @@ def test_a_wrong_password_is_one_bad_finding_and_the_right_one_is_never_shown(
 
 
 def test_without_the_driver_a_url_is_one_finding_naming_the_extra(
-    capsys: pytest.CaptureFixture[str], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], home: Path, tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an install without the 'postgres' extra has
-    monkeypatch.delitem(sys.modules, "openclaw_lossless.doctor.postgres", raising=False)
-
-    code, found = doctor(capsys, f"postgresql://lossless:{SECRET}@db.invalid/lossless", tmp_path / "state")
+    url = f"postgresql://lossless:{SECRET}@db.invalid/lossless"
+    with mock.patch.dict(sys.modules):  # every module as it was afterwards, before the fixtures' teardown
+        sys.modules["psycopg"] = None  # type: ignore[assignment] # what an install without the 'postgres' extra has
+        sys.modules.pop("openclaw_lossless.doctor.postgres", None)
+        code, found = doctor(capsys, url, tmp_path / "state")
 
     assert code == 1 and bad(found) == ["binding"], found
     assert found["binding"]["code"] == "driver_missing"
