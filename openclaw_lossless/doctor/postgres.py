@@ -27,7 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
-from openclaw_lossless.doctor.store import Check, disk, embedder, permissions, store_checks
+from openclaw_lossless.doctor.store_checks import Check, disk, embedder, permissions, store_checks
 from openclaw_lossless.store.backend import postgres
 from openclaw_lossless.store.postgres import checks
 from openclaw_lossless.store.postgres.connection import Connection, set_search_path
