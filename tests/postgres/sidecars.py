@@ -30,6 +30,13 @@ KEYWORD_ONLY = {
     "LOSSLESS_DATABASE_CONNECTIONS": "8",
     "LOSSLESS_ASSEMBLE_DEADLINE_MS": "20000",
 }
+
+
+def with_model(model_dir: Path) -> dict[str, str]:
+    """``KEYWORD_ONLY`` but embedding with the real local model (what users run by default)."""
+    return KEYWORD_ONLY | {"LOSSLESS_EMBEDDING_PROVIDER": "local", "LOSSLESS_MODEL_DIR": str(model_dir)}
+
+
 RETRYABLE_STATUSES = frozenset({502, 503, 504})  # a sidecar going down or its store briefly unavailable
 GIVE_UP_S = 120.0
 
@@ -66,6 +73,23 @@ class Fleet:
     def wait_healthy(self) -> None:
         for sidecar in self.sidecars:
             sidecar.wait_healthy(timeout=120)
+
+    def drained_within(self, seconds: float) -> bool:
+        """Whether the shared embedding backlog empties, every message with its vector, within ``seconds``
+        (asked of whichever sidecar answers: the backlog and the vectors are the database's)."""
+        give_up = time.monotonic() + seconds
+        while time.monotonic() < give_up:
+            for sidecar in self.sidecars:
+                try:
+                    with sidecar.client() as client:
+                        stats = client.get("/stats").json()
+                except (httpx.HTTPError, OSError):
+                    continue
+                if stats["backlog"] == 0 and stats["vectors"] == stats["messages"]:
+                    return True
+                break
+            time.sleep(0.5)
+        return False
 
 
 class NoAnswer(RuntimeError):
