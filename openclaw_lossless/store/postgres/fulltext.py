@@ -46,6 +46,7 @@ import math
 import re
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -119,9 +120,13 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
     counts = document_frequencies(conn, corpus, words)
     idf = [max(math.log((corpus.rows - n + 0.5) / (n + 0.5)), IDF_FLOOR) for n in counts]
     where, params = scope_sql(scope)
-    rows = conn.execute(
-        _best_matches_sql(len(words), where), [words, idf, *words, corpus.average_length or 1.0, after, *params, k]
-    ).fetchall()
+    rows = (
+        in_time(conn)
+        .execute(
+            _best_matches_sql(len(words), where), [words, idf, *words, corpus.average_length or 1.0, after, *params, k]
+        )
+        .fetchall()
+    )
     return [(int(row[0]), float(row[1])) for row in rows]
 
 
@@ -192,10 +197,7 @@ def corpus_stats(conn: Connection) -> Corpus:
     in (exact, and as cheap as the growth is small); a large jump, ``CORPUS_TTL_S`` passing (messages archived
     or forgotten by another sidecar) or ``forget_counts`` measures the whole store again.
     """
-    row = conn.execute("SELECT current_schema(), coalesce((SELECT max(id) FROM messages), 0)").fetchone()
-    assert row is not None
-    key = (conn.info.host, conn.info.port, conn.info.dbname, row[0])
-    newest = int(row[1])
+    key, newest = store_of(conn)
     with _lock:
         known = _corpora.get(key)
     expired = known is None or time.time() - known.taken_at >= CORPUS_TTL_S
@@ -210,12 +212,24 @@ def corpus_stats(conn: Connection) -> Corpus:
     return fresh
 
 
+def store_of(conn: Connection) -> tuple[tuple[object, ...], int]:
+    """Which store ``conn`` reads (server, database, schema: the key of a per-process cache) and its newest
+    message id, in one cheap statement."""
+    row = in_time(conn).execute("SELECT current_schema(), coalesce((SELECT max(id) FROM messages), 0)").fetchone()
+    assert row is not None
+    return (conn.info.host, conn.info.port, conn.info.dbname, row[0]), int(row[1])
+
+
 def _grown(conn: Connection, known: Corpus, newest: int) -> Corpus:
     """``known`` with the messages stored since added in: their count and their tokens."""
-    found = conn.execute(
-        f"SELECT count(*), coalesce(sum({_TOKENS.format(v='search')}), 0) FROM messages WHERE id > %s AND id <= %s",
-        (known.newest, newest),
-    ).fetchone()
+    found = (
+        in_time(conn)
+        .execute(
+            f"SELECT count(*), coalesce(sum({_TOKENS.format(v='search')}), 0) FROM messages WHERE id > %s AND id <= %s",
+            (known.newest, newest),
+        )
+        .fetchone()
+    )
     added, tokens = (0, 0.0) if found is None else (int(found[0]), float(found[1]))
     rows = known.rows + added
     average = (known.average_length * known.rows + tokens) / rows if rows else 0.0
@@ -247,7 +261,7 @@ def _measure(conn: Connection, key: tuple[object, ...], newest: int) -> Corpus:
 
 
 def _scalar(conn: Connection, query: str, params: tuple[object, ...]) -> float:
-    row = conn.execute(query, params).fetchone()
+    row = in_time(conn).execute(query, params).fetchone()
     return 0.0 if row is None or row[0] is None else float(row[0])
 
 
@@ -268,11 +282,15 @@ def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str])
             else:
                 stale.append(word)
     if stale:
-        rows = conn.execute(
-            "SELECT w.word, (SELECT count(*) FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word))"
-            " FROM unnest(%s::text[]) AS w(word)",
-            (stale,),
-        ).fetchall()
+        rows = (
+            in_time(conn)
+            .execute(
+                "SELECT w.word, (SELECT count(*) FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word))"
+                " FROM unnest(%s::text[]) AS w(word)",
+                (stale,),
+            )
+            .fetchall()
+        )
         with _lock:
             for word, count in rows:
                 found[str(word)] = int(count)
@@ -282,12 +300,19 @@ def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str])
     return [found[word] for word in words]
 
 
+_deadlines: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
+
+
 @contextlib.contextmanager
 def deadline(conn: Connection, at: float) -> Iterator[None]:
-    """Statements on ``conn`` inside give up at ``at`` (monotonic) with ``TimeoutError``: the server's
-    ``statement_timeout``, set to the time left when the block starts (each statement gets at most that), and
-    put back as it was after. Inside a transaction it is set for the transaction only, so a rollback restores
-    it too."""
+    """Statements on ``conn`` inside give up at ``at`` (monotonic) with ``TimeoutError``.
+
+    The server's ``statement_timeout`` is set to the time left when the block starts and put back as it was
+    after (inside a transaction, for the transaction only, so a rollback restores it too). It bounds each
+    statement, not their sum, so this module and ``term_stats`` also check the clock before each statement
+    (``in_time``): a search of several statements stops at the first one that would start late, as SQLite's
+    progress handler stops the statement running at the deadline.
+    """
     left_ms = max(1, int((at - time.monotonic()) * 1000))
     local = conn.info.transaction_status != TransactionStatus.IDLE
     row = conn.execute(
@@ -295,13 +320,27 @@ def deadline(conn: Connection, at: float) -> Iterator[None]:
         (f"{left_ms}ms", local),
     ).fetchone()
     previous = "0" if row is None else str(row[0])
+    outer = _deadlines.get(conn)
+    _deadlines[conn] = at
     try:
         yield
     except pgerrors.QueryCanceled as exc:
         raise TimeoutError("keyword search passed its deadline") from exc
     finally:
+        if outer is None:
+            _deadlines.pop(conn, None)
+        else:
+            _deadlines[conn] = outer
         if conn.info.transaction_status in (TransactionStatus.IDLE, TransactionStatus.INTRANS):
             conn.execute("SELECT set_config('statement_timeout', %s, %s)", (previous, local))
+
+
+def in_time(conn: Connection) -> Connection:
+    """``conn``, unless a ``deadline`` block on it has passed its time: then ``TimeoutError``."""
+    at = _deadlines.get(conn)
+    if at is not None and time.monotonic() >= at:
+        raise TimeoutError("keyword search passed its deadline")
+    return conn
 
 
 def rebuild(conn: Connection, batch: int) -> Iterator[int]:

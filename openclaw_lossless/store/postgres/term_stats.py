@@ -45,10 +45,7 @@ class TermStats:
         terms = fulltext.words_of(expression)
         if len(terms) == 0 or self.limit <= 0:
             return expression, 0
-        row = conn.execute("SELECT current_schema(), coalesce((SELECT max(id) FROM messages), 0)").fetchone()
-        assert row is not None
-        store = (conn.info.host, conn.info.port, conn.info.dbname, row[0])
-        newest = int(row[1])
+        store, newest = fulltext.store_of(conn)
         counts = {term: self._count(conn, store, term, newest) for term in terms}
         # A word no message holds matches nothing: kept as the "rarest", it would push out every word that does.
         terms = [term for term in terms if counts[term] > 0]
@@ -64,7 +61,7 @@ class TermStats:
                 postings += counts[term]
             return fulltext.expression_of(kept), 0
         first = terms[0]  # every word is common: rank the newest matches of the first (the prompt's own)
-        found = conn.execute(_PROBE, (first, self.limit)).fetchone()
+        found = fulltext.in_time(conn).execute(_PROBE, (first, self.limit)).fetchone()
         return fulltext.expression_of([first]), 0 if found is None else int(found[0])
 
     def _count(self, conn: Connection, store: tuple[object, ...], term: str, newest: int) -> int:
@@ -75,7 +72,7 @@ class TermStats:
             if known is not None and newest - known.probed_at < max(1, self.limit // 4):
                 self._cache.move_to_end(key)
                 return known.count
-        found = conn.execute(_COUNT, (term, self.limit + 1)).fetchone()
+        found = fulltext.in_time(conn).execute(_COUNT, (term, self.limit + 1)).fetchone()
         count = 0 if found is None else int(found[0])
         with self._lock:
             self._cache[key] = _Count(count, newest)

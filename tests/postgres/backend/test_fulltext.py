@@ -18,6 +18,7 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, cap
 from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.store.postgres import fulltext, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.term_stats import TermStats
 from openclaw_lossless.store.sqlite import fulltext as sqlite_fulltext
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
@@ -316,3 +317,22 @@ def test_a_deadline_inside_a_write_leaves_the_transaction_usable(store: Database
         return None if row is None else row[0]
 
     assert store.write(work) == "0"
+
+
+def test_a_keyword_search_whose_time_ran_out_between_statements_stops(twins: Twins) -> None:
+    """The server's timeout bounds each statement; a search is several (narrowing, counting, ranking), so
+    one that is out of time before a statement starts stops there, however quick that statement would be,
+    as SQLite's progress handler stops it; the connection serves on after."""
+    twins.add(corpus(20))
+    conn = twins.postgres.reader()
+
+    def search(at: float, pause: float) -> list[tuple[int, float]]:
+        with fulltext.deadline(conn, at):
+            time.sleep(pause)  # the turn's other work: each statement alone would still be allowed 0.5 s
+            narrowed, after = TermStats().narrow(conn, expression(["budget", "zeppelin"]))
+            return fulltext.best_matches(conn, narrowed, after, MAIN, 10)
+
+    with pytest.raises(TimeoutError):
+        search(time.monotonic() + 0.5, 0.6)
+
+    assert search(time.monotonic() + 30, 0) != []
