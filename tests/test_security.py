@@ -20,7 +20,6 @@ import httpx
 import pytest
 
 from openclaw_lossless.cli import main
-from openclaw_lossless.store.sqlite import archive
 from openclaw_lossless.store.sqlite.connection import Database
 from openclaw_lossless.store.sqlite.migrations import migrate
 from tests.conversation import commit_body, conversation
@@ -180,9 +179,11 @@ def test_state_dir_is_0700_and_every_file_0600(tmp_path: Path, capsys: pytest.Ca
         for turn in conversation(60):
             server.post("commit-turn", commit_body(turn))
         server.wait_for_backlog()
-        archive.prune(server.sidecar.db, settings.archive_dir, 0.05)
+        server.sidecar.ops.archive.prune(server.sidecar.db, settings.archive_dir, 0.05)
         database = settings.database_path
-        files = [database, Path(f"{database}-wal"), Path(f"{database}-shm"), settings.token_path]
+        on_file = settings.database_url is None  # a PostgreSQL store's files are the server's, not the state dir's
+        store_files = [database, Path(f"{database}-wal"), Path(f"{database}-shm")] if on_file else []
+        files = [*store_files, settings.token_path]
         archives = sorted(settings.archive_dir.glob("*.jsonl.gz"))
         assert archives and all(path.exists() for path in files)
         assert _mode(state) == 0o700 and _mode(settings.archive_dir) == 0o700
@@ -198,7 +199,7 @@ def test_state_dir_is_0700_and_every_file_0600(tmp_path: Path, capsys: pytest.Ca
     assert main(["doctor", "--json", "--state-dir", str(state), "--port", "9"]) in (0, 1)
     findings = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     assert findings["permissions"]["ok"], findings["permissions"]
-    for loose in (Path(f"{settings.database_path}-shm"), archives[0]):
+    for loose in [*store_files[2:], archives[0]]:
         loose.chmod(0o644)
         assert main(["doctor", "--json", "--state-dir", str(state), "--port", "9"]) == 1
         finding = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}["permissions"]
@@ -284,13 +285,13 @@ def store(tmp_path: Path) -> Path:
 def test_snapshot_names_are_refused_in_one_line_and_write_nothing(
     capsys: pytest.CaptureFixture[str], store: Path, name: str
 ) -> None:
-    before = db_fingerprint(store / "lossless.sqlite")
+    before = db_fingerprint(make_settings(store))
     files = sorted(p.name for p in store.rglob("*"))
     code, err = _cli(capsys, "snapshot", "create", name, "--state-dir", str(store), "--port", "9")
     assert code == 2 and err.startswith("openclaw-lossless: a snapshot name is") and err.count("\n") == 1
     code, err = _cli(capsys, "snapshot", "show", name, "--state-dir", str(store), "--port", "9")
     assert code == 2 and "Traceback" not in err and err.count("\n") == 1
-    assert db_fingerprint(store / "lossless.sqlite") == before
+    assert db_fingerprint(make_settings(store)) == before
     assert sorted(p.name for p in store.rglob("*")) == files
 
 
