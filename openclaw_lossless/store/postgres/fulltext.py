@@ -187,7 +187,7 @@ class Corpus:
 
 _lock = threading.Lock()
 _corpora: dict[tuple[object, ...], Corpus] = {}
-_frequencies: OrderedDict[tuple[object, ...], tuple[int, int]] = OrderedDict()  # (store, word) -> (count, newest)
+_frequencies: OrderedDict[tuple[object, ...], tuple[int, int, float]] = OrderedDict()  # -> count, newest, taken at
 
 
 def corpus_stats(conn: Connection) -> Corpus:
@@ -268,15 +268,15 @@ def _scalar(conn: Connection, query: str, params: tuple[object, ...]) -> float:
 def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str]) -> list[int]:
     """How many messages hold each word (its phrase), counted on the GIN index: the postings of the word.
 
-    A count is kept per process and store until the store grew by a sixteenth since, as the corpus figures
-    are: a word asked turn after turn (a name, the topic) is counted once, not every turn.
+    A count is kept per process and store until the store grew by a sixteenth or ``CORPUS_TTL_S`` passed,
+    as the corpus figures are: a word asked turn after turn (a name, the topic) is counted once, not every turn.
     """
     found: dict[str, int] = {}
     stale: list[str] = []
     with _lock:
         for word in dict.fromkeys(words):
             known = _frequencies.get((corpus.key, word))
-            if known is not None and corpus.newest - known[1] <= corpus.rows // 16:
+            if known is not None and _fresh(known, corpus):
                 _frequencies.move_to_end((corpus.key, word))
                 found[word] = known[0]
             else:
@@ -294,10 +294,14 @@ def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str])
         with _lock:
             for word, count in rows:
                 found[str(word)] = int(count)
-                _frequencies[(corpus.key, str(word))] = (int(count), corpus.newest)
+                _frequencies[(corpus.key, str(word))] = (int(count), corpus.newest, time.time())
             while len(_frequencies) > CACHE_WORDS:
                 _frequencies.popitem(last=False)
     return [found[word] for word in words]
+
+
+def _fresh(known: tuple[int, int, float], corpus: Corpus) -> bool:
+    return 0 <= corpus.newest - known[1] <= corpus.rows // 16 and time.time() - known[2] < CORPUS_TTL_S
 
 
 _deadlines: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
@@ -357,6 +361,7 @@ def rebuild(conn: Connection, batch: int) -> Iterator[int]:
             "SELECT id, created_at FROM messages WHERE id > %s ORDER BY id LIMIT %s", (last, batch)
         ).fetchall()
         if not rows:
+            forget_counts()  # lengths and counts changed; a query racing the commit re-counts after the TTL
             return
         yield _rewrite(conn, [int(r[0]) for r in rows], [float(r[1]) for r in rows])
         last = int(rows[-1][0])

@@ -277,7 +277,6 @@ def test_a_rebuild_brings_back_what_the_index_lost(twins: Twins) -> None:
     assert sorted(i for i, _ in dated) == sorted(
         i for (session, _), i in zip(corpus(30), ids, strict=True) if session != "s4"
     )
-    fulltext.forget_counts()
     assert twins.both(["budget", "zeppelin"], MAIN)[1] == before
 
 
