@@ -33,6 +33,8 @@ def selection_for(settings: Settings, plugin_config: dict[str, Any]) -> SessionS
 
 def gaps(settings: Settings, openclaw_state: Path, plugin_config: dict[str, Any], import_flags: str) -> Finding:
     """The gap finding; ``import_flags`` is what ``import`` must be told to reach these transcripts and store."""
+    if settings.database_url is not None:
+        return _postgres_gaps(settings, openclaw_state, plugin_config, import_flags)
     database = settings.database_path
     if not database.exists():
         return Finding(CHECK, True, f"no store yet at {database}: the first turn creates it", code="gaps_no_store")
@@ -46,6 +48,32 @@ def gaps(settings: Settings, openclaw_state: Path, plugin_config: dict[str, Any]
         return Finding(CHECK, True, f"not checked: the store cannot be read ({exc})", code="gaps_unchecked")
     finally:
         conn.close()
+    return _finding(report, openclaw_state, import_flags)
+
+
+def _postgres_gaps(
+    settings: Settings, openclaw_state: Path, plugin_config: dict[str, Any], import_flags: str
+) -> Finding:
+    """The same finding on a PostgreSQL store, read in doctor's read-only session (its driver imported only here)."""
+    import psycopg
+
+    from openclaw_lossless.doctor.postgres import connect
+    from openclaw_lossless.store.backend import postgres
+    from openclaw_lossless.store.postgres import checks
+
+    assert settings.database_url is not None
+    opened = connect(settings.database_url.get_secret_value(), settings.database_schema)
+    if isinstance(opened, Finding):
+        unreachable = "not checked: the store cannot be reached (see the database finding)"
+        return Finding(CHECK, True, unreachable, code="gaps_unchecked")
+    with opened as conn:
+        if not checks.has_table(conn, "messages"):
+            return Finding(CHECK, True, "no store yet: the first turn creates it", code="gaps_no_store")
+        try:
+            selection = selection_for(settings, plugin_config)
+            report = find_gaps(conn, openclaw_state, selection=selection, ops=postgres())
+        except psycopg.Error as exc:
+            return Finding(CHECK, True, f"not checked: the store cannot be read ({exc})", code="gaps_unchecked")
     return _finding(report, openclaw_state, import_flags)
 
 
