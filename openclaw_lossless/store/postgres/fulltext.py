@@ -110,8 +110,9 @@ def scope_sql(scope: Scope, alias: str = "m") -> tuple[str, list[object]]:
 def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k: int) -> list[tuple[int, float]]:
     """``(message id, bm25)`` of the ``k`` best matches of ``expression`` in scope with an id above ``after``.
 
-    Lower is better, as FTS5's ``bm25()``; ties go to the older message. Three statements: the corpus
-    probe, the document frequencies of the words not counted lately, and the ranking itself.
+    Lower is better, as FTS5's ``bm25()``; ties go to the older message. Two statements when the words were
+    counted lately (the store's probe, the ranking); a word not counted lately, or a store grown since the
+    last query, costs one more each.
     """
     words = words_of(expression)
     if not words or k <= 0:
