@@ -40,26 +40,34 @@ def queue_all(conn: Connection) -> int:
     return max(cursor.rowcount, 0)
 
 
-def claim(conn: Connection, limit: int, *, worker: str, lease_s: float) -> list[Queued]:
+def claim(conn: Connection, limit: int, *, worker: str, lease_s: float, own_again: bool = False) -> list[Queued]:
     """Claim up to ``limit`` of the oldest unclaimed (or expired) entries for ``worker`` for ``lease_s``
-    seconds; returns them oldest first. Run it in a write transaction: the claim holds once that commits."""
+    seconds; returns them oldest first. Run it in a write transaction: the claim holds once that commits.
+
+    ``own_again``: the entries ``worker`` holds already are handed out again too (``oldest``)."""
     rows = conn.execute(
         "WITH picked AS (SELECT message_id FROM embedding_backlog"
-        " WHERE claimed_until IS NULL OR claimed_until <= now()"
+        " WHERE claimed_until IS NULL OR claimed_until <= now() OR (%s AND claimed_by = %s)"
         " ORDER BY message_id LIMIT %s FOR UPDATE SKIP LOCKED),"
         " claimed AS (UPDATE embedding_backlog b SET claimed_by = %s,"
         " claimed_until = now() + make_interval(secs => %s)"
         " FROM picked WHERE b.message_id = picked.message_id RETURNING b.message_id)"
         " SELECT c.message_id, m.text, m.agent_id, m.session_rowid FROM claimed c"
         " LEFT JOIN messages m ON m.id = c.message_id ORDER BY c.message_id",
-        (limit, worker, lease_s),
+        (own_again, worker, limit, worker, lease_s),
     )
     return [(int(r[0]), r[1], r[2], None if r[3] is None else int(r[3])) for r in rows]
 
 
 def oldest(conn: Connection, limit: int) -> list[Queued]:
-    """The ``limit`` oldest entries no other worker holds, claimed for this process (``claim``)."""
-    return claim(conn, limit, worker=WORKER, lease_s=LEASE_S)
+    """The ``limit`` oldest entries no other worker holds, claimed for this process (``claim``).
+
+    Entries this process claimed before are among them, as on SQLite, where the backlog is read again: the
+    embedding worker asks only once it has handed out every batch it read, so an entry it still holds is one
+    whose batch failed (the provider refused, a thread raised) or that another of its drain threads is still
+    embedding (embedded twice then, as on SQLite). Waiting out the lease instead left a failed batch's messages
+    without vectors for five minutes while the rest of the backlog drained."""
+    return claim(conn, limit, worker=WORKER, lease_s=LEASE_S, own_again=True)
 
 
 def remove(conn: Connection, message_ids: Sequence[int]) -> None:
