@@ -19,7 +19,6 @@ from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite import backlog
 from tests.helpers import make_settings
 
 TOPICS = ("the staging deploy", "my sister's wedding", "the garden beds", "a flaky test", "the tax return")
@@ -78,8 +77,15 @@ def open_sidecar(tmp_path: Path) -> Iterator[Any]:
 
 
 def _codes(sidecar: Sidecar) -> dict[int, bytes]:
-    rows = sidecar.db.reader().execute("SELECT message_id, embedding FROM message_vectors").fetchall()
-    return {int(row[0]): bytes(row[1]) for row in rows}
+    """Each stored vector as the store holds it (its int8 codes and scale), read through the store's backend."""
+    provider = sidecar.embedding.provider
+    assert provider is not None
+    dimension = provider.identity.dimension
+    codes: dict[int, bytes] = {}
+    for block in sidecar.ops.vectors.read_all(sidecar.db.reader(), dimension):
+        for i, message_id in enumerate(block.ids):
+            codes[int(message_id)] = block.codes[i].tobytes() + block.scales[i].tobytes()
+    return codes
 
 
 def _drain(sidecar: Sidecar) -> None:
@@ -124,7 +130,7 @@ def test_a_failure_in_either_thread_keeps_the_whole_batch_queued(
         sidecar.worker.drain_once()
 
     assert _codes(sidecar) == {}
-    assert backlog.size(sidecar.db.reader()) == 40
+    assert sidecar.ops.backlog.size(sidecar.db.reader()) == 40
     spy.fail_on = None
     _drain(sidecar)
     assert len(_codes(sidecar)) == 40
