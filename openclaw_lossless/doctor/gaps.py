@@ -55,12 +55,14 @@ def _postgres_gaps(
     settings: Settings, openclaw_state: Path, plugin_config: dict[str, Any], import_flags: str
 ) -> Finding:
     """The same finding on a PostgreSQL store, read in doctor's read-only session (its driver imported only here)."""
-    import psycopg
+    try:
+        import psycopg
 
-    from openclaw_lossless.doctor.postgres import connect
-    from openclaw_lossless.store.backend import postgres
-    from openclaw_lossless.store.postgres import checks
-
+        from openclaw_lossless.doctor.postgres import connect
+        from openclaw_lossless.store.backend import postgres
+        from openclaw_lossless.store.postgres import checks
+    except ImportError:  # the database finding names the extra to install
+        return Finding(CHECK, True, "not checked: the PostgreSQL driver is not installed", code="gaps_unchecked")
     assert settings.database_url is not None
     opened = connect(settings.database_url.get_secret_value(), settings.database_schema)
     if isinstance(opened, Finding):
