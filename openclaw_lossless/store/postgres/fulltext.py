@@ -9,7 +9,7 @@ word is. Per query word, as FTS5 does per phrase:
   colons, ``&``, ``|``, ``!`` and parentheses in it are just characters the parser drops, and a word the
   tokenizer splits (``foo_bar``) must match as a phrase, as FTS5's quoted phrase does;
 - its document frequency is counted on the GIN index (the postings of the word, never the whole history),
-  and kept per process and store until the store grew by a sixteenth;
+  and kept per process and store until the store grows (in a large store, by a sixteenth);
 - its frequency in a matching message is the count of the positions of its lexemes there, and the
   message's length is its count of positions (tokens), the numbers FTS5 keeps.
 
@@ -269,8 +269,9 @@ def _scalar(conn: Connection, query: str, params: tuple[object, ...]) -> float:
 def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str]) -> list[int]:
     """How many messages hold each word (its phrase), counted on the GIN index: the postings of the word.
 
-    A count is kept per process and store until the store grew by a sixteenth or ``CORPUS_TTL_S`` passed,
-    as the corpus figures are: a word asked turn after turn (a name, the topic) is counted once, not every turn.
+    A count is kept per process and store until the store grows (beyond ``EXACT_CORPUS`` messages: by a
+    sixteenth) or ``CORPUS_TTL_S`` passes: a word asked turn after turn (a name, the topic) is counted once,
+    not every turn.
     """
     found: dict[str, int] = {}
     stale: list[str] = []
@@ -302,7 +303,10 @@ def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str])
 
 
 def _fresh(known: tuple[int, int, float], corpus: Corpus) -> bool:
-    return 0 <= corpus.newest - known[1] <= corpus.rows // 16 and time.time() - known[2] < CORPUS_TTL_S
+    """Whether a word's count still stands: exact while the store is small (where counting is cheap and
+    the figures are exact too), within a sixteenth of its growth beyond."""
+    slack = corpus.rows // 16 if corpus.rows > EXACT_CORPUS else 0
+    return 0 <= corpus.newest - known[1] <= slack and time.time() - known[2] < CORPUS_TTL_S
 
 
 _deadlines: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()

@@ -156,7 +156,9 @@ def test_the_ranking_follows_the_store_as_it_grows(twins: Twins) -> None:
     assert_same_ranking(*twins.both(["zeppelin", "budget", "garden"], MAIN))
 
     twins.add([(session, text + " zeppelin zeppelin") for session, text in corpus(60, seed=2)], MAY_8_2023 + 90 * DAY)
+    assert_same_ranking(*twins.both(["zeppelin", "budget", "garden"], MAIN))
 
+    twins.add([("s0", "zeppelin budget"), ("s1", "garden zeppelin")], MAY_8_2023 + 99 * DAY)  # a turn's worth
     assert_same_ranking(*twins.both(["zeppelin", "budget", "garden"], MAIN))
 
 
