@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import FACT, QUESTION, commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
@@ -43,6 +45,9 @@ def big_turn(n: int) -> dict[str, Any]:
     return body
 
 
+# The full disk is SQLite's page cap on its one write connection; PostgreSQL's disk-full answer (507, nothing
+# stored) is tests/postgres/backend/test_connection.py's.
+@pytest.mark.sqlite_only
 def test_a_full_disk_refuses_commits_with_507_keeps_reads_and_heals(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state", max_db_size_mb=0)
     turns = conversation(30)
