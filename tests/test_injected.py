@@ -8,7 +8,6 @@ a marker word of its own, so a leak names the shape that leaked.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from pydantic import ValidationError
 
 from openclaw_lossless.capture.injected import BUILTIN_NAMES, DEFAULT, InjectedText
 from openclaw_lossless.config import Settings
-from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, LiveSidecar, keyword_rows, live_sidecar, make_settings, store_rows
 
 # What OpenClaw 2026.9.6 and its memory plugins write (strip-inbound-meta, internal-runtime-context,
 # active-memory, memory-core standing intents, memory-lancedb), each with a marker nobody would say.
@@ -187,11 +186,7 @@ def loaded(tmp_path: Path) -> Any:
 
 
 def _rows(server: LiveSidecar, sql: str, *args: Any) -> list[Any]:
-    conn = sqlite3.connect(server.settings.database_path)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
+    return store_rows(server.settings, sql, args)
 
 
 def test_injected_text_is_kept_in_the_original_but_never_indexed_embedded_or_found(loaded: Any) -> None:
@@ -201,7 +196,7 @@ def test_injected_text_is_kept_in_the_original_but_never_indexed_embedded_or_fou
     for marker in [*ALL_MARKERS, "harpsichord", "pumpernickelyak"]:
         assert marker in originals, marker
         assert marker not in texts, marker
-        assert _rows(server, "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", f'"{marker}"') == []
+        assert keyword_rows(server.settings, marker) == []
         assert not any(marker in t for t in embedder.texts), marker
         hits = server.client.get("/v1/search", params={"q": marker, "k": 10}).json()["hits"]
         assert not any(marker in hit["text"] for hit in hits), marker
