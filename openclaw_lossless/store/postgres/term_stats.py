@@ -5,9 +5,10 @@ messages is left out when the query has rarer words, the rarer ones are kept rar
 messages add up to at most ``2 × limit``, and when every word is that common only the newest ``limit``
 messages holding the first word are ranked. BM25 is then computed for at most ``2 × limit`` messages.
 
-Here a word's count is taken on the GIN index, stopping after ``limit + 1`` messages, and cached per process
-and store (server, database, schema: one process may serve one store, a test several); a cached count is
-taken again once the store has grown by a quarter of ``limit`` messages since. ``clear`` also drops the
+Here a word's count is taken on the GIN index, stopping after ``limit + 1`` messages (the words not cached
+all in one statement), and cached per process and store (server, database, schema: one process may serve
+one store, a test several); a cached count is taken again once the store has grown by a quarter of
+``limit`` messages since. ``clear`` also drops the
 counts ``fulltext`` keeps for BM25, since both went down when messages were archived or forgotten.
 """
 
@@ -20,8 +21,9 @@ from openclaw_lossless.store.postgres import fulltext
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.sqlite.term_stats import CACHE_TERMS, DEFAULT_LIMIT, _Count
 
-_COUNT = (
-    "SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', %s::text) LIMIT %s) c"
+_COUNTS = (
+    "SELECT w.word, (SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word)"
+    " LIMIT %s) c) FROM unnest(%s::text[]) AS w(word)"
 )
 _PROBE = (
     "SELECT id FROM messages WHERE search @@ phraseto_tsquery('lossless', %s::text) ORDER BY id DESC LIMIT 1 OFFSET %s"
@@ -46,7 +48,7 @@ class TermStats:
         if len(terms) == 0 or self.limit <= 0:
             return expression, 0
         store, newest = fulltext.store_of(conn)
-        counts = {term: self._count(conn, store, term, newest) for term in terms}
+        counts = self._counts(conn, store, terms, newest)
         # A word no message holds matches nothing: kept as the "rarest", it would push out every word that does.
         terms = [term for term in terms if counts[term] > 0]
         if not terms:
@@ -64,18 +66,23 @@ class TermStats:
         found = fulltext.in_time(conn).execute(_PROBE, (first, self.limit)).fetchone()
         return fulltext.expression_of([first]), 0 if found is None else int(found[0])
 
-    def _count(self, conn: Connection, store: tuple[object, ...], term: str, newest: int) -> int:
-        """Messages holding ``term``, counted up to ``limit + 1`` (cached until the store grows)."""
-        key = (*store, term)
+    def _counts(self, conn: Connection, store: tuple[object, ...], terms: list[str], newest: int) -> dict[str, int]:
+        """Messages holding each term, counted up to ``limit + 1`` (cached until the store grows); the terms not
+        cached are counted in one statement, not one round trip each."""
+        counts: dict[str, int] = {}
         with self._lock:
-            known = self._cache.get(key)
-            if known is not None and newest - known.probed_at < max(1, self.limit // 4):
-                self._cache.move_to_end(key)
-                return known.count
-        found = fulltext.in_time(conn).execute(_COUNT, (term, self.limit + 1)).fetchone()
-        count = 0 if found is None else int(found[0])
-        with self._lock:
-            self._cache[key] = _Count(count, newest)
-            if len(self._cache) > CACHE_TERMS:
-                self._cache.popitem(last=False)
-        return count
+            for term in terms:
+                known = self._cache.get((*store, term))
+                if known is not None and newest - known.probed_at < max(1, self.limit // 4):
+                    self._cache.move_to_end((*store, term))
+                    counts[term] = known.count
+        missing = [term for term in dict.fromkeys(terms) if term not in counts]
+        if missing:
+            rows = fulltext.in_time(conn).execute(_COUNTS, (self.limit + 1, missing)).fetchall()
+            with self._lock:
+                for term, count in rows:
+                    counts[str(term)] = int(count)
+                    self._cache[(*store, str(term))] = _Count(int(count), newest)
+                while len(self._cache) > CACHE_TERMS:
+                    self._cache.popitem(last=False)
+        return counts
