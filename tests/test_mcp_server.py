@@ -20,9 +20,8 @@ from mcp_types import CallToolResult, TextContent
 from openclaw_lossless.config import Settings
 from openclaw_lossless.mcp_server import TOOL_NAME, MemorySearch
 from openclaw_lossless.sidecar import open_store
-from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import FACT, commit_body, conversation
-from tests.helpers import HashEmbedder, LiveSidecar, free_port, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, LiveSidecar, free_port, live_sidecar, make_settings, store_rows
 
 REPO = Path(__file__).resolve().parents[1]
 OPS_FACT = "The ops on-call rota lives in the shared pager spreadsheet, tab three."
@@ -48,6 +47,9 @@ def fill(server: LiveSidecar) -> None:
 
 def server_params(settings: Settings, **env: str) -> StdioServerParameters:
     """The server as an MCP client config would run it, pointed at this store by environment variables only."""
+    if settings.database_url is not None:  # a PostgreSQL store is named by its URL and schema
+        database = {"LOSSLESS_DATABASE_URL": settings.database_url.get_secret_value()}
+        env = database | {"LOSSLESS_DATABASE_SCHEMA": settings.database_schema} | env
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "openclaw_lossless", "mcp"],  # what `openclaw-lossless mcp` runs
@@ -179,11 +181,7 @@ def test_a_missing_store_is_an_error_result_not_a_crash(tmp_path: Path) -> None:
 
 
 def vector_rows(settings: Settings) -> int:
-    conn = open_connection(settings.database_path, readonly=True)
-    try:
-        return int(conn.execute("SELECT count(*) FROM message_vectors").fetchone()[0])
-    finally:
-        conn.close()
+    return int(store_rows(settings, "SELECT count(*) FROM message_vectors")[0][0])
 
 
 @pytest.mark.parametrize("same_embedder", [True, False])
