@@ -53,7 +53,10 @@ def m001_extensions_and_text_search(conn: Connection) -> None:
     text search configuration of this store's schema."""
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
     conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent WITH SCHEMA public")
-    conn.execute("CREATE TEXT SEARCH DICTIONARY lossless_stem (TEMPLATE = snowball, Language = english)")
+    # Snowball's original Porter stemmer, as FTS5's porter tokenizer: "used" and "us" meet as they do there
+    # (the English stemmer keeps them apart), which brings the keyword lane's top 20 from 0.986 to 0.992 of
+    # FTS5's on LoCoMo.
+    conn.execute("CREATE TEXT SEARCH DICTIONARY lossless_stem (TEMPLATE = snowball, Language = porter)")
     conn.execute("CREATE TEXT SEARCH CONFIGURATION lossless (COPY = simple)")
     conn.execute(
         "ALTER TEXT SEARCH CONFIGURATION lossless ALTER MAPPING FOR asciiword, asciihword, hword_asciipart,"
@@ -116,7 +119,9 @@ def m002_sessions_turns_messages(conn: Connection) -> None:
     conn.execute("CREATE INDEX messages_by_agent ON messages (agent_id, id)")
     conn.execute("CREATE INDEX messages_by_session ON messages (session_rowid, id)")
     conn.execute("CREATE INDEX messages_scope ON messages (id) INCLUDE (agent_id, session_rowid)")
-    conn.execute("CREATE INDEX messages_search ON messages USING gin (search)")
+    # No pending list: with it every search also scans the entries not yet merged (keyword query p50 136 ms
+    # against 49 on 8,000 messages), for a commit 1.4 ms cheaper; recall is the hot path.
+    conn.execute("CREATE INDEX messages_search ON messages USING gin (search) WITH (fastupdate = off)")
     conn.execute(
         """CREATE TABLE message_days (
             message_id bigint NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
