@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 from openclaw_lossless.store.postgres import fulltext
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.term_stats import CACHE_TERMS, DEFAULT_LIMIT, _Count
+from openclaw_lossless.store.sqlite.term_stats import CACHE_TERMS, DEFAULT_LIMIT, _Count, keep_rarest
 
 _COUNTS = (
     "SELECT w.word, (SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word)"
@@ -49,20 +49,13 @@ class TermStats:
             return expression, 0
         store, newest = fulltext.store_of(conn)
         counts = self._counts(conn, store, terms, newest)
-        # A word no message holds matches nothing: kept as the "rarest", it would push out every word that does.
-        terms = [term for term in terms if counts[term] > 0]
-        if not terms:
+        kept = keep_rarest(terms, counts, self.limit)
+        if kept is None:
             return expression, 0
-        rare = sorted((term for term in terms if counts[term] <= self.limit), key=lambda term: counts[term])
-        if rare:
-            kept, postings = [rare[0]], counts[rare[0]]
-            for term in rare[1:]:
-                if postings + counts[term] > 2 * self.limit:
-                    break
-                kept.append(term)
-                postings += counts[term]
+        if kept:
             return fulltext.expression_of(kept), 0
-        first = terms[0]  # every word is common: rank the newest matches of the first (the prompt's own)
+        # every word is common: rank the newest matches of the first held (the prompt's own)
+        first = next(term for term in terms if counts[term] > 0)
         found = fulltext.in_time(conn).execute(_PROBE, (first, self.limit)).fetchone()
         return fulltext.expression_of([first]), 0 if found is None else int(found[0])
 

@@ -38,6 +38,28 @@ class _Count:
     probed_at: int  # the newest message id when counted
 
 
+def keep_rarest(terms: list[str], counts: dict[str, int], limit: int) -> list[str] | None:
+    """The words worth ranking, rarest first, while their matches stay within ``2 × limit``; ``[]`` when every
+    word is too common to rank over the whole history; None when no message holds any of them.
+
+    Shared by both backends: they count the words each its own way, and choose among them alike. A word no
+    message holds matches nothing: kept as the "rarest", it would push out every word that does.
+    """
+    held = [term for term in terms if counts[term] > 0]
+    if not held:
+        return None
+    rare = sorted((term for term in held if counts[term] <= limit), key=lambda term: counts[term])
+    if not rare:
+        return []
+    kept, postings = [rare[0]], counts[rare[0]]
+    for term in rare[1:]:
+        if postings + counts[term] > 2 * limit:
+            break
+        kept.append(term)
+        postings += counts[term]
+    return kept
+
+
 class TermStats:
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
@@ -56,20 +78,13 @@ class TermStats:
             return expression, 0
         newest = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
         counts = {term: self._count(conn, term, newest) for term in terms}
-        # A word no message holds matches nothing: kept as the "rarest", it would push out every word that does.
-        terms = [term for term in terms if counts[term] > 0]
-        if not terms:
+        kept = keep_rarest(terms, counts, self.limit)
+        if kept is None:
             return expression, 0
-        rare = sorted((term for term in terms if counts[term] <= self.limit), key=lambda term: counts[term])
-        if rare:
-            kept, postings = [rare[0]], counts[rare[0]]
-            for term in rare[1:]:
-                if postings + counts[term] > 2 * self.limit:
-                    break
-                kept.append(term)
-                postings += counts[term]
+        if kept:
             return " OR ".join(f'"{term}"' for term in kept), 0
-        rarest = terms[0]  # every word is common: rank the newest matches of the first (the prompt's own)
+        # every word is common: rank the newest matches of the first held (the prompt's own)
+        rarest = next(term for term in terms if counts[term] > 0)
         row = conn.execute(_PROBE, (f'"{rarest}"', self.limit)).fetchone()
         return f'"{rarest}"', 0 if row is None else int(row[0])
 
