@@ -217,15 +217,18 @@ def db_fingerprint(place: Settings | Path) -> dict[str, Any]:
 
 def stored_bytes(settings: Settings) -> bytes:
     """Everything the store holds, to look for a string in: the SQLite file and its WAL as a hex editor sees
-    them, or on PostgreSQL every row of every table of the store's schema as text."""
+    them, or on PostgreSQL every row of every table of the store's schema as text (each table's sorted)."""
     if settings.database_url is None:
         path = settings.database_path
         files = (Path(f"{path}{suffix}") for suffix in ("", "-wal"))
         return b"".join(file.read_bytes() for file in files if file.exists())
     listing = "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_type = 'BASE TABLE'"
     tables = [name for (name,) in store_rows(settings, listing, (settings.database_schema,))]
-    rows = (row for t in sorted(tables) for row in store_rows(settings, f'SELECT t::text FROM "{t}" t'))
-    return "\n".join(text for (text,) in rows).encode()
+    parts = []
+    for table in sorted(tables):
+        texts = sorted(text for (text,) in store_rows(settings, f'SELECT t::text FROM "{table}" t'))
+        parts.append("\n".join([table, *texts]))
+    return "\n".join(parts).encode()
 
 
 def keyword_rows(settings: Settings, phrase: str) -> list[int]:

@@ -24,10 +24,20 @@ from openclaw_lossless.cli import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.rescan import CURSOR_KEY, Rescan
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite import archive
 from openclaw_lossless.store.sqlite.connection import open_connection
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
-from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings, run_cli, run_cli_json
+from tests.helpers import (
+    HashEmbedder,
+    assert_error,
+    keyword_rows,
+    live_sidecar,
+    make_settings,
+    on_postgres,
+    run_cli,
+    run_cli_json,
+    store_rows,
+    stored_bytes,
+)
 
 GITHUB = "ghp_R7x2Kq9Lm4Np8Vt3Wz6Yb1Cd5Ef0Gh2Ij4Kl"
 STRIPE = "sk_live_51Hq8ZpQ2rT7vX9yB3nM4kL6jH8gF"
@@ -64,14 +74,25 @@ def _old_store(settings: Settings) -> None:
         assert sidecar.worker is not None
         while sidecar.worker.drain_once():
             pass
-        archive._write_archive(sidecar.db.reader(), settings.archive_dir, 2)
+        _archive_first_two(sidecar)
     finally:
         sidecar.close()
 
 
+def _archive_first_two(sidecar: Sidecar) -> None:
+    """An archive of messages 1 and 2 that stay stored too (a prune cut short after writing it)."""
+    if sidecar.ops.name == "postgresql":
+        from openclaw_lossless.store.postgres import archive as pg_archive
+
+        pg_archive._write_archive(sidecar.db.reader(), sidecar.settings.archive_dir, [1, 2], 2, None)
+    else:
+        from openclaw_lossless.store.sqlite import archive
+
+        archive._write_archive(sidecar.db.reader(), sidecar.settings.archive_dir, 2)
+
+
 def _raw(settings: Settings) -> bytes:
-    path = settings.database_path
-    return b"".join(Path(f"{path}{suffix}").read_bytes() for suffix in ("", "-wal") if Path(f"{path}{suffix}").exists())
+    return stored_bytes(settings)
 
 
 def _pages(settings: Settings) -> str:
@@ -80,6 +101,8 @@ def _pages(settings: Settings) -> str:
     Not the file's bytes: a checkpoint moves pages from the WAL into the file without changing anything, and
     whichever connection happens to close last in the process does one.
     """
+    if on_postgres(settings):
+        return hashlib.sha256(stored_bytes(settings)).hexdigest()
     conn = open_connection(settings.database_path)
     try:
         digest = hashlib.sha256()
@@ -110,6 +133,8 @@ def _settle(settings: Settings) -> None:
     the WAL into the file: bytes moved, nothing changed, and the byte comparison would fail by chance.
     """
     gc.collect()
+    if on_postgres(settings):
+        return
     conn = open_connection(settings.database_path)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -149,24 +174,17 @@ def test_rescan_removes_every_copy(capsys: pytest.CaptureFixture[str], settings:
     assert b"[REDACTED:github_token]" in archived
     for path in settings.archive_dir.glob("*"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600 and not path.name.endswith(".partial")
-    conn = open_connection(settings.database_path)
-    try:
-        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
-        assert (
-            conn.execute(
-                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'ghp_R7x2Kq9Lm4Np8Vt3Wz6Yb1Cd5Ef0Gh2Ij4Kl'"
-            ).fetchone()[0]
-            == 0
-        )
-        assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'pelican'").fetchone()[0] == 4
-        assert (
-            conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'github_token'").fetchone()[0] == 1
-        )
-        backlog = {r[0] for r in conn.execute("SELECT message_id FROM embedding_backlog")}
-        vectors = {r[0] for r in conn.execute("SELECT message_id FROM message_vectors")}
-        assert conn.execute("SELECT 1 FROM meta WHERE key = ?", (CURSOR_KEY,)).fetchone() is None
-    finally:
-        conn.close()
+    if not on_postgres(settings):  # FTS5's own check of its index against the messages
+        conn = open_connection(settings.database_path)
+        try:
+            conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+        finally:
+            conn.close()
+    assert keyword_rows(settings, GITHUB) == []
+    assert len(keyword_rows(settings, "pelican")) == 4 and len(keyword_rows(settings, "github_token")) == 1
+    backlog = {r[0] for r in store_rows(settings, "SELECT message_id FROM embedding_backlog")}
+    vectors = {r[0] for r in store_rows(settings, "SELECT message_id FROM message_vectors")}
+    assert store_rows(settings, "SELECT 1 FROM meta WHERE key = ?", (CURSOR_KEY,)) == []
     assert backlog == {1, 2, 3} and vectors == {4}
     # The backlog is embedded again from the redacted text.
     embedder = HashEmbedder()
@@ -223,9 +241,9 @@ def test_an_interrupted_rescan_continues_where_it_stopped(
     try:
         with pytest.raises(Stop):
             Rescan(sidecar.store, sidecar.capture_options, settings.archive_dir, page=1, progress=stop).run()
-        row = sidecar.db.reader().execute("SELECT value FROM meta WHERE key = ?", (CURSOR_KEY,)).fetchone()
-        assert row is not None and '"after": 1' in row[0]
-        texts = [r[0] for r in sidecar.db.reader().execute("SELECT text FROM messages WHERE id <= 2 ORDER BY id")]
+        [row] = store_rows(settings, "SELECT value FROM meta WHERE key = ?", (CURSOR_KEY,))
+        assert '"after": 1' in row[0]
+        texts = [r[0] for r in store_rows(settings, "SELECT text FROM messages WHERE id <= 2 ORDER BY id")]
         assert GITHUB not in texts[0] and STRIPE in texts[1]  # the first page is done, the second not yet
     finally:
         sidecar.close()
@@ -240,12 +258,8 @@ def test_originals_kept_verbatim_when_the_setting_says_so(
     monkeypatch.setenv("LOSSLESS_REDACT_ORIGINALS", "false")
     data = _cli(capsys, settings)
     assert "originals" not in data["places"]  # type: ignore[operator]
-    conn = open_connection(settings.database_path)
-    try:
-        texts = [r[0] for r in conn.execute("SELECT text FROM messages WHERE id <= 3")]
-        originals = [r[0] for r in conn.execute("SELECT original FROM messages WHERE id <= 3")]
-    finally:
-        conn.close()
+    texts = [r[0] for r in store_rows(settings, "SELECT text FROM messages WHERE id <= 3 ORDER BY id")]
+    originals = [r[0] for r in store_rows(settings, "SELECT original FROM messages WHERE id <= 3 ORDER BY id")]
     assert not any(s in t for t in texts for s in SECRETS)
     assert all(s in o for o, s in zip(originals, SECRETS, strict=True))
 
@@ -298,9 +312,9 @@ class _RedactedMidBatch(HashEmbedder):
 
     def embed(self, texts: list[str]) -> Any:
         if self.sidecar is not None and any(GITHUB in text for text in texts):
-            self.sidecar.db.write(
-                lambda c: c.execute("UPDATE messages SET text = replace(text, ?, '[REDACTED:github_token]')", (GITHUB,))
-            )
+            mark = "%s" if self.sidecar.ops.name == "postgresql" else "?"
+            redact = f"UPDATE messages SET text = replace(text, {mark}, '[REDACTED:github_token]')"
+            self.sidecar.db.write(lambda c: c.execute(redact, (GITHUB,)))
         return super().embed(texts)
 
 
@@ -321,8 +335,8 @@ def test_a_message_redacted_while_its_batch_is_embedded_keeps_no_vector_of_its_o
         conn = sidecar.db.reader()
         ((stored,),) = conn.execute("SELECT text FROM messages").fetchall()
         assert GITHUB not in stored and conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0] == 0
-        ((scale, codes),) = conn.execute("SELECT scale, embedding FROM message_vectors").fetchall()
-        vector = np.frombuffer(codes, dtype=np.int8).astype(np.float32) * scale
+        [block] = sidecar.ops.vectors.read_all(conn, embedder.identity.dimension)
+        vector = block.codes[0].astype(np.float32) * block.scales[0]
         new, old = HashEmbedder().embed([stored, text])
         assert float(vector @ new) > float(vector @ old)  # the vector is of the redacted text
         assert embedder.texts[-1] == stored  # embedded again, from the redacted text
