@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.salvage import salvage
-from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.sidecar import Sidecar, place_of
+from openclaw_lossless.store.backend import connect
 from openclaw_lossless.store.sqlite import message_days, migrations
 from openclaw_lossless.store.sqlite.connection import Database
 from openclaw_lossless.store.sqlite.migrations import MIGRATIONS, migrate
@@ -114,6 +115,7 @@ def _days(path: Path) -> list[tuple[int, str, str]]:
         db.close()
 
 
+@pytest.mark.sqlite_only  # a SQLite file as a release before its migration m008 left it
 def test_an_older_store_learns_its_messages_days_in_the_background(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     _migrated_before_days(settings.database_path, [PAST, "no time here", "we met yesterday"])
@@ -139,6 +141,7 @@ def _wait_for_backfill(sidecar: Sidecar) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.sqlite_only  # salvage reads a damaged SQLite file's pages
 def test_a_salvaged_store_reads_its_messages_days_again(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "first")
     with live_sidecar(settings, HashEmbedder()) as server:
@@ -162,11 +165,11 @@ def test_a_date_redacted_by_a_rescan_is_no_longer_a_day_the_message_refers_to(
         commit(server, ["I was born on 5 May 1990 in Leeds, and we met yesterday."])
     monkeypatch.setenv("LOSSLESS_REDACT_PATTERNS", '["\\\\d+ May 1990"]')  # the operator now keeps birthdays out
     assert run_cli_json(capsys, settings.state_dir, "redact", "--rescan")["changed"] >= 1
-    db = Database(settings.database_path)
+    store = connect(place_of(settings))
     try:
-        days = message_days.of(db.reader(), [1])[1]
+        days = store.ops.message_days.of(store.db.reader(), [1])[1]
     finally:
-        db.close()
+        store.db.close()
     assert [(r.first.isoformat(), r.last.isoformat()) for r in days] == [("2023-05-07", "2023-05-07")]
 
 
@@ -174,10 +177,10 @@ def test_a_deleted_message_takes_its_days_with_it(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     with live_sidecar(settings, HashEmbedder()) as server:
         commit(server, [PAST, "we met yesterday"])
-        db = server.sidecar.db
-        assert len(message_days.of(db.reader(), [1, 2])) == 2
+        db, days_of = server.sidecar.db, server.sidecar.ops.message_days.of
+        assert len(days_of(db.reader(), [1, 2])) == 2
         db.write(lambda conn: conn.execute("DELETE FROM messages WHERE id = 1"))
-        assert list(message_days.of(db.reader(), [1, 2])) == [2]
+        assert list(days_of(db.reader(), [1, 2])) == [2]
 
 
 def test_tool_output_dates_are_not_what_a_message_refers_to(tmp_path: Path) -> None:
@@ -187,4 +190,4 @@ def test_tool_output_dates_are_not_what_a_message_refers_to(tmp_path: Path) -> N
                "content": [{"type": "text", "text": "2023-01-02 build ok\n2023-01-03 build ok"}]}  # fmt: skip
         body = {"sessionId": "tools", "sessionKey": "agent:main:main", "advancementKey": "tools-1"}
         assert server.post("commit-turn", body | {"messages": [log]}).status_code == 200
-        assert message_days.of(server.sidecar.db.reader(), [1]) == {}
+        assert server.sidecar.ops.message_days.of(server.sidecar.db.reader(), [1]) == {}
