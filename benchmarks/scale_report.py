@@ -67,22 +67,57 @@ ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...] | None, str]] = [
 ]  # fmt: skip
 
 
+def server_rows(sizes: dict[str, Any]) -> list[tuple[str, tuple[str, ...], tuple[str, ...] | None, str]]:
+    """The PostgreSQL run's own figures: the fill's index build, several sidecars committing at once over HTTP,
+    several draining one backlog (absent from a SQLite run, so no row there)."""
+    rows: list[tuple[str, tuple[str, ...], tuple[str, ...] | None, str]] = [
+        ("fill s (through the backend's commit_turn, 20,000 messages a transaction)", ("fill_s",), None, ""),
+        ("  HNSW index build s (after the fill)", ("index_build_s",), None, ""),
+    ]
+    writers = sorted({int(n) for r in sizes.values() for n in r.get("concurrent_commits", {})})
+    for n in writers:
+        rows += [
+            (f"commits/s, {n} sidecar process(es) writing at once (HTTP)", ("concurrent_commits", str(n),
+             "commits_per_s"), None, ""),
+            (f"  commit-turn p95 ms over HTTP, {n} at once", ("concurrent_commits", str(n), "latency", "p95"), None,
+             ""),
+        ]  # fmt: skip
+    drainers = sorted({int(n) for r in sizes.values() for n in r.get("shared_drain", {})})
+    rows += [
+        (f"backlog drain msg/s, {n} sidecar process(es) sharing it", ("shared_drain", str(n), "msg_per_s"), None, "")
+        for n in drainers
+    ]
+    return rows
+
+
+def _server_line(document: dict[str, Any]) -> list[str]:
+    server = document.get("server")
+    if not server:
+        return []
+    settings = ", ".join(f"{k}={v}" for k, v in server.get("settings", {}).items())
+    return [f"Server: PostgreSQL {server.get('version')}, pgvector {server.get('pgvector')}; settings: {settings}."]
+
+
 def markdown(document: dict[str, Any]) -> str:
     sizes: dict[str, Any] = document["sizes"]
     names = list(sizes)
     head = "| figure | " + " | ".join(f"{int(n):,}" for n in names) + " | baseline (seed: float32 vec0 scan) | target |"
+    backend = " (PostgreSQL + pgvector)" if document.get("backend") == "postgres" else ""
     lines = [
-        f"# Scale benchmark — {document['date']}",
+        f"# Scale benchmark{backend} — {document['date']}",
         "",
         f"Machine: {machine.line(document['machine'])}. Command: `{document['command']}`.",
+        *_server_line(document),
         f"Vectors: {document['vectors']}. Timings are from one run on a shared machine: compare ratios.",
         "",
         head,
         "|---|" + "---|" * len(names) + "---|---|",
     ]
-    for label, product, baseline, target in ROWS:
+    for label, product, baseline, target in ROWS + (server_rows(sizes) if document.get("server") else []):
         cells = [_cell(sizes, n, product) for n in names]
         base = " / ".join(_cell(sizes, n, baseline) for n in names) if baseline else "—"
+        if all(cell == "—" for cell in cells) and base.strip(" /—") == "":
+            continue  # not measured on this backend (the shortlist sweep of SQLite's in-memory index)
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {base} | {target} |")
     lines += ["", "Baseline column: one value per size, in the same order.", ""]
     lines += ratio_table(sizes, names)
@@ -92,8 +127,9 @@ def markdown(document: dict[str, Any]) -> str:
             f"- {int(n):,} messages, bytes per message by table: " + ", ".join(f"{k} {v}" for k, v in split.items())
         )
     first = sizes[names[-1]].get("plans", {})
-    lines += ["", "Query plans (largest size):", ""]
-    lines += [f"- {name}: " + "; ".join(plan) for name, plan in first.items()]
+    if first:
+        lines += ["", "Query plans (largest size):", ""]
+        lines += [f"- {name}: " + "; ".join(plan) for name, plan in first.items()]
     return "\n".join(lines) + "\n"
 
 
