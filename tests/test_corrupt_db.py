@@ -4,6 +4,9 @@ Each case starts from a real store (a real SQLite file written by the sidecar) a
 and people do: cut short, overwritten with garbage, written by a newer version, indexed by another model.
 ``serve`` is run as a real process: it must refuse in one line naming the command that repairs the file,
 never a traceback. ``salvage`` must copy back only what was really there, byte for byte.
+
+All of it is about the SQLite file (its pages, its copies, salvage), so it runs on the SQLite pass; a damaged
+PostgreSQL store is the server's to repair (doctor's amcheck findings: tests/postgres/).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_settings
 from tests.openclaw_state import linked_openclaw_home
 from tests.reliability import record
+
+pytestmark = pytest.mark.sqlite_only
 
 TURNS = 300
 PAGE = 4096
