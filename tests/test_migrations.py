@@ -225,6 +225,7 @@ def test_messages_are_unique_per_session_by_content(tmp_path: Path) -> None:
     assert ["session_rowid", "content_hash"] in columns
 
 
+@pytest.mark.sqlite_only  # SQLite's schema (sqlite_master); PostgreSQL's: tests/postgres/backend/test_migrations.py
 def test_a_running_sidecar_adds_no_table(sidecar: LiveSidecar) -> None:
     """The vector table is the migrations' (m009): a provider of another dimension only recreates it."""
     path = sidecar.settings.database_path
@@ -233,6 +234,7 @@ def test_a_running_sidecar_adds_no_table(sidecar: LiveSidecar) -> None:
     assert "int8[64]" in _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'message_vectors'")[0][0]
 
 
+@pytest.mark.sqlite_only  # SQLite's migrations run on the file; PostgreSQL's: tests/postgres/backend/test_migrations.py
 def test_migrating_twice_changes_nothing(sidecar: LiveSidecar) -> None:
     messages = [{"role": "user", "content": "keep me", "timestamp": 1}, {"role": "assistant", "content": "kept"}]
     sidecar.post("commit-turn", {"sessionId": "s1", "advancementKey": "t1", "messages": messages})
@@ -449,6 +451,7 @@ def test_unknown_migration_stops_even_the_first_migration(tmp_path: Path) -> Non
     assert _rows(path, "SELECT name FROM migrations") == [("m002_zz_unknown",)]
 
 
+@pytest.mark.sqlite_only  # a SQLite file's migrations table; PostgreSQL's: tests/postgres/backend/
 def test_sidecar_refuses_to_start_on_a_newer_database(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     _migrated(settings.database_path)
@@ -479,9 +482,13 @@ def _assert_private(state_dir: Path, db_path: Path, token_path: Path) -> None:
 def test_state_is_private_after_start(sidecar: LiveSidecar) -> None:
     settings = sidecar.settings
     sidecar.post("commit-turn", {"sessionId": "s1", "advancementKey": "t1", "messages": [{"role": "user"}]})
+    if settings.database_url is not None:  # the store is the server's files; the state dir keeps the token
+        assert _mode(settings.state_dir) == 0o700 and _mode(settings.token_path) == 0o600
+        return
     _assert_private(settings.state_dir, settings.database_path, settings.token_path)
 
 
+@pytest.mark.sqlite_only  # the SQLite file's own mode (state dir and token: test_security.py)
 def test_loose_permissions_are_tightened_on_start(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     settings.state_dir.mkdir(mode=0o755)
