@@ -142,7 +142,10 @@ def test_series_move_with_traffic(held: tuple[LiveSidecar, HeldEmbedder]) -> Non
     assert drained.value("lossless_embed_batches_total") >= 1
     assert drained.value("lossless_embed_messages_total") == 4
     assert drained.value("lossless_vector_index_vectors") == 4
-    assert drained.value("lossless_vector_index_bytes") > during.value("lossless_vector_index_bytes")
+    if server.settings.database_url is None:
+        assert drained.value("lossless_vector_index_bytes") > during.value("lossless_vector_index_bytes")
+    else:  # PostgreSQL's vectors are searched in the database: the sidecar holds none of them in memory
+        assert drained.value("lossless_vector_index_bytes") == 0
 
     forgotten = server.client.post("/v1/forget", json={"ids": ["msg:1"]})
     assert forgotten.status_code == 200, forgotten.text
