@@ -3,7 +3,8 @@
 Real parts: the real local model, real stores in a temp dir, the sidecar over real HTTP, and a connection
 that loads only the stock ``sqlite-vec`` package (not this project's connection code). The release store
 (``tests/fixtures/store-0.1.0-int8-vectors.sqlite``) was written by the release before migration m009, with
-the real local model; see ``tests/fixtures/README.md``.
+the real local model; see ``tests/fixtures/README.md``. All of it is sqlite-vec's table, so it runs on the
+SQLite pass; PostgreSQL's pgvector rows have their own tests (tests/postgres/backend/test_vectors.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from openclaw_lossless.store.sqlite.connection import Database
 from openclaw_lossless.store.sqlite.migrations import migrate
 from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.helpers import live_sidecar, make_settings
+
+pytestmark = pytest.mark.sqlite_only
 
 RELEASE_STORE = Path(__file__).parent / "fixtures" / "store-0.1.0-int8-vectors.sqlite"
 NOTES = [
