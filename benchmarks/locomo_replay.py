@@ -51,13 +51,20 @@ RECENT_USER_TEXTS = 3  # the plugin describes this many last user messages with 
 
 
 @contextmanager
-def running_sidecar(state_dir: Path | None, model_dir: Path | None) -> Iterator[tuple[SidecarProcess, JsonCalls]]:
-    """``serve`` on a free loopback port over ``state_dir`` (default: a temp dir), ready with the local model."""
+def running_sidecar(
+    state_dir: Path | None, model_dir: Path | None, store_env: dict[str, str] | None = None
+) -> Iterator[tuple[SidecarProcess, JsonCalls]]:
+    """``serve`` on a free loopback port over ``state_dir`` (default: a temp dir), ready with the local model.
+
+    ``store_env`` names the store when it is not the state dir's SQLite file (``LOSSLESS_DATABASE_URL`` and
+    ``LOSSLESS_DATABASE_SCHEMA`` of a PostgreSQL one); it is added to ``SERVER_ENV``, never to recall's settings.
+    """
     with tempfile.TemporaryDirectory(prefix="locomo-bench-") as scratch:
         state = state_dir or Path(scratch) / "state"
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
         args = ["--model-dir", str(model_dir)] if model_dir is not None else []
-        server = SidecarProcess(state, env=SERVER_ENV, args=args, log=state / "sidecar.log", clean_env=True)
+        env = SERVER_ENV | (store_env or {})
+        server = SidecarProcess(state, env=env, args=args, log=state / "sidecar.log", clean_env=True)
         try:
             server.spawn().wait_healthy(180, poll_s=0.2)
             health = server.health()

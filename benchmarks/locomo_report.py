@@ -59,6 +59,13 @@ def fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
+def store_line(store: dict[str, Any] | None) -> str:
+    """The backend the sidecar stored into (runs before the flag have none: SQLite)."""
+    if not store or store.get("backend") == "sqlite":
+        return "SQLite"
+    return f"PostgreSQL {store.get('version')} with pgvector {store.get('pgvector')}"
+
+
 def markdown(report: dict[str, Any]) -> str:
     meta, data = report["meta"], report["dataset"]
     out = [
@@ -67,7 +74,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"Run {meta['date']} on {machine.line(meta['machine'])}, openclaw-lossless"
         f" {meta['version']} ({meta['gitCommit'] or 'no git'}), model {meta['embedder']}; data `{meta['data']}`:"
         f" {data['conversations']} conversations, {data['turns']} turns, {data['questions']} questions scored"
-        f" ({data['skipped']}). Wall time {meta['phases']['totalS']:.0f} s.",
+        f" ({data['skipped']}). Store: {store_line(meta.get('store'))}. Wall time {meta['phases']['totalS']:.0f} s.",
         "",
         "Any-hit = at least one evidence turn in the recalled block; all-hit = every evidence turn. `@k` = the"
         " first k of the method's ranking (for assemble: `trace.candidates` by score, above minSimilarity)."
