@@ -175,6 +175,7 @@ def test_restart_reloads_the_index_from_sqlite(tmp_path: Path) -> None:
         reopened.close()
 
 
+@pytest.mark.sqlite_only  # sqlite-vec's float32 vec0 table of an older release, converted in the file
 def test_an_older_float32_vec0_table_is_converted_without_re_embedding(tmp_path: Path) -> None:
     sidecar, before = _filled(tmp_path)
     settings, path = sidecar.settings, sidecar.settings.database_path
@@ -212,6 +213,7 @@ def _rewrite_as_vec0(path: Path) -> None:
         conn.close()
 
 
+@pytest.mark.sqlite_only  # the in-memory index's load; on PostgreSQL the vectors are searched in the database at once
 def test_recall_answers_by_keyword_while_the_index_loads(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "state")
     with live_sidecar(settings, HashEmbedder()) as server:
