@@ -24,7 +24,10 @@ from openclaw_lossless.store.postgres.connection import Connection
 ModelKey = tuple[str, str, str, int]  # (provider, model, variant, dimension)
 Queued = tuple[int, str | None, str | None, int | None]  # (id, text, agent, session row); text None: gone
 
-LEASE_S = 300.0  # far longer than a batch takes, even on CPU; a killed worker's rows wait this long at most
+# A batch takes seconds even on a busy CPU, and every batch stored renews the worker's other claims (``remove``),
+# so a live worker keeps its window; a killed one's rows are free again this soon (it was 300 s, which left a
+# killed sidecar's window out of vector recall for five minutes while the others sat idle).
+LEASE_S = 30.0
 WORKER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this process, on any host
 
 
@@ -71,8 +74,14 @@ def oldest(conn: Connection, limit: int) -> list[Queued]:
 
 
 def remove(conn: Connection, message_ids: Sequence[int]) -> None:
-    """Take messages off the backlog (their vectors are stored), ending their claims."""
+    """Take messages off the backlog (their vectors are stored), ending their claims, and renew this worker's
+    claims on the rest of its window: a worker that stores batches is alive, so its lease can stay short."""
     conn.execute("DELETE FROM embedding_backlog WHERE message_id = ANY(%s::bigint[])", ([int(i) for i in message_ids],))
+    conn.execute(
+        "UPDATE embedding_backlog SET claimed_until = now() + make_interval(secs => %s)"
+        " WHERE claimed_by = %s AND claimed_until > now()",
+        (LEASE_S, WORKER),
+    )
 
 
 def cached_vectors(conn: Connection, model: ModelKey, text_hashes: Sequence[bytes]) -> list[tuple[bytes, bytes]]:

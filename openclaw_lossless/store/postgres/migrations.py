@@ -141,6 +141,10 @@ def m003_embeddings(conn: Connection) -> None:
             claimed_until timestamptz
         )"""
     )
+    # A worker renews its own claims with every batch it stores: found by worker, not by scanning the backlog.
+    conn.execute(
+        "CREATE INDEX embedding_backlog_by_worker ON embedding_backlog (claimed_by) WHERE claimed_by IS NOT NULL"
+    )
     conn.execute(
         """CREATE TABLE embedding_cache (
             provider text NOT NULL,
