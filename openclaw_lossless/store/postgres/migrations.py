@@ -166,7 +166,7 @@ def m003_embeddings(conn: Connection) -> None:
     )
     conn.execute(
         "CREATE INDEX message_vectors_hnsw ON message_vectors"
-        " USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        " USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 200)"
     )
 
 
