@@ -25,16 +25,18 @@ most, through the messages' indexes):
   answers.
 
 Why two paths: a filtered HNSW scan loses the neighbours a selective filter leaves far apart in the graph.
-Measured on 60,000 stand-in vectors (``benchmarks/scale_data.stand_in_vectors``: mixes of real
-all-MiniLM-L6-v2 vectors), 40 real prompt embeddings, six agents holding 40/25/15/10/7/3 % of the rows, top-20
-overlap with exact search under the same filter: through the index at ``ef_search`` 400 (m = 16,
-ef_construction = 64, as m003 first built it), 0.992 unfiltered, 0.972 for the 40 % agent, 0.91 for the 3 % one
-(no better at 800). With both paths: 1.0 for every scope ranked whole; for the 40 % agent through the
-index 0.974 at ``ef_search`` 400, 0.984 at 600 (the setting; 400 suffices on a graph built with
-ef_construction = 200: 0.984); 0.998 over all eight scopes (the agents, a subagent's, a session-mode
-one). Latency on a loaded 2-core machine over a Unix socket: p50 18-47 ms through the index (400-600), 20-60
-ms ranked whole. m003 builds the graph with ef_construction = 200 (the 40 % agent 0.972 -> 0.980 at ``ef_search``
-400, the 3 % one 0.913 -> 0.953 through the index alone), for twice the build and insert cost.
+Measured with stand-in vectors (``benchmarks/scale_data.stand_in_vectors``: mixes of real all-MiniLM-L6-v2
+vectors), 25-40 real prompt embeddings, six agents holding 40/25/15/10/7/3 % of the rows, top-20 overlap
+with exact search under the same filter, on a loaded 2-core machine over a Unix socket:
+
+- 60,000 vectors, a graph built with m = 16, ef_construction = 64 (pgvector's defaults), through the index:
+  ``ef_search`` 400 gives 0.992 unfiltered, 0.972 for the 40 % agent, 0.91 for the 3 % one (no better at
+  800); with ef_construction = 200 (m003's and ``create``'s) 0.980 and 0.953. With both paths, 1.0 for every
+  scope ranked whole and 0.998 over eight scopes (the agents, a subagent's, a session-mode one);
+- 200,000 vectors through the index, ``ef_search`` 600 / 1000 (pgvector's largest): with ef_construction
+  = 64, 0.94 / 0.958 for the 40 % agent and 0.90 / 0.936 for the 10 % one; with 200, 0.982 / 0.990 and
+  0.966 / 0.986, p50 ~25-55 ms (hence ``EF_SEARCH`` 1000);
+- ranked whole: p50 20-60 ms at 60,000 (75 ms for 14,000 rows at 200,000, the vectors read by key).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ TABLE = "message_vectors"
 INDEX = "message_vectors_hnsw"
 HNSW_M = 16  # the graph's links per node, as migration m003 builds it
 HNSW_EF_CONSTRUCTION = 200  # a better graph for filtered scans (the 3 % agent 0.913 -> 0.953 at 60k), inserts ~2x
-EF_SEARCH = 600  # the scan's candidates: pgvector's default 40 finds 0.73 of the exact top 20 here (see above)
+EF_SEARCH = 1000  # the scan's candidates, pgvector's largest (its default 40 finds 0.73 of the top 20; see above)
 MAX_SCAN_TUPLES = 40000  # index rows an iterative scan may visit before it stops looking for more in scope
 EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
