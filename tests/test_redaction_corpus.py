@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.capture.redact import build_redactor
-from tests.helpers import HashEmbedder, live_sidecar, make_settings
+from tests.helpers import HashEmbedder, keyword_rows, live_sidecar, make_settings, stored_bytes
 from tests.redaction_corpus import Case, credential_cases, ordinary_texts, present
-from tests.test_capture import _database_bytes, _fts_rows
 
 CASES = credential_cases()
 REDACTOR = build_redactor()
@@ -115,15 +114,13 @@ def test_no_corpus_secret_reaches_the_database_index_vectors_search_or_recall(tm
             stored = sidecar.post("commit-turn", body | {"messages": messages[start : start + 20]}).json()["stored"]
             assert stored == len(messages[start : start + 20])
         sidecar.wait_for_backlog()
-        path = settings.database_path
-
-        raw = _database_bytes(path).decode("latin-1")
+        raw = stored_bytes(settings).decode("latin-1")
         assert CANARY in raw
         leaked = [case.shape for case in CASES if present(case.secret.encode().decode("latin-1"), raw)]
         assert not leaked, f"database or WAL: {leaked}"
 
-        assert len(_fts_rows(path, CANARY)) == len(CASES)
-        leaked = [case.shape for case in CASES if _fts_rows(path, case.secret)]
+        assert len(keyword_rows(settings, CANARY)) == len(CASES)
+        leaked = [case.shape for case in CASES if keyword_rows(settings, case.secret)]
         assert not leaked, f"FTS index: {leaked}"
 
         assert sum(CANARY in text for text in embedder.texts) >= len(CASES)
