@@ -162,6 +162,9 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
             result["plans"] = query_plans(sidecar.db.reader())
         else:
             result["size"] = scale_postgres.measure_size(sidecar.db, report.messages)
+            result["ef_search_sweep"] = scale_postgres.ef_search_sweep(
+                sidecar, baseline, prompts[: args.overlap_queries]
+            )
         result["overlap"] = measure_overlap(sidecar, baseline, prompts[: args.overlap_queries])
         result["assemble"] = measure_assemble(sidecar, prompts, [])
         result["assemble_window"] = measure_assemble(sidecar, [generator.prompt() for _ in prompts], history)

@@ -28,13 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 from psycopg import sql
 
 from benchmarks.harness import SidecarProcess
 from benchmarks.scale_data import AGENT, ChatGenerator, Message, agent_message
-from benchmarks.scale_measure import percentiles
+from benchmarks.scale_measure import Vec0Lane, percentiles
+from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.postgres import vectors
 from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.server import PostgresServer
 
 # Durable, and sized for this machine kind: 2 cores, shared; ~1.5 GB of memory given to the server.
@@ -279,8 +283,6 @@ def measure_shared_drain(
 def settle_backlog(url: str) -> int:
     """Give every message still on the backlog (the commit probes') a stand-in vector, as
     ``scale_measure.vectors_for_backlog`` does in process, so a drain measured next embeds only its own."""
-    import numpy as np
-
     from openclaw_lossless.embed.index import store_vectors
     from openclaw_lossless.store import backend
 
@@ -329,3 +331,31 @@ def describe(server: PostgresServer) -> dict[str, Any]:
         version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
         vector = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     return {"version": version, "pgvector": None if vector is None else str(vector[0]), "settings": SERVER_SETTINGS}
+
+
+EF_SEARCH_SWEEP = (200, 600, 1200, 2400)
+
+
+def ef_search_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> dict[str, Any]:
+    """Top-20 overlap with the exact float32 top 20 and the vector search's p50 for several ``hnsw.ef_search``
+    values (the product's is ``vectors.EF_SEARCH``), and for the exact path alone (every scope ranked whole):
+    the trade-off the setting makes, as ``scale_measure.shortlist_sweep`` shows SQLite's."""
+    assert sidecar.index is not None and sidecar.embedding.provider is not None
+    exact, scope = Vec0Lane(baseline), Scope(agent_ids=frozenset({AGENT}))
+    queries = sidecar.embedding.provider.embed(prompts)
+    truths = [{i for i, _ in exact.search(q, scope, 20)} for q in queries]
+    default_ef, default_exact = vectors.EF_SEARCH, vectors.EXACT_ROWS
+    out: dict[str, Any] = {}
+    try:
+        for name, ef, exact_rows in [*((str(ef), ef, default_exact) for ef in EF_SEARCH_SWEEP), ("exact", 0, 10**9)]:
+            vectors.EF_SEARCH, vectors.EXACT_ROWS = ef or default_ef, exact_rows
+            shares, times = [], []
+            for query, truth in zip(queries, truths, strict=True):
+                began = time.perf_counter()
+                found = {i for i, _ in sidecar.index.search(query, scope, 20)}
+                times.append(time.perf_counter() - began)
+                shares.append(len(truth & found) / max(1, len(truth)))
+            out[name] = {"top20": round(float(np.mean(shares)), 4), "p50_ms": percentiles(times)["p50"]}
+    finally:
+        vectors.EF_SEARCH, vectors.EXACT_ROWS = default_ef, default_exact
+    return out

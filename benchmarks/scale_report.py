@@ -24,6 +24,8 @@ def _cell(sizes: dict[str, Any], size: str, path: tuple[str, ...]) -> str:
         if not isinstance(value, dict) or key not in value:
             return "—"
         value = value[key]
+    if isinstance(value, dict) and "top20" in value and "p50_ms" in value:  # one point of PostgreSQL's sweep
+        return f"{value['top20']} / {value['p50_ms']}"
     if isinstance(value, dict):  # the sweep: one time per shortlist size
         return " / ".join(str(v.get("p50_ms", "—")) for v in value.values())
     return f"{value:,}" if isinstance(value, int) else str(value)
@@ -82,12 +84,20 @@ def server_rows(sizes: dict[str, Any]) -> list[tuple[str, tuple[str, ...], tuple
             (f"  commit-turn p95 ms over HTTP, {n} at once", ("concurrent_commits", str(n), "latency", "p95"), None,
              ""),
         ]  # fmt: skip
+    rows += [
+        (f"  top-20 overlap / vector search p50 ms, ef_search {name}", ("ef_search_sweep", name), None, "")
+        for name in sorted({n for r in sizes.values() for n in r.get("ef_search_sweep", {})}, key=_sweep_order)
+    ]
     drainers = sorted({int(n) for r in sizes.values() for n in r.get("shared_drain", {})})
     rows += [
         (f"backlog drain msg/s, {n} sidecar process(es) sharing it", ("shared_drain", str(n), "msg_per_s"), None, "")
         for n in drainers
     ]
     return rows
+
+
+def _sweep_order(name: str) -> int:
+    return int(name) if name.isdigit() else 10**9  # "exact" (every scope ranked whole) last
 
 
 def _server_line(document: dict[str, Any]) -> list[str]:
