@@ -30,8 +30,12 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
+# The whole suite on SQLite, then again with every sidecar on a real PostgreSQL + pgvector, the real-gateway
+# end-to-end and browser tests included (tests/conftest.py: --store-backend; tests about SQLite's own file are
+# marked sqlite_only and skipped there; tests/postgres/ already ran against the server in the first pass).
 pytest:
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest --store-backend postgresql --ignore=tests/postgres
 
 test: install-test lint typecheck pytest
 
