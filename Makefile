@@ -60,6 +60,7 @@ LOCOMO ?= $(firstword $(wildcard ../shared/data/locomo/locomo_dev.json) benchmar
 bench-quick: install-test
 	$(BIN)/python benchmarks/locomo.py --quick --data $(LOCOMO) --out $$(mktemp -d)
 	$(BIN)/python benchmarks/scale.py --quick --out $$(mktemp -d)
+	$(BIN)/python benchmarks/scale.py --quick --backend postgres --out $$(mktemp -d)
 	$(BIN)/python benchmarks/redaction.py --quick --data $(LOCOMO) --out $$(mktemp -d)
 
 clean:
