@@ -275,6 +275,7 @@ def _state(end: End) -> State:
     path = end.place.path
     if not path.exists() or path.stat().st_size == 0:
         return "absent"
+    from openclaw_lossless.store.sqlite.checks import table_names
     from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_module
 
     try:
@@ -282,7 +283,7 @@ def _state(end: End) -> State:
     except LosslessError:
         return "foreign"
     try:
-        names = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        names = table_names(conn)
     except sqlite_module().DatabaseError:
         return "foreign"
     finally:
@@ -291,26 +292,22 @@ def _state(end: End) -> State:
 
 
 def _postgres_state(end: End) -> State:
+    from openclaw_lossless.store.postgres.checks import relation_count
     from openclaw_lossless.store.postgres.migrations import applied_names
 
     with _server(end) as conn:
         if applied_names(conn, end.place.schema) is not None:
             return "store"
-        found = conn.execute(
-            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s",
-            (end.place.schema,),
-        ).fetchone()
-    return "foreign" if found is not None and int(found[0]) > 0 else "absent"
+        found = relation_count(conn, end.place.schema)
+    return "foreign" if found > 0 else "absent"
 
 
 def _server_identity(end: End) -> tuple[str, int]:
     """Which database of which running server the URL reaches: the server's start time and the database's oid."""
+    from openclaw_lossless.store.postgres.checks import server_identity
+
     with _server(end) as conn:
-        row = conn.execute(
-            "SELECT pg_postmaster_start_time()::text, (SELECT oid FROM pg_database WHERE datname = current_database())"
-        ).fetchone()
-    assert row is not None
-    return str(row[0]), int(row[1])
+        return server_identity(conn)
 
 
 @contextmanager

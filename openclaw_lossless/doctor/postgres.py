@@ -22,7 +22,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from openclaw_lossless.config import Settings
@@ -112,8 +111,7 @@ def connect(url: str, schema: str) -> Connection | Finding:
     except psycopg.Error as exc:
         return _refused(exc, url)
     try:
-        conn.execute("SET default_transaction_read_only = on")
-        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        checks.make_read_only(conn, LOCK_TIMEOUT)
         set_search_path(conn, schema)
     except psycopg.Error as exc:
         conn.close()
@@ -143,16 +141,9 @@ def _reached(conn: Connection, url: str, schema: str) -> Finding:
 def _store_size(conn: Connection, schema: str) -> str:
     """What the store takes on the server, for the disk finding, whose free space is the server's to watch."""
     try:
-        with conn.transaction():
-            conn.execute("SET LOCAL lock_timeout = '1s'")  # a table locked by another session: the size can wait
-            row = conn.execute(
-                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-                " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
-                (schema,),
-            ).fetchone()
-    except pgerrors.LockNotAvailable:
+        size = checks.store_bytes(conn, schema)
+    except pgerrors.LockNotAvailable:  # a table locked by another session: the size can wait
         return SERVER_DISK
-    size = 0 if row is None else int(row[0])
     return f"{SERVER_DISK} (the store takes {size / 2**20:.1f} MiB there)"
 
 
@@ -167,8 +158,7 @@ def _binding(conn: Connection | None, *, migrated: bool = False) -> Finding:
         return Finding("binding", True, f"{client}; the server was not reached", code="binding_ok", data=data)
     server = str(conn.info.parameter_status("server_version") or "?")
     data["server"] = server
-    rows = conn.execute("SELECT extname, extversion FROM pg_extension").fetchall()
-    installed = {str(name): str(version) for name, version in rows}
+    installed = checks.installed_extensions(conn)
     data["pgvector"] = installed.get("vector")
     missing = [name for name in EXTENSIONS if name not in installed]
     if not missing:
@@ -183,7 +173,7 @@ def _extensions_missing(
     """The extensions the store needs and the database lacks: whether the server has them to create, and who
     may (neither is trusted: a superuser, or a managed service's admin role)."""
     create = "; ".join(f"CREATE EXTENSION {name}" for name in missing)
-    available = {str(row[0]) for row in conn.execute("SELECT name FROM pg_available_extensions")}
+    available = checks.available_extensions(conn)
     absent = [name for name in missing if name not in available]
     if absent:
         packages = [INSTALL[name] for name in absent]
@@ -199,17 +189,12 @@ def _extensions_missing(
     fix = f"once, as a superuser (or the service's admin role) in this database: {create}"
     if migrated:  # the first migration made them: someone dropped one since
         return Finding("binding", False, detail, fix, code="extension_missing", data=data)
-    if _superuser(conn):
+    if checks.is_superuser(conn):
         return Finding("binding", True, f"{detail} (the first start creates them)", code="binding_ok", data=data)
     detail += (
         f": the first start can create them only as a superuser (or a service's admin role), not as {conn.info.user}"
     )
     return Finding("binding", True, detail, fix, code="extension_not_created", data=data)
-
-
-def _superuser(conn: Connection) -> bool:
-    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
-    return bool(row and row[0])
 
 
 # -- the checks ------------------------------------------------------------------------------------------------

@@ -203,3 +203,58 @@ def fts_problem(conn: Connection) -> str | None:
         return None
     first = ", ".join(f"msg:{i}" for i in differ[1]) + (", ..." if differ[0] > len(differ[1]) else "")
     return f"{differ[0]} of the messages' keyword entries differ from what their text gives now ({first})"
+
+
+# -- what doctor asks of the server, in its read-only session ----------------------------------------------------
+
+
+def make_read_only(conn: Connection, lock_timeout: str) -> None:
+    """Make ``conn`` a session that writes nothing and waits at most ``lock_timeout`` for a lock (doctor's)."""
+    conn.execute("SET default_transaction_read_only = on")
+    conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(lock_timeout)))
+
+
+def store_bytes(conn: Connection, schema: str) -> int:
+    """What the store's tables take on the server, TOAST and indexes included; ``LockNotAvailable`` after 1 s
+    when another session locks one of them (its size can wait)."""
+    with conn.transaction():
+        conn.execute("SET LOCAL lock_timeout = '1s'")
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (schema,),
+        ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def installed_extensions(conn: Connection) -> dict[str, str]:
+    """The database's extensions and their versions."""
+    return {str(name): str(version) for name, version in conn.execute("SELECT extname, extversion FROM pg_extension")}
+
+
+def available_extensions(conn: Connection) -> set[str]:
+    """The extensions the server could create (installed on its host)."""
+    return {str(row[0]) for row in conn.execute("SELECT name FROM pg_available_extensions")}
+
+
+def is_superuser(conn: Connection) -> bool:
+    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    return bool(row and row[0])
+
+
+def relation_count(conn: Connection, schema: str) -> int:
+    """Tables, indexes and sequences in ``schema`` (``migrate-store``: a store's, another program's, or none)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s", (schema,)
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def server_identity(conn: Connection) -> tuple[str, int]:
+    """Which database of which running server this is, whatever URL reached it: the server's start time and
+    the database's oid (``migrate-store`` refuses a target that is its source)."""
+    row = conn.execute(
+        "SELECT pg_postmaster_start_time()::text, (SELECT oid FROM pg_database WHERE datname = current_database())"
+    ).fetchone()
+    assert row is not None
+    return str(row[0]), int(row[1])

@@ -58,3 +58,8 @@ def fts_problem(conn: Connection) -> str | None:
             checker.execute("ROLLBACK")
         checker.close()
     return None
+
+
+def table_names(conn: Connection) -> set[str]:
+    """Every table the file holds (``migrate-store``: a store, another program's database, or empty)."""
+    return {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
