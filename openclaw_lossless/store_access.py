@@ -122,7 +122,8 @@ def query(
     def on_file() -> T:
         from openclaw_lossless.sidecar import store_for_queries
 
-        if not settings.database_path.exists():  # a read never creates a store
+        # A read never creates a store: a SQLite file must be there (a PostgreSQL store is named by its URL)
+        if settings.database_url is None and not settings.database_path.exists():
             raise NotFound(
                 f"no store at {settings.database_path}: nothing was stored there; name the store with --state-dir"
                 " or --db-path (or LOSSLESS_STATE_DIR)"
