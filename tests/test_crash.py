@@ -81,6 +81,9 @@ class Driver:
 
 
 @pytest.mark.slow
+# The verdict reads the SQLite file (integrity, FTS5 and vec0 checks); PostgreSQL under SIGKILL is
+# tests/postgres/test_many_sidecars.py (four sidecar processes killed while committing and recalling).
+@pytest.mark.sqlite_only
 def test_sigkill_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     rng = random.Random(20261122)
     server = SidecarProcess(tmp_path / "state")
