@@ -333,7 +333,7 @@ def describe(server: PostgresServer) -> dict[str, Any]:
     return {"version": version, "pgvector": None if vector is None else str(vector[0]), "settings": SERVER_SETTINGS}
 
 
-EF_SEARCH_SWEEP = (200, 600, 1200, 2400)
+EF_SEARCH_SWEEP = (100, 300, 600, 1000)  # pgvector allows at most 1,000
 
 
 def ef_search_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> dict[str, Any]:
