@@ -272,3 +272,18 @@ def test_a_shortlist_of_many_blocks_ranks_exactly(corpus: Vectors, questions: Ve
         for message_id, score in hits:
             assert score == pytest.approx(float(exact[message_id - 1]), abs=2e-3)
             assert exact[message_id - 1] >= fiftieth - 4e-3
+
+
+def test_a_keyword_hit_whose_vector_is_not_made_yet_is_still_found(tmp_path: Path) -> None:
+    """Under load the keyword lane finds messages the worker has not embedded yet: their vector rows are none,
+    and the search must answer with the keyword hit (PostgreSQL's index answered a (0, 0) array: a 500)."""
+    settings = make_settings(tmp_path / "state")
+    sidecar = Sidecar(settings, provider=HashEmbedder(), start_worker=False)  # nothing gets embedded
+    try:
+        message = {"role": "user", "content": "the zeppelin hangar lease ends in March"}
+        sidecar.ingest.commit_turn("t1", "s1", "agent:main:s1", [message], heartbeat=False, recall=settings.recall)
+        hits = sidecar.queries.search("zeppelin hangar", "all", 5, "hybrid")
+        assert [hit.text for hit in hits] == [message["content"]]
+        assert "keyword" in hits[0].lanes
+    finally:
+        sidecar.close()

@@ -68,9 +68,13 @@ class DatabaseIndex:
 
     def vectors(self, message_ids: Sequence[int]) -> tuple[list[int], Vectors]:
         """The stored vectors of those of ``message_ids`` that hold one: (their ids, the rows), one read."""
+        none: Vectors = np.zeros((0, self.dimension), dtype=np.float32)
         if not message_ids:
-            return [], np.zeros((0, self.dimension), dtype=np.float32)
-        return stored.embeddings(self.db.reader(), message_ids)
+            return [], none
+        ids, rows = stored.embeddings(self.db.reader(), message_ids)
+        # None of them holds one yet (all still on the backlog): no rows, but rows of this index's width, which
+        # the caller multiplies by the query's vectors (a (0, 0) array made every such assemble a 500)
+        return (ids, rows) if ids else ([], none)
 
     def search(self, query: Vectors, scope: Scope, k: int) -> list[tuple[int, float]]:
         """The ``k`` most cosine-similar messages in ``scope``, best first."""
