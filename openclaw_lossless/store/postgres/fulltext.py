@@ -119,7 +119,9 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
         return []
     corpus = corpus_stats(conn)
     counts = document_frequencies(conn, corpus, words)
-    idf = [max(math.log((corpus.rows - n + 0.5) / (n + 0.5)), IDF_FLOOR) for n in counts]
+    # A count can exceed the corpus figure (taken before messages committed meanwhile, or before another
+    # sidecar's forget lowered it): the word is then as common as can be, at the floor, never a log of < 0
+    idf = [max(math.log((max(corpus.rows - n, 0) + 0.5) / (n + 0.5)), IDF_FLOOR) for n in counts]
     where, params = scope_sql(scope)
     rows = (
         in_time(conn)
