@@ -265,18 +265,26 @@ def _pg_fingerprint(settings: Settings) -> dict[str, Any]:
 NOBODY_PORT = 9  # the discard port: no sidecar answers there, so the CLI opens the database file
 
 
+@contextmanager
+def schema_of(state: Path) -> Iterator[None]:
+    """On the PostgreSQL pass, ``LOSSLESS_DATABASE_SCHEMA`` names this state dir's store while the block runs
+    (a CLI run in-process reads it as a user's shell would hand it over); nothing on SQLite."""
+    schema, before = schema_for(state), os.environ.get("LOSSLESS_DATABASE_SCHEMA")
+    if schema is not None:
+        os.environ["LOSSLESS_DATABASE_SCHEMA"] = schema
+    try:
+        yield
+    finally:
+        if schema is not None and before is not None:
+            os.environ["LOSSLESS_DATABASE_SCHEMA"] = before
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tuple[int, str, str]:
     """The CLI on the store in ``state`` (the file itself, no sidecar): its exit code, stdout and stderr."""
     from openclaw_lossless.cli import main
 
-    schema, before = schema_for(state), os.environ.get("LOSSLESS_DATABASE_SCHEMA")
-    if schema is not None:
-        os.environ["LOSSLESS_DATABASE_SCHEMA"] = schema  # this state dir's store, on the PostgreSQL pass
-    try:
+    with schema_of(state):
         code = main([*args, "--state-dir", str(state), "--port", str(NOBODY_PORT)])
-    finally:
-        if schema is not None and before is not None:
-            os.environ["LOSSLESS_DATABASE_SCHEMA"] = before
     out, err = capsys.readouterr()
     return code, out, err
 

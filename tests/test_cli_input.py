@@ -20,9 +20,8 @@ from openclaw_lossless.cli import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import TABLE
 from openclaw_lossless.embed.local import LocalEmbedder
-from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import FACT, commit_body, conversation
-from tests.helpers import live_sidecar, make_settings
+from tests.helpers import live_sidecar, make_settings, schema_of, store_rows
 
 NOBODY = 9  # the discard port: no sidecar answers, so the CLI opens the file
 PATHS = ["sidecar", "file"]
@@ -51,7 +50,8 @@ def store(tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEmbedde
 def run(capsys: pytest.CaptureFixture[str], store: Store, path: str, *args: str) -> tuple[int, str, str]:
     port = store.port if path == "sidecar" else NOBODY
     try:
-        code = main([*args, "--state-dir", str(store.state_dir), "--port", str(port)])
+        with schema_of(store.state_dir):
+            code = main([*args, "--state-dir", str(store.state_dir), "--port", str(port)])
     except SystemExit as exited:  # argparse refuses before any command runs
         code = int(exited.code or 0)
     out, err = capsys.readouterr()
@@ -154,8 +154,4 @@ def test_a_search_on_the_file_with_another_models_settings_leaves_the_vectors_al
 
 
 def vector_count(store: Store) -> int:
-    conn = open_connection(store.state_dir / "lossless.sqlite", readonly=True)
-    try:
-        return int(conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
-    finally:
-        conn.close()
+    return int(store_rows(make_settings(store.state_dir), f"SELECT count(*) FROM {TABLE}")[0][0])
