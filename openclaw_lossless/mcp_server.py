@@ -111,7 +111,7 @@ class MemorySearch:
             except NotFound:
                 return {"hits": []}
 
-        if not path.exists():
+        if self.settings.database_url is None and not path.exists():  # a PostgreSQL store: asked below
             raise LosslessError(
                 f"no sidecar serving {path} answers on {self.settings.host}:{self.settings.port} and there is no"
                 " store there; set LOSSLESS_STATE_DIR (and LOSSLESS_PORT) to the sidecar's"

@@ -45,6 +45,19 @@ _BY_STATUS: dict[int, type[LosslessError]] = {
 }
 
 
+def _no_store(settings: Settings) -> str:
+    """What a read found instead of a store, and how to name the right one."""
+    if settings.database_url is None:
+        return (
+            f"no store at {settings.database_path}: nothing was stored there; name the store with --state-dir"
+            " or --db-path (or LOSSLESS_STATE_DIR)"
+        )
+    return (
+        f"no store in schema {settings.database_schema!r} of the PostgreSQL database LOSSLESS_DATABASE_URL names:"
+        " nothing was stored there; name the store with LOSSLESS_DATABASE_URL and LOSSLESS_DATABASE_SCHEMA"
+    )
+
+
 def base_url(settings: Settings) -> str:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     return f"http://{host}:{settings.port}"
@@ -120,14 +133,11 @@ def query(
     """A read: ``GET path`` on the sidecar, else ``local`` on the store opened for queries (never changed)."""
 
     def on_file() -> T:
-        from openclaw_lossless.sidecar import store_for_queries
+        from openclaw_lossless.sidecar import place_of, store_for_queries
+        from openclaw_lossless.store.backend import holds_store
 
-        # A read never creates a store: a SQLite file must be there (a PostgreSQL store is named by its URL)
-        if settings.database_url is None and not settings.database_path.exists():
-            raise NotFound(
-                f"no store at {settings.database_path}: nothing was stored there; name the store with --state-dir"
-                " or --db-path (or LOSSLESS_STATE_DIR)"
-            )
+        if not holds_store(place_of(settings)):  # a read never creates a store
+            raise NotFound(_no_store(settings))
 
         factory = () if provider_factory is None else (provider_factory,)
         with _quiet_embedder(), store_for_queries(settings, *factory) as sidecar:

@@ -17,7 +17,16 @@ import pytest
 
 from openclaw_lossless.embed.provider import Vectors
 from tests.conversation import commit_body, conversation
-from tests.helpers import HashEmbedder, LiveSidecar, assert_error, live_sidecar, make_settings, run_cli, run_cli_json
+from tests.helpers import (
+    HashEmbedder,
+    LiveSidecar,
+    assert_error,
+    live_sidecar,
+    make_settings,
+    run_cli,
+    run_cli_json,
+    store_rows,
+)
 
 
 @pytest.fixture
@@ -62,12 +71,17 @@ def test_plain_stats_shows_sizes_the_embedder_and_latencies(capsys: pytest.Captu
 
 @pytest.mark.parametrize("command", [["search", "staging"], ["stats"], ["pack", "--query", "staging"]])
 def test_a_query_on_a_store_that_does_not_exist_says_so_and_creates_nothing(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str], store_backend: str
 ) -> None:
     state = tmp_path / "typo"
     code, out, err = run_cli(capsys, state, *command)
-    assert code == 2 and not out
-    assert f"no store at {state / 'lossless.sqlite'}" in err and "--state-dir" in err and "Traceback" not in err
+    assert code == 2 and not out and "Traceback" not in err
+    if store_backend == "sqlite":
+        assert f"no store at {state / 'lossless.sqlite'}" in err and "--state-dir" in err
+    else:  # the schema the settings name holds no store, and the read made none there
+        assert "no store in schema" in err and "LOSSLESS_DATABASE_SCHEMA" in err
+        tables = "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+        assert store_rows(make_settings(state), tables) == [(0,)]
     assert not state.exists()
 
 

@@ -168,6 +168,7 @@ def test_memory_search_over_stdio_without_the_sidecar(tmp_path: Path) -> None:
     assert structured(unseen)["hits"] == []
 
 
+@pytest.mark.sqlite_only  # a state dir holding no store file; a PostgreSQL store is named by its URL, not its dir
 def test_a_missing_store_is_an_error_result_not_a_crash(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "nowhere")
 

@@ -140,6 +140,15 @@ def connect(place: Place) -> Store:
     return store
 
 
+def holds_store(place: Place) -> bool:
+    """Whether there is a store to read at ``place`` (a read never creates one: no file, or no tables)."""
+    if place.url is None:
+        return place.path.exists()
+    from openclaw_lossless.store.postgres.checks import store_exists  # the driver, only when a URL asks
+
+    return store_exists(place.url, place.schema)
+
+
 def _open_postgres(place: Place) -> Store:
     """PostgreSQL's modules are imported here, only when a URL names a server: SQLite users need no driver."""
     try:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import psycopg
 from psycopg import pq, sql
 
-from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.connection import Connection, translate_error
 
 # The store's own schema is the first one on every connection's search path (``connection.set_search_path``).
 _STORE_SCHEMA = "SELECT (parse_ident(trim(split_part(current_setting('search_path'), ',', 1))))[1]"
@@ -258,3 +258,15 @@ def server_identity(conn: Connection) -> tuple[str, int]:
     ).fetchone()
     assert row is not None
     return str(row[0]), int(row[1])
+
+
+def store_exists(url: str, schema: str) -> bool:
+    """Whether ``schema`` on the server holds a store (its messages table): a read never creates one."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'messages'", (schema,)
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise translate_error(exc) from exc
+    return row is not None
