@@ -57,7 +57,7 @@ SERVER_SETTINGS = {
     "checkpoint_timeout": "15min",
     "wal_compression": "on",
 }
-SIDECAR_CONNECTIONS = 12  # LOSSLESS_DATABASE_CONNECTIONS: the default
+SIDECAR_CONNECTIONS = 24  # LOSSLESS_DATABASE_CONNECTIONS: the default
 
 
 def start_server() -> PostgresServer:

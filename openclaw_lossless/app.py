@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,7 +28,7 @@ from openclaw_lossless.auth_token import load_or_create_token
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
 from openclaw_lossless.prometheus import Exposition, RequestMetrics
-from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.sidecar import Sidecar, place_of
 from openclaw_lossless.ui import install as install_ui
 from openclaw_lossless.ui import is_ui_path
 
@@ -165,6 +166,8 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = sidecar is None
         app.state.sidecar = sidecar or Sidecar(settings, background_load=True)
+        if app.state.sidecar.store.backend == "postgresql":  # as many requests at once as the read pool serves
+            to_thread.current_default_thread_limiter().total_tokens = place_of(settings).request_threads
         app.state.store_id = identity.store_id(settings)  # the file opened, for /v1/identity
         app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (history/catchup.py)
         try:

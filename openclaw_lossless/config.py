@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     # Secret, because the URL may carry a password: never logged, never shown.
     database_url: SecretStr | None = None
     database_schema: str = Field("lossless", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
-    database_connections: int = Field(12, ge=3, le=200)  # this sidecar's share of the server's max_connections
+    database_connections: int = Field(24, ge=16, le=200)  # this sidecar's share of the server's max_connections
     token: SecretStr | None = None
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
 

@@ -44,6 +44,9 @@ from openclaw_lossless.store.sqlite import (
 )
 
 BackendName = Literal["sqlite", "postgresql"]
+# The sidecar's own reading threads: recall's vector lanes (4), the embedding worker and its extra drain
+# thread, catch-up, the days backfill, the index loader, the size cap, and two to spare.
+INTERNAL_READERS = 11
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,20 @@ class Place:
     synchronous: str = "FULL"
     url: str | None = None
     schema: str = "lossless"
-    connections: int = 12
+    connections: int = 24
+
+    @property
+    def pools(self) -> tuple[int, int]:
+        """(write, read) connections on PostgreSQL: commits are short, reads (recall, search, status) the many."""
+        writers = max(2, min(4, self.connections // 6))
+        return writers, self.connections - writers
+
+    @property
+    def request_threads(self) -> int:
+        """The requests served at once on PostgreSQL: a reading thread keeps its connection while it lives, so
+        the request threads and the sidecar's own (``INTERNAL_READERS``) must fit in the read pool together, or
+        a reader would wait for a connection none of them gives back."""
+        return max(2, self.pools[1] - INTERNAL_READERS)
 
 
 def connect(place: Place) -> Store:
@@ -159,10 +175,8 @@ def _open_postgres(place: Place) -> Store:
             " pip install 'openclaw-lossless[postgres]' (or unset it to use the SQLite file)"
         ) from exc
     assert place.url is not None
-    writers = max(2, place.connections // 3)  # commits are short; reads (recall, search, status) are the many
-    db = pg_connection.Database(
-        place.url, schema=place.schema, write_pool_size=writers, read_pool_size=place.connections - writers
-    )
+    writers, readers = place.pools
+    db = pg_connection.Database(place.url, schema=place.schema, write_pool_size=writers, read_pool_size=readers)
     return Store(db, postgres())
 
 

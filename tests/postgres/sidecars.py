@@ -27,7 +27,7 @@ from tests.reliability import SidecarProcess
 KEYWORD_ONLY = {
     "LOSSLESS_EMBEDDING_PROVIDER": "none",
     "LOSSLESS_CATCH_UP": "false",
-    "LOSSLESS_DATABASE_CONNECTIONS": "8",
+    "LOSSLESS_DATABASE_CONNECTIONS": "16",
     "LOSSLESS_ASSEMBLE_DEADLINE_MS": "20000",
 }
 
