@@ -16,7 +16,6 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +25,7 @@ from hypothesis import strategies as st
 
 from openclaw_lossless.capture.records import dated
 from openclaw_lossless.capture.redact import build_redactor
+from openclaw_lossless.config import Settings
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 from tests.reliability import record
 
@@ -83,9 +83,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSidecar]:
     record("captureProperties", {"requests": sum(OUTCOMES.values()), **OUTCOMES, "5xx": OUTCOMES["5xx"]})
 
 
-def _fingerprint(path: Path) -> dict[str, Any]:
-    """The database's content, minus the embedding backlog the background worker drains on its own."""
-    fingerprint = db_fingerprint(path)
+def _fingerprint(settings: Settings) -> dict[str, Any]:
+    """The store's content (either backend), minus the embedding backlog the background worker drains itself."""
+    fingerprint = db_fingerprint(settings)
     fingerprint["counts"].pop("embedding_backlog", None)
     return fingerprint
 
@@ -98,12 +98,12 @@ def _post(server: LiveSidecar, hook: str, body: dict[str, Any]) -> httpx.Respons
 
 
 def _stored_or_refused(server: LiveSidecar, hook: str, body: dict[str, Any], sent: list[Any]) -> None:
-    before = _fingerprint(server.settings.database_path)
+    before = _fingerprint(server.settings)
     response = _post(server, hook, body)
     OUTCOMES[f"{hook} {response.status_code}" if response.status_code < 500 else "5xx"] += 1
     if response.status_code != 200:
         assert_error(response, 422, "invalid_request")
-        assert _fingerprint(server.settings.database_path) == before
+        assert _fingerprint(server.settings) == before
         return
     stored = server.client.get(f"/v1/sessions/{body['sessionId']}/messages", params={"last": 10_000})
     assert stored.status_code == 200, stored.text
@@ -178,8 +178,8 @@ def test_deeply_nested_messages_are_refused_with_422_never_a_500(server: LiveSid
         ("ingest", '{"sessionId":"s-deep","message":' + message + "}"),
         ("assemble", '{"sessionId":"s-deep","messages":[' + message + "]}"),
     ]:
-        before = _fingerprint(server.settings.database_path)
+        before = _fingerprint(server.settings)
         response = server.client.post(f"/v1/hooks/{hook}", content=body, headers={"Content-Type": "application/json"})
         assert_error(response, 422, "invalid_request")
         assert "nested" in response.json()["error"]["message"] or depth > 1000
-        assert _fingerprint(server.settings.database_path) == before
+        assert _fingerprint(server.settings) == before

@@ -24,6 +24,7 @@ from schemathesis.generation.modes import GenerationMode
 from openclaw_lossless.api import schemas
 from openclaw_lossless.capture.records import CaptureOptions, capture
 from openclaw_lossless.capture.redact import build_redactor
+from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
 from tests.conversation import commit_body, conversation
@@ -75,9 +76,9 @@ def _figures() -> dict[str, Any]:
     }
 
 
-def _stable_fingerprint(path: Path) -> dict[str, Any]:
-    """The database's content, minus the embedding backlog that the background worker drains on its own."""
-    fingerprint = db_fingerprint(path)
+def _stable_fingerprint(settings: Settings) -> dict[str, Any]:
+    """The store's content (either backend), minus the embedding backlog the background worker drains itself."""
+    fingerprint = db_fingerprint(settings)
     fingerprint["counts"].pop("embedding_backlog", None)
     return fingerprint
 
@@ -103,7 +104,7 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
     operation = OPERATIONS[label]
     examples = POSITIVE if mode is GenerationMode.POSITIVE else NEGATIVE
     tally = TALLIES.setdefault(label, {}).setdefault(mode.value, Tally())
-    path = server.settings.database_path
+    settings = server.settings
     writes = operation.method.upper() == "POST"
     fuzz(
         operation,
@@ -112,7 +113,7 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
         server.token,
         examples,
         tally,
-        (lambda: _stable_fingerprint(path)) if writes else None,
+        (lambda: _stable_fingerprint(settings)) if writes else None,
     )
     assert tally.cases >= (min(examples, 20) if has_inputs(operation) else 1)
     assert not [status for status in tally.statuses if status >= 500]
@@ -139,10 +140,10 @@ def test_fuzzed_requests_never_get_a_5xx_and_errors_have_the_standard_shape(
 )
 def test_numbers_sqlite_or_scoring_cannot_hold_are_refused(server: LiveSidecar, hook: str, body: str) -> None:
     """Found by the fuzzer: integers past 64 bits reached SQLite (a 500), NaN/Infinity silently emptied recall."""
-    before = _stable_fingerprint(server.settings.database_path)
+    before = _stable_fingerprint(server.settings)
     response = server.client.post(f"/v1/hooks/{hook}", content=body, headers={"Content-Type": "application/json"})
     assert_error(response, 422, "invalid_request")
-    assert _stable_fingerprint(server.settings.database_path) == before
+    assert _stable_fingerprint(server.settings) == before
 
 
 def _accepts(check: Callable[[str], object]) -> Callable[[str], bool]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.snapshots import stored_text
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 
@@ -103,7 +104,7 @@ def live_compaction(conn: Connection, session_rowid: int, record: CompactionReco
     if record.summary is not None:
         row = conn.execute(
             "SELECT id FROM compactions WHERE session_rowid = %s AND summary = %s AND status = %s ORDER BY id LIMIT 1",
-            (session_rowid, record.summary, COMPACTED),
+            (session_rowid, stored_text(record.summary), COMPACTED),
         ).fetchone()
     else:
         row = conn.execute(
@@ -127,14 +128,14 @@ def claim_compaction(
     row = conn.execute(
         "SELECT id, tokens_before, last_message_id FROM compactions WHERE session_rowid = %s AND summary = %s"
         " AND status = %s AND reason = %s ORDER BY id DESC LIMIT 1 FOR UPDATE",
-        (session.rowid, record.summary, COMPACTED, imported_reason),
+        (session.rowid, stored_text(record.summary), COMPACTED, imported_reason),
     ).fetchone()
     if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
         return None
     conn.execute(
         "UPDATE compactions SET reason = %s, tokens_before = coalesce(%s, tokens_before),"
         " tokens_after = coalesce(%s, tokens_after) WHERE id = %s",
-        (record.reason, record.tokens_before, record.tokens_after, row[0]),
+        (stored_text(record.reason), record.tokens_before, record.tokens_after, row[0]),
     )
     named = conn.execute(
         "SELECT name FROM snapshots WHERE compaction_id = %s ORDER BY id LIMIT 1", (row[0],)

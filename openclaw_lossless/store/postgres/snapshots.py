@@ -42,7 +42,7 @@ _SNAPSHOT = (
 AUTOMATIC_NAME = "SELECT sn.name FROM snapshots sn WHERE sn.compaction_id = c.id ORDER BY sn.id LIMIT 1"
 
 
-def _text(text: str | None) -> str | None:
+def stored_text(text: str | None) -> str | None:
     """The host's text as PostgreSQL can hold it (no lone surrogate, no NUL); None stays None."""
     return None if text is None else pg_text(storable(text))
 
@@ -66,8 +66,8 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
             record.tokens_before,
             record.tokens_after,
             record.compacted,
-            _text(record.summary),
-            _text(record.reason),
+            stored_text(record.summary),
+            stored_text(record.reason),
             last_id,
             status,
         ),
