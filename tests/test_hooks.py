@@ -258,9 +258,14 @@ def test_stats_and_healthz_report_the_store(sidecar: LiveSidecar) -> None:
     assert {"commit-turn", "assemble"} <= set(stats["latency"])
     assert stats["embedder"]["active"] == "test-hash"
     health = sidecar.client.get("/healthz", headers={"Authorization": ""}).json()
-    vector_extension = "0.8" if on_postgres(sidecar.settings) else "v0.1"  # pgvector's version, or sqlite-vec's
     assert health["status"] == "ok" and health["database"]["writable"]
-    assert health["sqliteVec"].startswith(vector_extension)
+    if on_postgres(sidecar.settings):
+        assert health["database"]["backend"] == "postgresql" and health["sqliteVec"] is None
+        assert health["database"]["vectorExtension"].startswith("pgvector 0.8")
+    else:
+        assert health["database"]["backend"] == "sqlite"
+        assert health["database"]["vectorExtension"] == f"sqlite-vec {health['sqliteVec']}"
+        assert health["sqliteVec"].startswith("v0.1")
 
 
 @pytest.mark.sqlite_only  # PRAGMA query_only on SQLite's one write connection; PostgreSQL's writers are a pool

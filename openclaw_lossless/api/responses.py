@@ -149,6 +149,10 @@ class SnapshotsResponse(Out):
 class DatabaseHealth(Out):
     writable: bool
     problem: str | None
+    backend: Literal["sqlite", "postgresql"] = Field(description="The store the sidecar is on.")
+    vector_extension: str | None = Field(
+        alias="vectorExtension", description="`sqlite-vec v0.1.6` or `pgvector 0.8.1`; null when unreadable."
+    )
 
 
 class WorkerView(Out):

@@ -56,6 +56,8 @@ class Parts:
 class DatabaseHealth:
     writable: bool
     problem: str | None  # why a turn cannot be stored now
+    backend: str  # "sqlite" or "postgresql": which store the sidecar is on, never guessed from the settings
+    vector_extension: str | None  # "sqlite-vec v0.1.6" or "pgvector 0.8.1"; None when it cannot be read
 
 
 @dataclass(frozen=True)
@@ -174,11 +176,11 @@ class Status:
         """
         p = self.parts
         problem = self._write_problem()
-        vec_version: str | None = None
+        vector_extension: str | None = None
         backlog: int | None = None
         try:
             conn = p.store.db.reader()
-            vec_version = p.store.ops.counts.sqlite_vec_version(conn)
+            vector_extension = p.store.ops.counts.vector_extension(conn)
             backlog = p.store.ops.backlog.size(conn)
             self._sample_backlog(backlog)
         except LosslessError as exc:
@@ -190,8 +192,8 @@ class Status:
             status="unavailable" if not writable else ("ok" if p.embedding.status.ready else "degraded"),
             version=__version__,
             pid=os.getpid(),
-            database=DatabaseHealth(writable, problem),
-            sqlite_vec=vec_version,
+            database=DatabaseHealth(writable, problem, p.store.ops.name, vector_extension),
+            sqlite_vec=_bare_sqlite_vec(vector_extension),
             embedder=self._embedder_view(),
             backlog=backlog,
             vector_index=self._index_view(),
@@ -290,3 +292,10 @@ class Status:
             agent_activity=p.activity.times(),
             catch_up=p.catch_up.view(),
         )
+
+
+def _bare_sqlite_vec(vector_extension: str | None) -> str | None:
+    """``sqliteVec``: sqlite-vec's bare version, kept for the scripts that read it; null on PostgreSQL."""
+    if vector_extension is None or not vector_extension.startswith("sqlite-vec "):
+        return None
+    return vector_extension.removeprefix("sqlite-vec ")

@@ -480,8 +480,9 @@ class Counts(Protocol[C]):
         """Raise (translated) unless the store answers a read now."""
         ...
 
-    def sqlite_vec_version(self, conn: C) -> str:
-        """The vector extension's version (PostgreSQL: ``pgvector`` from ``pg_extension``)."""
+    def vector_extension(self, conn: C) -> str:
+        """The vector extension and its version, as ``/healthz`` names it: ``sqlite-vec v0.1.6`` as loaded,
+        or ``pgvector 0.8.1`` from the database's ``pg_extension``."""
         ...
 
 

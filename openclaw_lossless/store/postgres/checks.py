@@ -45,7 +45,7 @@ def library_versions() -> tuple[str, str]:
     """The client side this process speaks to PostgreSQL with: the libpq library's version and psycopg's.
 
     (SQLite's answer is the SQLite library and the sqlite-vec it loads; here the server holds the engine and
-    pgvector, whose version ``counts.sqlite_vec_version`` reads from the database.)
+    pgvector, whose version ``counts.vector_extension`` reads from the database.)
     """
     version = pq.version()
     return f"{version // 10000}.{version % 10000}", psycopg.__version__

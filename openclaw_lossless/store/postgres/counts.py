@@ -34,12 +34,12 @@ def any_archived(conn: Connection) -> bool:
     return conn.execute("SELECT 1 FROM archives LIMIT 1").fetchone() is not None
 
 
-def sqlite_vec_version(conn: Connection) -> str:
-    """pgvector's version in this database (``/healthz``'s vector extension); ``StoreUnavailable`` without it."""
+def vector_extension(conn: Connection) -> str:
+    """pgvector and its version in this database (``/healthz``); ``StoreUnavailable`` without it."""
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     if row is None:
         raise StoreUnavailable("the pgvector extension ('vector') is not installed in this database")
-    return str(row[0])
+    return f"pgvector {row[0]}"
 
 
 def probe(conn: Connection) -> None:

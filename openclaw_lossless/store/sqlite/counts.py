@@ -49,9 +49,9 @@ def any_archived(conn: Connection) -> bool:
     return conn.execute("SELECT 1 FROM archives LIMIT 1").fetchone() is not None
 
 
-def sqlite_vec_version(conn: Connection) -> str:
-    """The loaded sqlite-vec's version; raises the driver's error when the extension is not there."""
-    return str(conn.execute("SELECT vec_version()").fetchone()[0])
+def vector_extension(conn: Connection) -> str:
+    """The loaded sqlite-vec and its version; raises the driver's error when the extension is not there."""
+    return f"sqlite-vec {conn.execute('SELECT vec_version()').fetchone()[0]}"
 
 
 def probe(conn: Connection) -> None:

@@ -116,10 +116,10 @@ def test_the_newest_turn_by_id_decides_even_when_its_clock_was_behind(store: Dat
 
 
 def test_the_vector_extension_version_is_pgvector_s(store: Database) -> None:
-    version = counts.sqlite_vec_version(store.reader())
+    named = counts.vector_extension(store.reader())
 
-    assert re.fullmatch(r"\d+\.\d+\.\d+", version)
-    assert (version,) == store.reader().execute(
+    assert re.fullmatch(r"pgvector \d+\.\d+\.\d+", named)
+    assert (named.removeprefix("pgvector "),) == store.reader().execute(
         "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
     ).fetchone()
 
