@@ -14,7 +14,9 @@ before it (exclusive of earlier pages) up to its own last message; the newest pa
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.sqlite.messages import MessageView, message_view
@@ -23,6 +25,8 @@ from openclaw_lossless.store.sqlite.snapshots import CompactionMark
 
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 NO_MESSAGE = 0  # where a compaction or snapshot of a session that held no message yet sits: before every one
+NO_END = 2**62  # an id above any message's: a range without an upper bound
+KeyNeighbour = tuple[str, float]  # a session of the same key: its id and when it began
 
 
 @dataclass(frozen=True)
@@ -114,165 +118,236 @@ def session_summaries(conn: Connection, agent: str | None, limit: int) -> list[S
         f" FROM sessions s {where} ORDER BY s.created_at DESC, s.id DESC LIMIT ?",
         [*params, limit],
     ).fetchall()
-    return [SessionSummary(str(r[0]), r[1], str(r[2]), float(r[3]), int(r[4]), r[5], r[6]) for r in rows]
+    return session_summaries_of(rows)
 
 
 def read_timeline(conn: Connection, session: SessionRef, window: Window) -> Timeline:
     """The page ``window`` names, with the compactions, snapshots, spawns and resets that fall on it."""
-    page = _page(conn, session.rowid, window)
+    return assemble_timeline(session, window, _Reads(conn, session))
+
+
+class TimelineReads(Protocol):
+    """The reads one timeline page needs, each bound to a backend's connection and the page's session.
+
+    Both backends (this module and ``store/postgres/timeline.py``) supply only these statements;
+    ``assemble_timeline`` decides what is read in which order and where the page's events start and end, so
+    the web UI draws the same page from either store.
+    """
+
+    def messages(self, op: str, value: int, descending: bool, limit: int) -> list[MessageView]:
+        """Up to ``limit`` of the session's messages whose id is ``op`` (``<``, ``>``, ``>=``) ``value``."""
+        ...
+
+    def neighbour(self, message_id: int, *, older: bool) -> tuple[int, float] | None:
+        """The id and time of the message just before (or after) ``message_id``: is there a page that way."""
+        ...
+
+    def count(self) -> int: ...
+
+    def created_at(self) -> float: ...
+
+    def key_neighbours(self, key: str, created_at: float) -> tuple[KeyNeighbour | None, KeyNeighbour | None]:
+        """The sessions of the key just before and after this one (a ``/new`` apart)."""
+        ...
+
+    def compactions(self, low: int, high: int) -> list[CompactionMark]:
+        """The compactions placed after a message in ``[low, high)``."""
+        ...
+
+    def snapshots(self, low: int, high: int) -> list[SnapshotMark]:
+        """The snapshots an operator named placed after a message in ``[low, high)``."""
+        ...
+
+    def first_of_key(self, key: str) -> bool:
+        """Whether this session is the first of its key."""
+        ...
+
+    def spawns(self, key: str, start: float, end: float) -> list[SpawnMark]:
+        """The subagents spawned from ``key`` in ``[start, end)``."""
+        ...
+
+    def parent(self, key: str) -> Parent | None:
+        """Who spawned the session of ``key``, and the parent's session that was current then."""
+        ...
+
+
+def assemble_timeline(session: SessionRef, window: Window, reads: TimelineReads) -> Timeline:
+    """The page ``window`` names and its events, from either backend's ``reads`` (both use this, so the page's
+    bounds and each event's place are one rule, not two copies of it)."""
+    page = window_page(window, reads)
     first, last = (page[0].id, page[-1].id) if page else (None, None)
-    before = _neighbour(conn, session.rowid, first, older=True) if first is not None else None
-    after = _neighbour(conn, session.rowid, last, older=False) if last is not None else None
+    before = reads.neighbour(first, older=True) if first is not None else None
+    after = reads.neighbour(last, older=False) if last is not None else None
     low = NO_MESSAGE - 1 if before is None else before[0]  # the oldest page holds what came before any message
-    high = None if after is None else last  # the newest page holds what came after its last message
-    created_at, previous, following = _key_neighbours(conn, session)
+    high = NO_END if after is None or last is None else last  # the newest page holds what came after its last
+    created_at = reads.created_at()
+    key = session.session_key
+    previous, following = (None, None) if key is None else reads.key_neighbours(key, created_at)
     times = (None if before is None else before[1], None if after is None else page[-1].created_at)
     return Timeline(
         session=session,
         created_at=created_at,
         messages=page,
-        total=_count(conn, session.rowid),
+        total=reads.count(),
         older=first if before is not None else None,
         newer=last if after is not None else None,
-        compactions=_compactions(conn, session.rowid, low, high),
-        snapshots=_snapshots(conn, session.rowid, low, high),
-        spawns=_spawns(conn, session, created_at, following, times),
+        compactions=reads.compactions(low, high),
+        snapshots=reads.snapshots(low, high),
+        spawns=[]
+        if key is None
+        else reads.spawns(key, *spawn_span(created_at, reads.first_of_key(key), following, times)),
         previous_session=None if previous is None else previous[0],
         next_session=None if following is None else following[0],
-        parent=_parent(conn, session.session_key),
+        parent=None if key is None else reads.parent(key),
     )
 
 
-def _count(conn: Connection, rowid: int) -> int:
-    return int(conn.execute("SELECT count(*) FROM messages WHERE session_rowid = ?", (rowid,)).fetchone()[0])
-
-
-def _page(conn: Connection, rowid: int, window: Window) -> list[MessageView]:
+def window_page(window: Window, reads: TimelineReads) -> list[MessageView]:
+    """The messages of the page ``window`` names, oldest first (both backends' pages, through their reads)."""
     if window.at is not None:  # the message and what led to it: half the page before it
-        older = _range(conn, rowid, "id < ?", window.at, "DESC", window.limit // 2)
-        return older[::-1] + _range(conn, rowid, "id >= ?", window.at, "", window.limit - len(older))
+        older = reads.messages("<", window.at, True, window.limit // 2)
+        return older[::-1] + reads.messages(">=", window.at, False, window.limit - len(older))
     if window.after is not None:
-        return _range(conn, rowid, "id > ?", window.after, "", window.limit)
-    newest = _range(conn, rowid, "id < ?", window.before if window.before is not None else 2**62, "DESC", window.limit)
-    return newest[::-1]
+        return reads.messages(">", window.after, False, window.limit)
+    before = window.before if window.before is not None else NO_END
+    return reads.messages("<", before, True, window.limit)[::-1]
 
 
-def _range(conn: Connection, rowid: int, bound: str, value: int, order: str, limit: int) -> list[MessageView]:
-    rows = conn.execute(
-        f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND {bound} ORDER BY id {order} LIMIT ?",
-        (rowid, value, limit),
-    ).fetchall()
-    return [message_view(row) for row in rows]
+def spawn_span(
+    created_at: float, first_of_key: bool, following: KeyNeighbour | None, times: tuple[float | None, float | None]
+) -> tuple[float, float]:
+    """When spawns that belong on this page happened, ``[start, end)``; both backends read spawns in it.
+
+    A spawn names the parent's key, not its session: it belongs to the session of that key that had begun and
+    not yet been replaced by a ``/new`` when it happened (the first session of a key also takes any spawn
+    before it began), and to this page when it falls between the page's times (None: no bound that way).
+    """
+    span_start = float("-inf") if first_of_key else created_at
+    span_end = float("inf") if following is None else following[1]
+    low, high = times
+    return (span_start if low is None else max(span_start, low), span_end if high is None else min(span_end, high))
 
 
-def _neighbour(conn: Connection, rowid: int, message_id: int, *, older: bool) -> tuple[int, float] | None:
-    """The id and time of the session's message just before (or after) ``message_id``: is there a page that way."""
-    bound, order = ("id < ?", "DESC") if older else ("id > ?", "")
-    row = conn.execute(
-        f"SELECT id, created_at FROM messages WHERE session_rowid = ? AND {bound} ORDER BY id {order} LIMIT 1",
-        (rowid, message_id),
-    ).fetchone()
-    return None if row is None else (int(row[0]), float(row[1]))
+def session_summaries_of(rows: Iterable[Sequence[Any]]) -> list[SessionSummary]:
+    """Summary rows (session id and key, agent, created at, messages, newest message, parent key), either store."""
+    return [SessionSummary(str(r[0]), r[1], str(r[2]), float(r[3]), int(r[4]), r[5], r[6]) for r in rows]
 
 
-def _compactions(conn: Connection, rowid: int, low: int, high: int | None) -> list[CompactionMark]:
-    """The session's compactions placed after a message in ``[low, high)`` (``high`` None: no end)."""
-    rows = conn.execute(
-        "SELECT c.id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after, c.last_message_id,"
-        " (SELECT name FROM snapshots sn WHERE sn.compaction_id = c.id) FROM compactions c"
-        " WHERE c.session_rowid = ? AND coalesce(c.last_message_id, ?) >= ? AND coalesce(c.last_message_id, ?) < ?"
-        " ORDER BY c.id",
-        (rowid, NO_MESSAGE, low, NO_MESSAGE, 2**62 if high is None else high),
-    ).fetchall()
-    return [CompactionMark(int(r[0]), float(r[1]), str(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
-
-
-def _snapshots(conn: Connection, rowid: int, low: int, high: int | None) -> list[SnapshotMark]:
-    """The session's snapshots named by an operator (automatic ones show with their compaction)."""
-    rows = conn.execute(
-        "SELECT name, created_at, last_message_id FROM snapshots WHERE session_rowid = ? AND automatic = 0"
-        " AND coalesce(last_message_id, ?) >= ? AND coalesce(last_message_id, ?) < ? ORDER BY id",
-        (rowid, NO_MESSAGE, low, NO_MESSAGE, 2**62 if high is None else high),
-    ).fetchall()
+def snapshot_marks(rows: Iterable[Sequence[Any]]) -> list[SnapshotMark]:
+    """Snapshot rows (name, created at, last message id) as marks, either store."""
     return [SnapshotMark(str(r[0]), float(r[1]), r[2]) for r in rows]
 
 
-def _key_neighbours(
-    conn: Connection, session: SessionRef
-) -> tuple[float, tuple[str, float] | None, tuple[str, float] | None]:
-    """The session's start, and the sessions of its key just before and after it (a ``/new`` apart)."""
-    created_at = float(conn.execute("SELECT created_at FROM sessions WHERE id = ?", (session.rowid,)).fetchone()[0])
-    if session.session_key is None:
-        return created_at, None, None
-    order = (session.session_key, created_at, created_at, session.rowid)
-    previous = conn.execute(
-        "SELECT session_id, created_at FROM sessions WHERE session_key = ? AND (created_at < ? OR"
-        " (created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT 1",
-        order,
-    ).fetchone()
-    following = conn.execute(
-        "SELECT session_id, created_at FROM sessions WHERE session_key = ? AND (created_at > ? OR"
-        " (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT 1",
-        order,
-    ).fetchone()
-    return (
-        created_at,
-        None if previous is None else (str(previous[0]), float(previous[1])),
-        None if following is None else (str(following[0]), float(following[1])),
-    )
-
-
-def _spawns(
-    conn: Connection,
-    session: SessionRef,
-    created_at: float,
-    following: tuple[str, float] | None,
-    times: tuple[float | None, float | None],
-) -> list[SpawnMark]:
-    """Subagents spawned from this session's key while it was the key's current session, within the page.
-
-    A spawn names the parent's key, not its session: it belongs to the session of that key that had begun and
-    not yet been replaced by a ``/new`` when it happened.
-    """
-    if session.session_key is None:
-        return []
-    span_start = float("-inf") if _first_of_key(conn, session) else created_at
-    span_end = float("inf") if following is None else following[1]
-    low, high = times
-    start = span_start if low is None else max(span_start, low)
-    end = span_end if high is None else min(span_end, high)
-    rows = conn.execute(
-        "SELECT l.child_session_key, l.spawned_at, l.context_mode, l.ended_at, l.ended_reason,"
-        " (SELECT s.session_id FROM sessions s WHERE s.session_key = l.child_session_key"
-        "  ORDER BY s.created_at DESC, s.id DESC LIMIT 1)"
-        " FROM subagent_links l WHERE l.parent_session_key = ? AND l.spawned_at >= ? AND l.spawned_at < ?"
-        " ORDER BY l.spawned_at, l.id",
-        (session.session_key, start, end),
-    ).fetchall()
+def spawn_marks(rows: Iterable[Sequence[Any]]) -> list[SpawnMark]:
+    """Spawn rows (child key, spawned at, context mode, ended at, ended reason, child session) as marks."""
     return [SpawnMark(str(r[0]), r[5], float(r[1]), r[2], r[3], r[4]) for r in rows]
 
 
-def _first_of_key(conn: Connection, session: SessionRef) -> bool:
-    row = conn.execute(
-        "SELECT id FROM sessions WHERE session_key = ? ORDER BY created_at, id LIMIT 1", (session.session_key,)
-    ).fetchone()
-    return row is not None and int(row[0]) == session.rowid
+def compaction_marks(rows: Iterable[Sequence[Any]]) -> list[CompactionMark]:
+    """Compaction rows (id, recorded at, status, reason, tokens before and after, last message, snapshot)."""
+    return [CompactionMark(int(r[0]), float(r[1]), str(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
 
 
-def _parent(conn: Connection, session_key: str | None) -> Parent | None:
-    """Who spawned this session, and the parent's session that was current then."""
-    if session_key is None:
-        return None
-    row = conn.execute(
-        "SELECT parent_session_key, spawned_at, context_mode, ended_at, ended_reason FROM subagent_links"
-        " WHERE child_session_key = ?",
-        (session_key,),
-    ).fetchone()
-    if row is None:
-        return None
-    found = conn.execute(  # the parent's session current at the spawn, else (begun later) its first
-        "SELECT session_id FROM sessions WHERE session_key = ? ORDER BY created_at <= ? DESC,"
-        " CASE WHEN created_at <= ? THEN -created_at ELSE created_at END, id DESC LIMIT 1",
-        (row[0], row[1], row[1]),
-    ).fetchone()
-    return Parent(str(row[0]), None if found is None else str(found[0]), float(row[1]), row[2], row[3], row[4])
+def parent_mark(link: Sequence[Any], found: Sequence[Any] | None) -> Parent:
+    """A link row (parent key, spawned at, context mode, ended at, ended reason) and the parent's session then."""
+    return Parent(str(link[0]), None if found is None else str(found[0]), float(link[1]), link[2], link[3], link[4])
+
+
+def key_neighbour(row: Sequence[Any] | None) -> KeyNeighbour | None:
+    """A ``(session_id, created_at)`` row of the same key, or None."""
+    return None if row is None else (str(row[0]), float(row[1]))
+
+
+class _Reads:
+    """The timeline's statements on SQLite (``TimelineReads``)."""
+
+    def __init__(self, conn: Connection, session: SessionRef) -> None:
+        self.conn, self.rowid = conn, session.rowid
+
+    def messages(self, op: str, value: int, descending: bool, limit: int) -> list[MessageView]:
+        rows = self.conn.execute(
+            f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id {op} ?"
+            f" ORDER BY id {'DESC' if descending else ''} LIMIT ?",
+            (self.rowid, value, limit),
+        ).fetchall()
+        return [message_view(row) for row in rows]
+
+    def neighbour(self, message_id: int, *, older: bool) -> tuple[int, float] | None:
+        bound, order = ("id < ?", "DESC") if older else ("id > ?", "")
+        row = self.conn.execute(
+            f"SELECT id, created_at FROM messages WHERE session_rowid = ? AND {bound} ORDER BY id {order} LIMIT 1",
+            (self.rowid, message_id),
+        ).fetchone()
+        return None if row is None else (int(row[0]), float(row[1]))
+
+    def count(self) -> int:
+        return int(
+            self.conn.execute("SELECT count(*) FROM messages WHERE session_rowid = ?", (self.rowid,)).fetchone()[0]
+        )
+
+    def created_at(self) -> float:
+        return float(self.conn.execute("SELECT created_at FROM sessions WHERE id = ?", (self.rowid,)).fetchone()[0])
+
+    def key_neighbours(self, key: str, created_at: float) -> tuple[KeyNeighbour | None, KeyNeighbour | None]:
+        order = (key, created_at, created_at, self.rowid)
+        previous = self.conn.execute(
+            "SELECT session_id, created_at FROM sessions WHERE session_key = ? AND (created_at < ? OR"
+            " (created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT 1",
+            order,
+        ).fetchone()
+        following = self.conn.execute(
+            "SELECT session_id, created_at FROM sessions WHERE session_key = ? AND (created_at > ? OR"
+            " (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT 1",
+            order,
+        ).fetchone()
+        return key_neighbour(previous), key_neighbour(following)
+
+    def compactions(self, low: int, high: int) -> list[CompactionMark]:
+        rows = self.conn.execute(
+            "SELECT c.id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after, c.last_message_id,"
+            " (SELECT name FROM snapshots sn WHERE sn.compaction_id = c.id) FROM compactions c WHERE"
+            " c.session_rowid = ? AND coalesce(c.last_message_id, ?) >= ? AND coalesce(c.last_message_id, ?) < ?"
+            " ORDER BY c.id",
+            (self.rowid, NO_MESSAGE, low, NO_MESSAGE, high),
+        ).fetchall()
+        return compaction_marks(rows)
+
+    def snapshots(self, low: int, high: int) -> list[SnapshotMark]:
+        rows = self.conn.execute(
+            "SELECT name, created_at, last_message_id FROM snapshots WHERE session_rowid = ? AND automatic = 0"
+            " AND coalesce(last_message_id, ?) >= ? AND coalesce(last_message_id, ?) < ? ORDER BY id",
+            (self.rowid, NO_MESSAGE, low, NO_MESSAGE, high),
+        ).fetchall()
+        return snapshot_marks(rows)
+
+    def first_of_key(self, key: str) -> bool:
+        row = self.conn.execute(
+            "SELECT id FROM sessions WHERE session_key = ? ORDER BY created_at, id LIMIT 1", (key,)
+        ).fetchone()
+        return row is not None and int(row[0]) == self.rowid
+
+    def spawns(self, key: str, start: float, end: float) -> list[SpawnMark]:
+        rows = self.conn.execute(
+            "SELECT l.child_session_key, l.spawned_at, l.context_mode, l.ended_at, l.ended_reason,"
+            " (SELECT s.session_id FROM sessions s WHERE s.session_key = l.child_session_key"
+            "  ORDER BY s.created_at DESC, s.id DESC LIMIT 1)"
+            " FROM subagent_links l WHERE l.parent_session_key = ? AND l.spawned_at >= ? AND l.spawned_at < ?"
+            " ORDER BY l.spawned_at, l.id",
+            (key, start, end),
+        ).fetchall()
+        return spawn_marks(rows)
+
+    def parent(self, key: str) -> Parent | None:
+        row = self.conn.execute(
+            "SELECT parent_session_key, spawned_at, context_mode, ended_at, ended_reason FROM subagent_links"
+            " WHERE child_session_key = ?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            return None
+        found = self.conn.execute(  # the parent's session current at the spawn, else (begun later) its first
+            "SELECT session_id FROM sessions WHERE session_key = ? ORDER BY created_at <= ? DESC,"
+            " CASE WHEN created_at <= ? THEN -created_at ELSE created_at END, id DESC LIMIT 1",
+            (row[0], row[1], row[1]),
+        ).fetchone()
+        return parent_mark(row, found)
