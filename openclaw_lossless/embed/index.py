@@ -61,6 +61,7 @@ def _prepare(ops: Backend, conn: Any, identity: ProviderIdentity) -> bool:
     The table itself comes from migration m009 (with the recorded provider's dimension); only a change of
     provider, or a first provider, recreates it here, at the new provider's dimension.
     """
+    ops.meta.hold(conn, IDENTITY_KEY)  # sidecars starting together on one store: one prepares, the rest see it
     recorded = ops.meta.get(conn, IDENTITY_KEY)
     wanted = json.dumps(asdict(identity), sort_keys=True)
     same_model = recorded == wanted

@@ -375,6 +375,12 @@ class Meta(Protocol[C]):
 
     def remove(self, conn: C, key: str) -> None: ...
 
+    def hold(self, conn: C, key: str) -> None:
+        """Hold ``key`` until the caller's write transaction ends, so reading it and writing what follows
+        from it (the embedder's identity, then a new vector table) is one step for every sidecar on the store.
+        SQLite's one write transaction at a time already holds everything."""
+        ...
+
 
 # -- compactions, snapshots, subagents ---------------------------------------------------------------------------
 

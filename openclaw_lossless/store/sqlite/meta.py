@@ -20,3 +20,7 @@ def put(conn: Connection, key: str, value: str) -> None:
 
 def remove(conn: Connection, key: str) -> None:
     conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+
+def hold(conn: Connection, key: str) -> None:
+    """Nothing to take: the write transaction the caller is in is the store's only one (``BEGIN IMMEDIATE``)."""

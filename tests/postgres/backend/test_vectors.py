@@ -4,6 +4,9 @@ search through the HNSW index, gone with their message, and started afresh for a
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -197,3 +200,38 @@ def test_recreate_drops_every_vector_and_takes_the_new_dimension(store: Database
     assert any("hnsw" in definition and "halfvec_cosine_ops" in definition for definition in indexes)
     with pytest.raises(Exception, match="expected 8 dimensions"):
         write(store, ids[:1], unit(np.ones((1, DIMENSION), dtype=np.float32)), [session])
+
+
+def test_two_sidecars_preparing_a_new_store_at_once_recreate_its_vector_table_once(store: Database) -> None:
+    """The second sidecar to start waits for the first's preparation, then keeps what the first began to embed.
+
+    Without the hold both read "no embedder recorded"; the second then drops the table the first made (and
+    the vectors written into it) and queues every message again."""
+    from openclaw_lossless.embed.index import _prepare, prepare_table
+    from openclaw_lossless.embed.provider import ProviderIdentity
+    from openclaw_lossless.store.backend import Store, postgres
+
+    ops = postgres()
+    identity = ProviderIdentity("local", "model", "int8", DIMENSION)
+    session, ids = stored_messages(store, "main", "s", 3)
+    second: list[bool] = []
+    started = threading.Event()
+
+    def second_sidecar() -> None:
+        started.set()
+        second.append(prepare_table(Store(store, ops), identity))
+
+    def first_sidecar(conn: Connection) -> None:
+        _prepare(ops, conn, identity)
+        codes, scales = quantize.quantize(unit(np.ones((1, DIMENSION), dtype=np.float32)))
+        vectors.write(conn, ids[:1], codes, scales, [session])
+        thread.start()
+        started.wait(10)
+        time.sleep(0.5)  # the second is now at its first statement, inside its own transaction
+
+    thread = threading.Thread(target=second_sidecar)
+    store.write(first_sidecar)
+    thread.join(30)
+
+    assert second == [False]
+    assert vectors.count(store.reader()) == 1
