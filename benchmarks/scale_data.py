@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -208,33 +207,52 @@ def fill(
     """Build ``total`` messages of synthetic chat with vectors, in big transactions through the store layer
     of either backend (``ops``): the same calls, so both backends hold the same content."""
     began = time.monotonic()
-    generator = ChatGenerator(seed)
-    rng = np.random.default_rng(seed + 1)
-    sample = len(real_texts_vectors)
-    pending: list[tuple[str, list[Message]]] = []
-    pending_count, made, sessions = 0, 0, 0
-    for session_id, batch in itertools.chain(generator.sessions(total), [("", [])]):
-        if batch:
-            pending.append((session_id, batch))
-            pending_count += len(batch)
-            sessions += 1
-            if pending_count < chunk:
-                continue
-        if not pending:
-            break
+    source = VectorSource(real_texts_vectors, seed)
+    made, sessions = 0, 0
+    for pending in session_chunks(total, chunk, seed):
         stored = db.write(lambda conn, p=pending: _store_sessions(ops, conn, p))  # type: ignore[misc]
         ids = np.asarray([i for i, _ in stored], dtype=np.int64)
         session_rowids = [s for _, s in stored]
-        vectors = np.empty((len(ids), real_texts_vectors.shape[1]), dtype=np.float32)
-        position = np.arange(made, made + len(ids))
-        is_real = position < sample
-        vectors[is_real] = real_texts_vectors[position[is_real]]
-        vectors[~is_real] = stand_in_vectors(real_texts_vectors, int((~is_real).sum()), rng)
+        vectors = source.take(len(ids))
         db.write(lambda conn, i=ids, v=vectors, s=session_rowids: store_vectors(ops, conn, i.tolist(), v, s))  # type: ignore[misc]
         _store_baseline(baseline, ids, vectors)
         made += len(ids)
-        pending, pending_count = [], 0
-    return FillReport(made, sessions, time.monotonic() - began, min(sample, made))
+        sessions += len(pending)
+    return FillReport(made, sessions, time.monotonic() - began, min(len(real_texts_vectors), made))
+
+
+def session_chunks(total: int, chunk: int, seed: int) -> Iterator[list[tuple[str, list[Message]]]]:
+    """The generator's sessions for ``total`` messages, in whole-session chunks of at least ``chunk`` messages
+    (the last one smaller): a fill's transactions, the same for every way of writing them."""
+    pending: list[tuple[str, list[Message]]] = []
+    pending_count = 0
+    for session_id, batch in ChatGenerator(seed).sessions(total):
+        pending.append((session_id, batch))
+        pending_count += len(batch)
+        if pending_count >= chunk:
+            yield pending
+            pending, pending_count = [], 0
+    if pending:
+        yield pending
+
+
+class VectorSource:
+    """The fill's vectors in message order: the real ones for the first ``len(real)`` messages, stand-ins
+    (``stand_in_vectors``, from one seeded stream) after; taken a chunk at a time."""
+
+    def __init__(self, real: Vectors, seed: int) -> None:
+        self.real = real
+        self.rng = np.random.default_rng(seed + 1)
+        self.made = 0
+
+    def take(self, count: int) -> Vectors:
+        vectors = np.empty((count, self.real.shape[1]), dtype=np.float32)
+        position = np.arange(self.made, self.made + count)
+        is_real = position < len(self.real)
+        vectors[is_real] = self.real[position[is_real]]
+        vectors[~is_real] = stand_in_vectors(self.real, int((~is_real).sum()), self.rng)
+        self.made += count
+        return vectors
 
 
 def bulk_record(message: dict[str, Any]) -> MessageRecord:
