@@ -13,13 +13,12 @@ the SQLite module's, shared, so both backends identify a message alike.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from openclaw_lossless.capture.records import MessageRecord, canonical_json
+from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.store.postgres import message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.sqlite.messages import (
@@ -30,8 +29,12 @@ from openclaw_lossless.store.sqlite.messages import (
     StoredMessage,
     _stored,
     _turn_identified,
-    _turn_identity,
+    around_of,
+    dated_copy,
+    message_values,
     message_view,
+    neighbours_in_scope,
+    turn_identified_copy,
 )
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
@@ -164,21 +167,7 @@ def insert_row(
         " %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
         (
             *(() if message_id is None else (message_id,)),
-            session.rowid,
-            session.agent_id,
-            turn_rowid,
-            record.role,
-            kind,
-            record.created_at,
-            stored_at,
-            pg_text(record.text),
-            record.original,
-            record.content_hash,
-            record.window_key,
-            record.tokens,
-            record.importance,
-            record.importance_label,
-            cites,
+            *message_values(session, record, pg_text(record.text), stored_at, turn_rowid, kind, cites),
             date_terms(record.created_at),
         ),
     ).fetchone()
@@ -237,16 +226,11 @@ def claim_imported(conn: Connection, session: SessionRef, record: MessageRecord,
         " AND text = %s ORDER BY id FOR UPDATE",
         (session.rowid, record.role, pg_text(record.text)),
     )
-    for message_id, original in rows.fetchall():
-        value = json.loads(original)
-        if (
-            isinstance(value, dict)
-            and value.pop("timestamp", None) is not None
-            and canonical_json(value) == record.original
-        ):
-            conn.execute("UPDATE messages SET turn_rowid = %s WHERE id = %s", (turn_rowid, message_id))
-            return True
-    return False
+    message_id = dated_copy(rows.fetchall(), record)
+    if message_id is None:
+        return False
+    conn.execute("UPDATE messages SET turn_rowid = %s WHERE id = %s", (turn_rowid, message_id))
+    return True
 
 
 def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecord, imported: MessageRecord) -> bool:
@@ -257,11 +241,11 @@ def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecor
         " ORDER BY m.id FOR UPDATE OF m",
         (session.rowid, undated.role, pg_text(undated.text), undated.original),
     )
-    for message_id, content_hash, key, count in rows.fetchall():
-        if any(bytes(content_hash) == _turn_identity(str(key), p, undated) for p in range(int(count))):
-            conn.execute("UPDATE messages SET content_hash = %s WHERE id = %s", (imported.content_hash, message_id))
-            return True
-    return False
+    message_id = turn_identified_copy(rows.fetchall(), undated)
+    if message_id is None:
+        return False
+    conn.execute("UPDATE messages SET content_hash = %s WHERE id = %s", (imported.content_hash, message_id))
+    return True
 
 
 def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
@@ -283,8 +267,7 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
         " FROM messages WHERE session_rowid = a.session AND id > a.anchor ORDER BY id LIMIT %s) after) m",
         ([a for a, _ in anchors], [s for _, s in anchors], radius, radius),
     )
-    found = [Neighbour(int(row[0]), _stored(row[1:]), str(row[-1])) for row in rows]
-    return [n for n in found if scope.contains(n.message.agent_id, n.message.session_rowid)]
+    return neighbours_in_scope(rows, scope)
 
 
 def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
@@ -324,20 +307,12 @@ def recent(conn: Connection, session_rowid: int, last: int, up_to: int | None = 
 def around(conn: Connection, message_id: int, context: int) -> Around | None:
     """What a citation points at, in its place in the conversation; None when the id is not stored."""
     row = conn.execute(f"SELECT session_rowid, {_VIEW} FROM messages WHERE id = %s", (message_id,)).fetchone()
-    if row is None:
-        return None
-    session_rowid = int(row[0])
-    before = conn.execute(
-        f"SELECT {_VIEW} FROM messages WHERE session_rowid = %s AND id < %s ORDER BY id DESC LIMIT %s",
-        (session_rowid, message_id, context),
-    ).fetchall()
-    after = conn.execute(
-        f"SELECT {_VIEW} FROM messages WHERE session_rowid = %s AND id > %s ORDER BY id LIMIT %s",
-        (session_rowid, message_id, context),
-    ).fetchall()
-    return Around(
-        session_rowid,
-        message_view(row[1:]),
-        [message_view(r) for r in reversed(before)],
-        [message_view(r) for r in after],
-    )
+
+    def side(session_rowid: int, older: bool) -> list[tuple[Any, ...]]:
+        bound, order = ("<", "DESC") if older else (">", "")
+        return conn.execute(
+            f"SELECT {_VIEW} FROM messages WHERE session_rowid = %s AND id {bound} %s ORDER BY id {order} LIMIT %s",
+            (session_rowid, message_id, context),
+        ).fetchall()
+
+    return around_of(row, side)

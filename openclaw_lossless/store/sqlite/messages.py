@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -92,30 +92,43 @@ def insert_row(
         "INSERT OR IGNORE INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at,"
         " text, original, content_hash, window_key, tokens, importance, importance_label, cites)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            message_id,
-            session.rowid,
-            session.agent_id,
-            turn_rowid,
-            record.role,
-            kind,
-            record.created_at,
-            stored_at,
-            record.text,
-            record.original,
-            record.content_hash,
-            record.window_key,
-            record.tokens,
-            record.importance,
-            record.importance_label,
-            cites,
-        ),
+        (message_id, *message_values(session, record, record.text, stored_at, turn_rowid, kind, cites)),
     )
     if not cursor.rowcount:
         return None
     message_id = int(cursor.lastrowid)
     message_days.index(conn, message_id, record.role, record.text, record.created_at)
     return message_id
+
+
+def message_values(
+    session: SessionRef,
+    record: MessageRecord,
+    text: str,
+    stored_at: float,
+    turn_rowid: int | None,
+    kind: str,
+    cites: int | None,
+) -> tuple[object, ...]:
+    """A message row's values from ``session_rowid`` to ``cites``, in the column order both backends' inserts
+    name; ``text`` is the record's text as the backend can store it."""
+    return (
+        session.rowid,
+        session.agent_id,
+        turn_rowid,
+        record.role,
+        kind,
+        record.created_at,
+        stored_at,
+        text,
+        record.original,
+        record.content_hash,
+        record.window_key,
+        record.tokens,
+        record.importance,
+        record.importance_label,
+        cites,
+    )
 
 
 def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_key: str) -> bool:
@@ -185,16 +198,25 @@ def claim_imported(conn: Connection, session: SessionRef, record: MessageRecord,
         " ORDER BY id",
         (session.rowid, record.role, record.text),
     )
-    for message_id, original in rows.fetchall():
+    message_id = dated_copy(rows.fetchall(), record)
+    if message_id is None:
+        return False
+    conn.execute("UPDATE messages SET turn_rowid = ? WHERE id = ?", (turn_rowid, message_id))
+    return True
+
+
+def dated_copy(rows: Iterable[Sequence[Any]], record: MessageRecord) -> int | None:
+    """The first ``(id, original)`` row that is ``record`` as the import dated it: its original plus a
+    ``timestamp``. Both backends' ``claim_imported`` pick the copy with it, so they claim the same one."""
+    for message_id, original in rows:
         value = json.loads(original)
         if (
             isinstance(value, dict)
             and value.pop("timestamp", None) is not None
             and canonical_json(value) == record.original
         ):
-            conn.execute("UPDATE messages SET turn_rowid = ? WHERE id = ?", (turn_rowid, message_id))
-            return True
-    return False
+            return int(message_id)
+    return None
 
 
 def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecord, imported: MessageRecord) -> bool:
@@ -211,11 +233,20 @@ def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecor
         " ORDER BY m.id",
         (session.rowid, undated.role, undated.text, undated.original),
     )
-    for message_id, content_hash, key, count in rows.fetchall():
+    message_id = turn_identified_copy(rows.fetchall(), undated)
+    if message_id is None:
+        return False
+    conn.execute("UPDATE messages SET content_hash = ? WHERE id = ?", (imported.content_hash, message_id))
+    return True
+
+
+def turn_identified_copy(rows: Iterable[Sequence[Any]], undated: MessageRecord) -> int | None:
+    """The first ``(id, content_hash, advancement_key, message_count)`` row still identified by its turn as
+    ``undated``: what both backends' ``adopt_committed`` re-identify."""
+    for message_id, content_hash, key, count in rows:
         if any(bytes(content_hash) == _turn_identity(str(key), p, undated) for p in range(int(count))):
-            conn.execute("UPDATE messages SET content_hash = ? WHERE id = ?", (imported.content_hash, message_id))
-            return True
-    return False
+            return int(message_id)
+    return None
 
 
 def _turn_identity(advancement_key: str, position: int, record: MessageRecord) -> bytes:
@@ -262,6 +293,12 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
         " ORDER BY id LIMIT ?))",
         [value for pair in anchors for value in pair] + [radius, radius],
     )
+    return neighbours_in_scope(rows, scope)
+
+
+def neighbours_in_scope(rows: Iterable[Sequence[Any]], scope: Scope) -> list[Neighbour]:
+    """``(anchor, message columns..., window_key)`` rows as neighbours, those out of scope left out: both
+    backends check the scope here rather than in SQL (``neighbours`` says why)."""
     found = [Neighbour(int(row[0]), _stored(row[1:]), str(row[-1])) for row in rows]
     return [n for n in found if scope.contains(n.message.agent_id, n.message.session_rowid)]
 
@@ -332,22 +369,31 @@ class Around:
 def around(conn: Connection, message_id: int, context: int) -> Around | None:
     """What a citation points at, in its place in the conversation; None when the id is not stored."""
     row = conn.execute(f"SELECT session_rowid, {_VIEW} FROM messages WHERE id = ?", (message_id,)).fetchone()
+
+    def side(session_rowid: int, older: bool) -> list[Any]:
+        bound, order = ("<", "DESC") if older else (">", "")
+        return list(
+            conn.execute(
+                f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id {bound} ? ORDER BY id {order} LIMIT ?",
+                (session_rowid, message_id, context),
+            ).fetchall()
+        )
+
+    return around_of(row, side)
+
+
+def around_of(row: Sequence[Any] | None, side: Callable[[int, bool], Sequence[Sequence[Any]]]) -> Around | None:
+    """The cited message's ``(session_rowid, view...)`` row in its place: ``side(session_rowid, older)`` reads
+    the rows just before (newest first) or after it. Both backends build ``around`` with it, so a citation
+    reads the same from either; None when the message is not stored."""
     if row is None:
         return None
     session_rowid = int(row[0])
-    before = conn.execute(
-        f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id < ? ORDER BY id DESC LIMIT ?",
-        (session_rowid, message_id, context),
-    ).fetchall()
-    after = conn.execute(
-        f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id > ? ORDER BY id LIMIT ?",
-        (session_rowid, message_id, context),
-    ).fetchall()
     return Around(
         session_rowid,
         message_view(row[1:]),
-        [message_view(r) for r in reversed(before)],
-        [message_view(r) for r in after],
+        [message_view(r) for r in reversed(side(session_rowid, True))],
+        [message_view(r) for r in side(session_rowid, False)],
     )
 
 
