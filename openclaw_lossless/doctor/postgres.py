@@ -41,7 +41,6 @@ INSTALL = {  # where the server gets each extension from
     "unaccent": "install PostgreSQL's contrib modules (Debian: they come with postgresql-NN)",
 }
 PROBLEMS_SHOWN = 5
-AMCHECK_REFUSED = "permission denied for function"  # amcheck installed, its functions not granted to this role
 LOCK_WAITED = "canceling statement due to lock timeout"  # the server's words when ``lock_timeout`` ran out
 SERVER_DISK = "; the database's own disk is the PostgreSQL server's to watch"
 UNREACHABLE_FIX = (
@@ -237,11 +236,12 @@ def _stopped(name: str, exc: psycopg.Error, conn: Connection, text: str) -> Find
 def _integrity(conn: Connection) -> Finding:
     """amcheck's verdict on every table and B-tree/GIN index where the database has it, else every row read.
 
-    amcheck's functions are the superuser's unless granted: installed, but refused to this role, they checked
-    nothing, which is said as such (a note), not as damage to every table."""
+    amcheck's functions are the superuser's unless granted: installed, but refused to this role, every row is
+    read instead, and the note says how to grant the full check (never "permission denied" as damage)."""
     full = checks.amcheck_usable(conn)
+    refused = not full and checks.amcheck_refused(conn)
     found = [line for line in checks.integrity_problems(conn, 20) if line != "ok"]
-    problems = [line for line in found if AMCHECK_REFUSED not in line and LOCK_WAITED not in line]
+    problems = [line for line in found if LOCK_WAITED not in line]
     if problems:
         more = f" (and {len(problems) - PROBLEMS_SHOWN} more problems)" if len(problems) > PROBLEMS_SHOWN else ""
         return Finding(
@@ -252,17 +252,18 @@ def _integrity(conn: Connection) -> Finding:
             code="integrity_problems",
             data={"amcheck": full, "problems": problems},
         )
-    if any(LOCK_WAITED in line for line in found):
-        return _locked("integrity")
     if found:
+        return _locked("integrity")
+    if refused:
         return Finding(
             "integrity",
             True,
-            f"not checked: amcheck is installed, but {conn.info.user} may not run its functions",
+            f"every row of every table read whole: ok (amcheck is installed, but {conn.info.user} may not run its"
+            " functions, so the indexes were not checked)",
             "run doctor as a superuser, or GRANT EXECUTE ON FUNCTION verify_heapam, bt_index_check (and"
             f" gin_index_check) TO {conn.info.user}",
             code="integrity_unchecked",
-            data={"amcheck": True},
+            data={"amcheck": False},
         )
     if full:
         detail = "amcheck: every table and B-tree/GIN index ok"

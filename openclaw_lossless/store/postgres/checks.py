@@ -10,7 +10,8 @@ Nothing here changes the store, also on a damaged one or one a newer version wro
   a trusted extension: a superuser, or a managed service's admin role). Where neither works, it reads every
   row of every table whole, values kept out of line (TOAST) included, which finds damaged pages and
   values but not an index out of step with its table; ``amcheck_usable`` says which check ran, and an
-  operator gets the full one with ``CREATE EXTENSION amcheck`` run once as a superuser.
+  operator gets the full one with ``CREATE EXTENSION amcheck`` run once as a superuser (and, for a role that
+  is not one, ``GRANT EXECUTE`` on amcheck's ``verify_heapam`` and ``bt_index_check``).
 - ``fts_problem`` recomputes every message's keyword entry (the ``search`` column) from its text with the
   column's own definition, read from the catalog, and compares: a stored ``tsvector`` differs when the text
   search configuration or its dictionaries changed after it was written (an upgrade's new stemmer, an
@@ -76,6 +77,15 @@ def applied_migrations(conn: Connection) -> set[str] | None:
 # -- integrity -------------------------------------------------------------------------------------------------
 
 
+# Where amcheck is installed, and whether this role may run the checks it uses.
+_AMCHECK = (
+    "SELECT n.nspname, bool_and(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_extension e"
+    " JOIN pg_namespace n ON n.oid = e.extnamespace"
+    " JOIN pg_proc p ON p.pronamespace = n.oid AND p.proname IN ('verify_heapam', 'bt_index_check')"
+    " WHERE e.extname = 'amcheck' GROUP BY n.nspname"
+)
+
+
 def integrity_problems(conn: Connection, limit: int = 20) -> list[str]:
     """Up to ``limit`` problems, one a line, naming the table or index; ``["ok"]`` when there is none."""
     schema = store_schema(conn)
@@ -94,6 +104,13 @@ def amcheck_usable(conn: Connection) -> bool:
     """Whether ``integrity_problems`` checks with amcheck here (installed, or installable by this role)."""
     with conn.transaction(force_rollback=True):
         return _amcheck_schema(conn, store_schema(conn)) is not None
+
+
+def amcheck_refused(conn: Connection) -> bool:
+    """Whether amcheck is installed here but its functions are not granted to this role (so
+    ``integrity_problems`` read every row instead, and the operator can grant the full check)."""
+    row = conn.execute(_AMCHECK).fetchone()
+    return row is not None and not row[1]
 
 
 def _invalid_indexes(conn: Connection, schema: str) -> list[str]:
@@ -116,12 +133,14 @@ def _invalid_fix(index: str) -> str:
 
 def _amcheck_schema(conn: Connection, schema: str) -> str | None:
     """The schema holding amcheck: where the database has it, else ``schema``, where it is installed in the
-    caller's transaction (which the caller rolls back) when this role may; None when it cannot be had."""
-    row = conn.execute(
-        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'amcheck'"
-    ).fetchone()
+    caller's transaction (which the caller rolls back) when this role may; None when it cannot be had.
+
+    amcheck installed is not amcheck usable: its functions are not granted to ``PUBLIC``, so a role the
+    operator did not grant them to would get "permission denied" from every check, each read as a damaged
+    table. Such a role reads every row instead, as without amcheck."""
+    row = conn.execute(_AMCHECK).fetchone()
     if row is not None:
-        return str(row[0])
+        return str(row[0]) if row[1] else None
     try:
         with conn.transaction():
             conn.execute(sql.SQL("CREATE EXTENSION amcheck SCHEMA {}").format(sql.Identifier(schema)))

@@ -124,6 +124,21 @@ def test_without_amcheck_a_healthy_store_reports_nothing(checker: Connection) ->
     assert checks.fts_problem(checker) is None
 
 
+def test_amcheck_installed_but_not_granted_reads_every_row_instead_of_reporting_damage(
+    checker: Connection, postgres_database: fixtures.Database
+) -> None:
+    """amcheck's functions are not granted to PUBLIC: a role without them must not see "permission denied"
+    from every check as damage, but fall back to reading each row, and say the full check did not run."""
+    with psycopg.connect(postgres_database.url, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS amcheck SCHEMA public")
+    try:
+        assert not checks.amcheck_usable(checker)
+        assert checks.integrity_problems(checker) == ["ok"]
+    finally:
+        with psycopg.connect(postgres_database.url, autocommit=True) as admin:
+            admin.execute("DROP EXTENSION amcheck")
+
+
 def test_an_index_the_server_marks_invalid_is_reported_without_amcheck(
     checker: Connection, postgres_database: fixtures.Database
 ) -> None:
