@@ -1,8 +1,9 @@
 """Subagent links and outcomes on PostgreSQL: the SQLite module's calls (``store/sqlite/subagents.py``), safe
 with several sidecars.
 
-What holds no SQL is the SQLite module's: which message is the child's answer (``_is_answer``) and an
-outcome record's identity (``outcome_identity``), so both backends copy the same records with the same hashes.
+What holds no SQL is the SQLite module's: which message is the child's answer (``final_answer``), which
+messages the parent inherits (``inherited_ids``) and the outcome records built from them (``outcomes``,
+``copy_outcomes``), so both backends copy the same records with the same hashes.
 Several sidecars may report one child's end at the same moment (the host retries a hook on another sidecar):
 ``end`` first updates the link's row, which locks it, so a second end waits for the first to commit; its
 copies then meet the first's rows (``ON CONFLICT (session_rowid, content_hash) DO NOTHING``) and nothing is
@@ -11,9 +12,7 @@ copied twice. A spawn on two sidecars at once links the child once (``ON CONFLIC
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Sequence
 
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
@@ -32,7 +31,15 @@ from openclaw_lossless.store.postgres.sessions import (
     unregister_spawned,
 )
 from openclaw_lossless.store.sqlite.sessions import SessionRef, agent_of
-from openclaw_lossless.store.sqlite.subagents import _is_answer, outcome_identity
+from openclaw_lossless.store.sqlite.subagents import (
+    OUTCOME_SOURCE,
+    Outcome,
+    copy_outcomes,
+    final_answer,
+    first_answer,
+    inherited_ids,
+    outcomes,
+)
 
 
 def _text(text: str) -> str:
@@ -108,38 +115,27 @@ def _outcome_ids(conn: Connection, child_key: str) -> list[int]:
     Read along ``messages_by_session``: the child's own messages only, never the rest of the history.
     """
     sessions = [int(r[0]) for r in conn.execute("SELECT id FROM sessions WHERE session_key = %s", (child_key,))]
-    chosen = {
+    chosen = [
         int(r[0])
         for r in conn.execute(
             "SELECT id FROM messages WHERE session_rowid = ANY(%s::bigint[]) AND kind = 'message' AND importance >= %s",
             (sessions, MUST_REMEMBER),
         )
-    }
-    answer = _final_answer(conn, sessions)
-    if answer is not None:
-        chosen.add(answer)
-    return sorted(chosen)
+    ]
+    return inherited_ids(chosen, final_answer(sessions, lambda session: _answer_in(conn, session)))
 
 
-def _final_answer(conn: Connection, sessions: Sequence[int]) -> int | None:
-    """The child's last assistant message with text of its own (tool calls alone are not an answer).
-
-    Walks each session backwards from its newest assistant message and stops at the first answer; the rows
-    come a few at a time (a server-side cursor), so a long tool-call tail costs what it holds.
-    """
-    answers: list[int] = []
-    for session in sessions:
-        with conn.cursor(name="final_answer") as cursor:
-            cursor.itersize = 20
-            cursor.execute(
-                "SELECT id, original FROM messages WHERE session_rowid = %s AND role = 'assistant'"
-                " AND kind = 'message' ORDER BY id DESC",
-                (session,),
-            )
-            found = next((int(i) for i, original in cursor if _is_answer(json.loads(original))), None)
-        if found is not None:
-            answers.append(found)
-    return max(answers, default=None)
+def _answer_in(conn: Connection, session: int) -> int | None:
+    """The session's last answer (``first_answer``); the rows come a few at a time (a server-side cursor), so
+    a long tool-call tail costs what it holds."""
+    with conn.cursor(name="final_answer") as cursor:
+        cursor.itersize = 20
+        cursor.execute(
+            "SELECT id, original FROM messages WHERE session_rowid = %s AND role = 'assistant'"
+            " AND kind = 'message' ORDER BY id DESC",
+            (session,),
+        )
+        return first_answer(cursor)
 
 
 def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
@@ -147,40 +143,28 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
     if not ids:
         return 0
     rows = conn.execute(
-        "SELECT id, role, created_at, text, window_key, tokens, importance, importance_label"
-        " FROM messages WHERE id = ANY(%s::bigint[]) ORDER BY id",
-        (ids,),
+        f"SELECT {OUTCOME_SOURCE} FROM messages WHERE id = ANY(%s::bigint[]) ORDER BY id", (ids,)
     ).fetchall()
-    copied: list[int] = []
-    for msg_id, role, created_at, text, key, tokens, importance, label in rows:
-        original, digest = outcome_identity(child_key, msg_id)
-        if is_forgotten(conn, parent.session_id, digest, key):  # an outcome forgotten stays forgotten
-            continue
-        hold_id_order(conn)
-        stored = conn.execute(
-            "INSERT INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text, original,"
-            " content_hash, window_key, tokens, importance, importance_label, cites, date_terms)"
-            " VALUES (%s, %s, %s, 'outcome', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT DO NOTHING RETURNING id",
-            (
-                parent.rowid,
-                parent.agent_id,
-                role,
-                created_at,
-                time.time(),
-                f"[subagent result] {text}",
-                original,
-                digest,
-                key,
-                tokens,
-                importance,
-                label,
-                msg_id,
-                date_terms(created_at),
-            ),
-        ).fetchone()
-        if stored is not None:
-            copied.append(int(stored[0]))
-            message_days.index(conn, copied[-1], role, text, created_at)
+    copied = copy_outcomes(
+        outcomes(child_key, rows),
+        lambda outcome: is_forgotten(conn, parent.session_id, outcome.content_hash, outcome.window_key),
+        lambda outcome: _insert_outcome(conn, parent, outcome),
+    )
     queue_for_embedding(conn, copied)
     return len(copied)
+
+
+def _insert_outcome(conn: Connection, parent: SessionRef, outcome: Outcome) -> int | None:
+    hold_id_order(conn)
+    stored = conn.execute(
+        "INSERT INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text, original,"
+        " content_hash, window_key, tokens, importance, importance_label, cites, date_terms)"
+        " VALUES (%s, %s, %s, 'outcome', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT DO NOTHING RETURNING id",
+        (*outcome.values(parent, time.time()), date_terms(outcome.created_at)),
+    ).fetchone()
+    if stored is None:
+        return None
+    new_id = int(stored[0])
+    message_days.index(conn, new_id, outcome.role, outcome.text, outcome.created_at)
+    return new_id

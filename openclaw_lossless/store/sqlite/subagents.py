@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from openclaw_lossless.capture.importance import MUST_REMEMBER
@@ -96,29 +97,33 @@ def _outcome_ids(conn: Connection, child_key: str) -> list[int]:
                 (session, MUST_REMEMBER),
             )
         )
-    answer = _final_answer(conn, sessions)
-    if answer is not None:
-        chosen.add(answer)
-    return sorted(chosen)
+    return inherited_ids(chosen, final_answer(sessions, lambda session: _answer_in(conn, session)))
 
 
-def _final_answer(conn: Connection, sessions: Sequence[int]) -> int | None:
-    """The child's last assistant message with text of its own (tool calls alone are not an answer).
+def _answer_in(conn: Connection, session: int) -> int | None:
+    rows = conn.execute(
+        "SELECT id, original FROM messages WHERE session_rowid = ? AND role = 'assistant' AND kind = 'message'"
+        " ORDER BY id DESC",
+        (session,),
+    )
+    return first_answer(rows)
 
-    Walks each session backwards from its newest assistant message and stops at the first answer.
-    """
-    answers: list[int] = []
-    for session in sessions:
-        rows = conn.execute(
-            "SELECT id, original FROM messages WHERE session_rowid = ? AND role = 'assistant' AND kind = 'message'"
-            " ORDER BY id DESC",
-            (session,),
-        )
-        for msg_id, original in rows:
-            if _is_answer(json.loads(original)):
-                answers.append(int(msg_id))
-                break
-    return max(answers, default=None)
+
+def inherited_ids(must_remember: Iterable[int], answer: int | None) -> list[int]:
+    """The ids a parent inherits, in order: the must-remember messages and the final answer (both backends)."""
+    return sorted({*must_remember, *(() if answer is None else (answer,))})
+
+
+def final_answer(sessions: Iterable[int], answer_in: Callable[[int], int | None]) -> int | None:
+    """The child's last assistant message with text of its own (tool calls alone are not an answer): the
+    newest of each session's answer, which ``answer_in`` finds (both backends walk the child's sessions so)."""
+    return max((a for a in map(answer_in, sessions) if a is not None), default=None)
+
+
+def first_answer(rows: Iterable[Sequence[Any]]) -> int | None:
+    """The first ``(id, original)`` row that is an answer, reading no further: a session's assistant messages
+    newest first, so both backends stop at the last answer without reading the rest of the history."""
+    return next((int(msg_id) for msg_id, original in rows if _is_answer(json.loads(original))), None)
 
 
 def _is_answer(message: Any) -> bool:
@@ -145,38 +150,80 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
     if not ids:
         return 0
     marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        "SELECT id, role, created_at, text, window_key, tokens, importance, importance_label"
-        f" FROM messages WHERE id IN ({marks}) ORDER BY id",
-        ids,
-    ).fetchall()
-    copied: list[int] = []
-    for msg_id, role, created_at, text, key, tokens, importance, label in rows:
-        original, digest = outcome_identity(child_key, msg_id)
-        if is_forgotten(conn, parent.session_id, digest, key):  # an outcome forgotten stays forgotten
-            continue
-        cursor = conn.execute(
-            "INSERT OR IGNORE INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text,"
-            " original, content_hash, window_key, tokens, importance, importance_label, cites)"
-            " VALUES (?, ?, ?, 'outcome', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                parent.rowid,
-                parent.agent_id,
-                role,
-                created_at,
-                time.time(),
-                f"[subagent result] {text}",
-                original,
-                digest,
-                key,
-                tokens,
-                importance,
-                label,
-                msg_id,
-            ),
-        )
-        if cursor.rowcount:
-            copied.append(int(cursor.lastrowid))
-            message_days.index(conn, copied[-1], role, text, created_at)
+    rows = conn.execute(f"SELECT {OUTCOME_SOURCE} FROM messages WHERE id IN ({marks}) ORDER BY id", ids).fetchall()
+    copied = copy_outcomes(
+        outcomes(child_key, rows),
+        lambda outcome: is_forgotten(conn, parent.session_id, outcome.content_hash, outcome.window_key),
+        lambda outcome: _insert_outcome(conn, parent, outcome),
+    )
     queue_for_embedding(conn, copied)
     return len(copied)
+
+
+def _insert_outcome(conn: Connection, parent: SessionRef, outcome: Outcome) -> int | None:
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text,"
+        " original, content_hash, window_key, tokens, importance, importance_label, cites)"
+        " VALUES (?, ?, ?, 'outcome', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        outcome.values(parent, time.time()),
+    )
+    if not cursor.rowcount:
+        return None
+    new_id = int(cursor.lastrowid)
+    message_days.index(conn, new_id, outcome.role, outcome.text, outcome.created_at)
+    return new_id
+
+
+OUTCOME_SOURCE = "id, role, created_at, text, window_key, tokens, importance, importance_label"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A child's message its parent inherits, as the outcome record that cites it (``OUTCOME_SOURCE`` row)."""
+
+    cites: int
+    role: str
+    created_at: float
+    text: str  # the child's text; the parent stores it marked as the subagent's result
+    window_key: str
+    tokens: int | None
+    importance: float | None
+    importance_label: str | None
+    original: str
+    content_hash: bytes
+
+    def values(self, parent: SessionRef, stored_at: float) -> tuple[object, ...]:
+        """The record's values in the column order both backends' inserts name, ``session_rowid`` to ``cites``
+        (``kind`` is the literal ``'outcome'``)."""
+        return (
+            parent.rowid,
+            parent.agent_id,
+            self.role,
+            self.created_at,
+            stored_at,
+            f"[subagent result] {self.text}",
+            self.original,
+            self.content_hash,
+            self.window_key,
+            self.tokens,
+            self.importance,
+            self.importance_label,
+            self.cites,
+        )
+
+
+def outcomes(child_key: str, rows: Iterable[Sequence[Any]]) -> list[Outcome]:
+    """``OUTCOME_SOURCE`` rows as the outcome records both backends copy, each with its derived identity."""
+    found: list[Outcome] = []
+    for msg_id, role, created_at, text, key, tokens, importance, label in rows:
+        original, digest = outcome_identity(child_key, int(msg_id))
+        found.append(Outcome(int(msg_id), role, created_at, text, key, tokens, importance, label, original, digest))
+    return found
+
+
+def copy_outcomes(
+    found: Iterable[Outcome], forgotten: Callable[[Outcome], bool], insert: Callable[[Outcome], int | None]
+) -> list[int]:
+    """The ids of the outcomes ``insert`` stored (it answers None for one the parent already holds); one
+    ``forgotten`` names is not copied again. Both backends copy through this, with their own statements."""
+    return [new_id for outcome in found if not forgotten(outcome) and (new_id := insert(outcome)) is not None]
