@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import ChainMap
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,14 +39,16 @@ from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.forget import honour
 from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
 from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.subagents import outcome_identity
 from openclaw_lossless.store.sqlite.transfer.importing import (
-    _COUNTER,
-    BATCH,
     ImportReport,
     Outcome,
-    Unreadable,
-    _read,
+    apply_line,
+    count_outcome,
+    message_record,
+    moved_id,
+    read_in_batches,
+    remember_move,
+    snapshot_name,
 )
 from openclaw_lossless.store.sqlite.transfer.lines import (
     CompactionLine,
@@ -57,7 +59,6 @@ from openclaw_lossless.store.sqlite.transfer.lines import (
     SessionLine,
     SnapshotLine,
     TurnLine,
-    parse_line,
 )
 
 # A line the checks let through but the server refuses costs that line (counted malformed), never the batch:
@@ -69,32 +70,8 @@ def import_jsonl(
     db: Database, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
 ) -> ImportReport:
     """Bring records back from an export or archive file; a malformed line is counted and skipped."""
-    if not path.is_file():
-        raise BadRequest(f"no such file: {path}")
     importer = Importer(db)
-    batch: list[Line] = []
-    try:
-        for line in _checked(path, options, importer.report):
-            batch.append(line)
-            if len(batch) >= BATCH:
-                importer.flush(batch, progress)
-    except Unreadable as exc:
-        importer.flush(batch, progress)  # the lines read before the damage are imported
-        raise Unreadable(f"{exc.message}; the {importer.report.read} lines before it were imported") from exc
-    importer.flush(batch, progress)
-    return importer.report
-
-
-def _checked(path: Path, options: CaptureOptions, report: ImportReport) -> Iterator[Line]:
-    """The file's lines, parsed and captured; blank lines skipped, malformed ones counted."""
-    for raw in _read(path):
-        if raw.strip():
-            report.read += 1
-            line = parse_line(raw, options)
-            if line is None:
-                report.malformed += 1
-            else:
-                yield line
+    return read_in_batches(path, options, importer.report, lambda batch: importer.flush(batch, progress))
 
 
 @dataclass
@@ -185,7 +162,7 @@ class BatchWriter:
         outcome = self._apply_guarded(conn, line) if self.guarded else self._apply(conn, line)
         if outcome is not None:  # a line rolled back created no session
             self.sessions.update(self._line_sessions)
-        self._count(line, outcome)
+        count_outcome(self.report, line, outcome)
 
     def _apply_guarded(self, conn: Connection, line: Line) -> Outcome | None:
         try:
@@ -194,31 +171,17 @@ class BatchWriter:
         except _AlreadyStored as stored:
             assert isinstance(line, MessageLine)
             self._line_sessions.clear()  # rolled back with the line
-            self._moved(self.learned.moved_messages, line.id, stored.message_id)
+            remember_move(self.learned.moved_messages, line.id, stored.message_id)
             return "present"
         except _LINE_ERRORS:
             return None
 
-    def _count(self, line: Line, outcome: Outcome | None) -> None:
-        name = {None: "malformed", "present": "already_present", "conflict": "conflicts", "forgotten": "forgotten"}
-        counter = name.get(outcome, _COUNTER[type(line)])
-        setattr(self.report, counter, getattr(self.report, counter) + 1)
-
     def _apply(self, conn: Connection, line: Line) -> Outcome:
-        if isinstance(line, MessageLine):
-            return self._message(conn, line)
-        if isinstance(line, SessionLine):
-            return self._session_line(conn, line)
-        if isinstance(line, TurnLine):
-            return self._turn_line(conn, line)
-        if isinstance(line, CompactionLine):
-            return self._compaction(conn, line)
-        if isinstance(line, SnapshotLine):
-            return self._snapshot(conn, line)
-        if isinstance(line, ForgottenLine):
-            new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
-            return "new" if new else "present"
-        return self._link(conn, line)
+        return apply_line(self, conn, line)
+
+    def forgotten(self, conn: Connection, line: ForgottenLine) -> Outcome:
+        new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
+        return "new" if new else "present"
 
     def _session(self, conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
         known = self.sessions.get(session_id)
@@ -232,18 +195,14 @@ class BatchWriter:
         self._line_sessions[session_id] = session
         return session
 
-    def _message(self, conn: Connection, line: MessageLine) -> Outcome:
-        cites = None if line.cites is None else self.learned.moved_messages.get(line.cites, line.cites)
-        record = line.record
-        if line.child_key is not None and cites is not None:  # an outcome names its cited message's new id
-            original, digest = outcome_identity(line.child_key, cites)
-            record = dataclasses.replace(record, original=original, content_hash=digest)
+    def message(self, conn: Connection, line: MessageLine) -> Outcome:
+        cites, record = message_record(line, self.learned.moved_messages)
         session = self._session(conn, line.session_id, line.session_key)
         if messages.is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
             return "forgotten"
         found = _stored_id(conn, session.rowid, record.content_hash)
         if found is not None:
-            self._moved(self.learned.moved_messages, line.id, found)
+            remember_move(self.learned.moved_messages, line.id, found)
             return "present"
         ident = messages.insert_row(
             conn,
@@ -258,15 +217,12 @@ class BatchWriter:
         if ident is None:  # committed by another sidecar since the check above (it waited for that commit)
             raise _AlreadyStored(_stored_id(conn, session.rowid, record.content_hash) or line.id)
         messages.queue_for_embedding(conn, [ident])
-        self._moved(self.learned.moved_messages, line.id, ident)
+        remember_move(self.learned.moved_messages, line.id, ident)
         return "new"
 
     def _turn(self, conn: Connection, line: MessageLine, session_rowid: int) -> int | None:
-        """The turn row for the message's advancement key, so a replay of that turn is still a duplicate.
-
-        A turn that was in the store before this import already counts its messages; one this import created
-        from message lines counts them as they come (its own line, if the file has one, sets the exact count).
-        """
+        """The turn row for the message's advancement key, counted as the SQLite importer's ``Importer._turn``
+        counts it; a turn a sidecar commits meanwhile (the insert finds it taken) counts its own messages."""
         if line.advancement_key is None:
             return None
         found = _turn_id(conn, line.advancement_key)
@@ -284,7 +240,7 @@ class BatchWriter:
             conn.execute("UPDATE turns SET message_count = message_count + 1 WHERE id = %s", (found,))
         return found
 
-    def _session_line(self, conn: Connection, line: SessionLine) -> Outcome:
+    def session_line(self, conn: Connection, line: SessionLine) -> Outcome:
         self.sessions.pop(line.session_id, None)  # its key may be filled in below
         known = find_session(conn, line.session_id) is not None
         if known and not self.learned.new_sessions.get(line.session_id, False):
@@ -298,7 +254,7 @@ class BatchWriter:
         self.learned.new_sessions[line.session_id] = False
         return "new"
 
-    def _turn_line(self, conn: Connection, line: TurnLine) -> Outcome:
+    def turn_line(self, conn: Connection, line: TurnLine) -> Outcome:
         found = _turn_id(conn, line.advancement_key)
         if found is not None and not self.learned.new_turns.get(found, False):
             return "present"
@@ -318,16 +274,16 @@ class BatchWriter:
         self.learned.new_turns[found] = False
         return "new"
 
-    def _compaction(self, conn: Connection, line: CompactionLine) -> Outcome:
+    def compaction(self, conn: Connection, line: CompactionLine) -> Outcome:
         session = self._session(conn, line.session_id, None)
-        last = self._message_id(line.last_message_id)
+        last = moved_id(self.learned.moved_messages, line.last_message_id)
         found = conn.execute(
             "SELECT id FROM compactions WHERE session_rowid = %s AND recorded_at = %s"
             " AND last_message_id IS NOT DISTINCT FROM %s::bigint",
             (session.rowid, line.recorded_at, last),
         ).fetchone()
         if found is not None:
-            self._moved(self.learned.moved_compactions, line.id, int(found[0]))
+            remember_move(self.learned.moved_compactions, line.id, int(found[0]))
             return "present"
         wanted = _keep_id(conn, "compactions", line.id)
         row = conn.execute(
@@ -348,20 +304,14 @@ class BatchWriter:
             ),
         ).fetchone()
         assert row is not None, "INSERT ... RETURNING returns its row"
-        self._moved(self.learned.moved_compactions, line.id, int(row[0]))
+        remember_move(self.learned.moved_compactions, line.id, int(row[0]))
         return "new"
 
-    def _snapshot(self, conn: Connection, line: SnapshotLine) -> Outcome:
+    def snapshot(self, conn: Connection, line: SnapshotLine) -> Outcome:
         session = self._session(conn, line.session_id, None)
-        last = self._message_id(line.last_message_id)
+        last = moved_id(self.learned.moved_messages, line.last_message_id)
         compaction = self._compaction_id(conn, line.compaction_id)
-        name = line.name
-        if (
-            line.automatic
-            and compaction not in (None, line.compaction_id)
-            and name == f"pre-compaction-{line.compaction_id}"
-        ):
-            name = f"pre-compaction-{compaction}"  # the automatic name follows its compaction's new id
+        name = snapshot_name(line, compaction)
         found = conn.execute("SELECT session_rowid, last_message_id FROM snapshots WHERE name = %s", (name,)).fetchone()
         if found is not None:
             return "present" if tuple(found) == (session.rowid, last) else "conflict"
@@ -373,7 +323,7 @@ class BatchWriter:
         )
         return "new"
 
-    def _link(self, conn: Connection, line: LinkLine) -> Outcome:
+    def link(self, conn: Connection, line: LinkLine) -> Outcome:
         values = (line.parent_key, _text(line.context_mode), line.spawned_at, line.ended_at, _text(line.ended_reason))
         found = conn.execute(
             "SELECT parent_session_key, context_mode, spawned_at, ended_at, ended_reason FROM subagent_links"
@@ -390,22 +340,13 @@ class BatchWriter:
         )
         return "new"
 
-    def _message_id(self, exported: int | None) -> int | None:
-        return None if exported is None else self.learned.moved_messages.get(exported, exported)
-
     def _compaction_id(self, conn: Connection, exported: int | None) -> int | None:
         """The compaction a snapshot belongs to, or None when it is not in the store (the snapshot still names
         its point in the conversation)."""
-        stored = None if exported is None else self.learned.moved_compactions.get(exported, exported)
+        stored = moved_id(self.learned.moved_compactions, exported)
         if stored is None or conn.execute("SELECT 1 FROM compactions WHERE id = %s", (stored,)).fetchone() is None:
             return None
         return stored
-
-    @staticmethod
-    def _moved(moved: MutableMapping[int, int], exported: int, stored: int) -> None:
-        """Remember only ids that changed: importing into an empty store remembers nothing."""
-        if exported != stored:
-            moved[exported] = stored
 
 
 def _stored_id(conn: Connection, session_rowid: int, content_hash: bytes) -> int | None:

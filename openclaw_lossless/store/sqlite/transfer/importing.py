@@ -12,12 +12,12 @@ import gzip
 import io
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
-from openclaw_lossless.capture.records import CaptureOptions
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.forget import honour
@@ -40,6 +40,8 @@ BATCH = 500
 _SAVEPOINT = "import_record"
 
 Outcome = Literal["new", "present", "conflict", "forgotten"]
+ConnT = TypeVar("ConnT")
+ConnT_contra = TypeVar("ConnT_contra", contravariant=True)
 _COUNTER = {
     MessageLine: "imported",
     SessionLine: "sessions",
@@ -77,27 +79,44 @@ def import_jsonl(
     db: Database, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
 ) -> ImportReport:
     """Bring records back from an export or archive file; a malformed line is counted and skipped."""
+    importer = Importer(db, ImportReport())
+    return read_in_batches(path, options, importer.report, lambda batch: importer.flush(batch, progress))
+
+
+def read_in_batches(
+    path: Path, options: CaptureOptions, report: ImportReport, flush: Callable[[list[Line]], object]
+) -> ImportReport:
+    """Read, check and parse the file, handing each full batch to ``flush`` (which writes and clears it).
+
+    Both backends import through this loop and supply only ``flush``, their transaction, so what counts as
+    read or malformed, the batch size, and what a damaged file keeps (the lines before the damage) are one
+    rule: an import on either store of the same file reports the same counts.
+    """
     if not path.is_file():
         raise BadRequest(f"no such file: {path}")
-    importer = Importer(db, ImportReport())
     batch: list[Line] = []
     try:
-        for raw in _read(path):
-            if not raw.strip():
-                continue
-            importer.report.read += 1
-            line = parse_line(raw, options)
-            if line is None:
-                importer.report.malformed += 1
-                continue
+        for line in _checked(path, options, report):
             batch.append(line)
             if len(batch) >= BATCH:
-                importer.flush(batch, progress)
+                flush(batch)
     except Unreadable as exc:
-        importer.flush(batch, progress)
-        raise Unreadable(f"{exc.message}; the {importer.report.read} lines before it were imported") from exc
-    importer.flush(batch, progress)
-    return importer.report
+        flush(batch)  # the lines read before the damage are imported
+        raise Unreadable(f"{exc.message}; the {report.read} lines before it were imported") from exc
+    flush(batch)
+    return report
+
+
+def _checked(path: Path, options: CaptureOptions, report: ImportReport) -> Iterator[Line]:
+    """The file's lines, parsed and captured; blank lines skipped, malformed ones counted."""
+    for raw in _read(path):
+        if raw.strip():
+            report.read += 1
+            line = parse_line(raw, options)
+            if line is None:
+                report.malformed += 1
+            else:
+                yield line
 
 
 def _read(path: Path) -> Iterator[bytes]:
@@ -154,36 +173,14 @@ class Importer:
                 conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
                 outcome = None
             conn.execute(f"RELEASE {_SAVEPOINT}")
-            self._count(line, outcome)
-
-    def _count(self, line: Line, outcome: Outcome | None) -> None:
-        if outcome is None:
-            self.report.malformed += 1
-        elif outcome == "present":
-            self.report.already_present += 1
-        elif outcome == "conflict":
-            self.report.conflicts += 1
-        elif outcome == "forgotten":
-            self.report.forgotten += 1
-        else:
-            name = _COUNTER[type(line)]
-            setattr(self.report, name, getattr(self.report, name) + 1)
+            count_outcome(self.report, line, outcome)
 
     def _apply(self, conn: Connection, line: Line) -> Outcome:
-        if isinstance(line, MessageLine):
-            return self._message(conn, line)
-        if isinstance(line, SessionLine):
-            return self._session_line(conn, line)
-        if isinstance(line, TurnLine):
-            return self._turn_line(conn, line)
-        if isinstance(line, CompactionLine):
-            return self._compaction(conn, line)
-        if isinstance(line, SnapshotLine):
-            return self._snapshot(conn, line)
-        if isinstance(line, ForgottenLine):
-            new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
-            return "new" if new else "present"
-        return self._link(conn, line)
+        return apply_line(self, conn, line)
+
+    def forgotten(self, conn: Connection, line: ForgottenLine) -> Outcome:
+        new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
+        return "new" if new else "present"
 
     def _session(self, conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
         if find_session(conn, session_id) is None:
@@ -192,12 +189,8 @@ class Importer:
             return session
         return ensure_session(conn, session_id, session_key)
 
-    def _message(self, conn: Connection, line: MessageLine) -> Outcome:
-        cites = None if line.cites is None else self.moved_messages.get(line.cites, line.cites)
-        record = line.record
-        if line.child_key is not None and cites is not None:  # an outcome names its cited message's new id
-            original, digest = outcome_identity(line.child_key, cites)
-            record = dataclasses.replace(record, original=original, content_hash=digest)
+    def message(self, conn: Connection, line: MessageLine) -> Outcome:
+        cites, record = message_record(line, self.moved_messages)
         session = self._session(conn, line.session_id, line.session_key)
         if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
             return "forgotten"
@@ -205,7 +198,7 @@ class Importer:
             "SELECT id FROM messages WHERE session_rowid = ? AND content_hash = ?", (session.rowid, record.content_hash)
         ).fetchone()
         if found is not None:
-            self._moved(self.moved_messages, line.id, int(found[0]))
+            remember_move(self.moved_messages, line.id, int(found[0]))
             return "present"
         free = conn.execute("SELECT 1 FROM messages WHERE id = ?", (line.id,)).fetchone() is None
         turn_rowid = self._turn(conn, line, session.rowid)
@@ -221,7 +214,7 @@ class Importer:
         )
         assert ident is not None, "checked above: the session holds no message of this identity"
         queue_for_embedding(conn, [ident])
-        self._moved(self.moved_messages, line.id, ident)
+        remember_move(self.moved_messages, line.id, ident)
         return "new"
 
     def _turn(self, conn: Connection, line: MessageLine, session_rowid: int) -> int | None:
@@ -244,7 +237,7 @@ class Importer:
         self.new_turns.add(int(cursor.lastrowid))
         return int(cursor.lastrowid)
 
-    def _session_line(self, conn: Connection, line: SessionLine) -> Outcome:
+    def session_line(self, conn: Connection, line: SessionLine) -> Outcome:
         known = find_session(conn, line.session_id) is not None
         if known and line.session_id not in self.new_sessions:
             ensure_session(conn, line.session_id, line.session_key)  # fills in a key the store lacked, as a hook does
@@ -257,7 +250,7 @@ class Importer:
         self.new_sessions.discard(line.session_id)
         return "new"
 
-    def _turn_line(self, conn: Connection, line: TurnLine) -> Outcome:
+    def turn_line(self, conn: Connection, line: TurnLine) -> Outcome:
         row = conn.execute("SELECT id FROM turns WHERE advancement_key = ?", (line.advancement_key,)).fetchone()
         if row is not None and int(row[0]) not in self.new_turns:
             return "present"
@@ -277,15 +270,15 @@ class Importer:
             self.new_turns.discard(int(row[0]))
         return "new"
 
-    def _compaction(self, conn: Connection, line: CompactionLine) -> Outcome:
+    def compaction(self, conn: Connection, line: CompactionLine) -> Outcome:
         session = self._session(conn, line.session_id, None)
-        last = self._message_id(line.last_message_id)
+        last = moved_id(self.moved_messages, line.last_message_id)
         found = conn.execute(
             "SELECT id FROM compactions WHERE session_rowid = ? AND recorded_at = ? AND last_message_id IS ?",
             (session.rowid, line.recorded_at, last),
         ).fetchone()
         if found is not None:
-            self._moved(self.moved_compactions, line.id, int(found[0]))
+            remember_move(self.moved_compactions, line.id, int(found[0]))
             return "present"
         cursor = conn.execute(
             "INSERT INTO compactions (id, session_rowid, recorded_at, tokens_before, tokens_after, compacted, summary,"
@@ -303,20 +296,14 @@ class Importer:
                 line.status,
             ),
         )
-        self._moved(self.moved_compactions, line.id, int(cursor.lastrowid))
+        remember_move(self.moved_compactions, line.id, int(cursor.lastrowid))
         return "new"
 
-    def _snapshot(self, conn: Connection, line: SnapshotLine) -> Outcome:
+    def snapshot(self, conn: Connection, line: SnapshotLine) -> Outcome:
         session = self._session(conn, line.session_id, None)
-        last = self._message_id(line.last_message_id)
+        last = moved_id(self.moved_messages, line.last_message_id)
         compaction = self._compaction_id(conn, line.compaction_id)
-        name = line.name
-        if (
-            line.automatic
-            and compaction not in (None, line.compaction_id)
-            and name == f"pre-compaction-{line.compaction_id}"
-        ):
-            name = f"pre-compaction-{compaction}"  # the automatic name follows its compaction's new id
+        name = snapshot_name(line, compaction)
         found = conn.execute("SELECT session_rowid, last_message_id FROM snapshots WHERE name = ?", (name,)).fetchone()
         if found is not None:
             return "present" if tuple(found) == (session.rowid, last) else "conflict"
@@ -335,7 +322,7 @@ class Importer:
         )
         return "new"
 
-    def _link(self, conn: Connection, line: LinkLine) -> Outcome:
+    def link(self, conn: Connection, line: LinkLine) -> Outcome:
         values = (line.parent_key, line.context_mode, line.spawned_at, line.ended_at, line.ended_reason)
         found = conn.execute(
             "SELECT parent_session_key, context_mode, spawned_at, ended_at, ended_reason FROM subagent_links"
@@ -351,13 +338,10 @@ class Importer:
         )
         return "new"
 
-    def _message_id(self, exported: int | None) -> int | None:
-        return None if exported is None else self.moved_messages.get(exported, exported)
-
     def _compaction_id(self, conn: Connection, exported: int | None) -> int | None:
         """The compaction a snapshot belongs to, or None when it is not in the store (the snapshot still names
         its point in the conversation)."""
-        stored = None if exported is None else self.moved_compactions.get(exported, exported)
+        stored = moved_id(self.moved_compactions, exported)
         if stored is None or conn.execute("SELECT 1 FROM compactions WHERE id = ?", (stored,)).fetchone() is None:
             return None
         return stored
@@ -368,8 +352,83 @@ class Importer:
         taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (wanted,)).fetchone()
         return None if taken else wanted
 
-    @staticmethod
-    def _moved(moved: dict[int, int], exported: int, stored: int) -> None:
-        """Remember only ids that changed: importing into an empty store remembers nothing."""
-        if exported != stored:
-            moved[exported] = stored
+
+# What follows is the importer's logic apart from SQL, which the PostgreSQL importer
+# (``store/postgres/transfer/importing.py``) applies too, so a file means the same on either store.
+
+
+class LineWriter(Protocol[ConnT_contra]):
+    """What an importer does with each kind of line, on its backend's connection (see ``apply_line``)."""
+
+    def message(self, conn: ConnT_contra, line: MessageLine) -> Outcome: ...
+    def session_line(self, conn: ConnT_contra, line: SessionLine) -> Outcome: ...
+    def turn_line(self, conn: ConnT_contra, line: TurnLine) -> Outcome: ...
+    def compaction(self, conn: ConnT_contra, line: CompactionLine) -> Outcome: ...
+    def snapshot(self, conn: ConnT_contra, line: SnapshotLine) -> Outcome: ...
+    def forgotten(self, conn: ConnT_contra, line: ForgottenLine) -> Outcome: ...
+    def link(self, conn: ConnT_contra, line: LinkLine) -> Outcome: ...
+
+
+def apply_line(writer: LineWriter[ConnT], conn: ConnT, line: Line) -> Outcome:
+    """Hand the line to the writer's method for its kind: one routing for both backends' importers, so a kind
+    of line added to ``lines.py`` is a type error in each until both write it."""
+    if isinstance(line, MessageLine):
+        return writer.message(conn, line)
+    if isinstance(line, SessionLine):
+        return writer.session_line(conn, line)
+    if isinstance(line, TurnLine):
+        return writer.turn_line(conn, line)
+    if isinstance(line, CompactionLine):
+        return writer.compaction(conn, line)
+    if isinstance(line, SnapshotLine):
+        return writer.snapshot(conn, line)
+    if isinstance(line, ForgottenLine):
+        return writer.forgotten(conn, line)
+    return writer.link(conn, line)
+
+
+_OUTCOME_COUNTER = {None: "malformed", "present": "already_present", "conflict": "conflicts", "forgotten": "forgotten"}
+
+
+def count_outcome(report: ImportReport, line: Line, outcome: Outcome | None) -> None:
+    """Count a line's outcome (None: refused by the store) in the report; "new" counts by the line's kind.
+
+    Shared by both backends so their reports for one file agree field by field."""
+    counter = _OUTCOME_COUNTER.get(outcome, _COUNTER[type(line)])
+    setattr(report, counter, getattr(report, counter) + 1)
+
+
+def moved_id(moved: Mapping[int, int], exported: int | None) -> int | None:
+    """The id an exported message or compaction has in this store: its new id if the import moved it."""
+    return None if exported is None else moved.get(exported, exported)
+
+
+def remember_move(moved: MutableMapping[int, int], exported: int, stored: int) -> None:
+    """Remember only ids that changed: importing into an empty store remembers nothing."""
+    if exported != stored:
+        moved[exported] = stored
+
+
+def message_record(line: MessageLine, moved_messages: Mapping[int, int]) -> tuple[int | None, MessageRecord]:
+    """The message's cited id in this store and the record to store.
+
+    A subagent's outcome names the message it cites, so its identity (``outcome_identity``) follows that
+    message's new id when the import moved it; both backends store the same record for the same line."""
+    cites = moved_id(moved_messages, line.cites)
+    record = line.record
+    if line.child_key is not None and cites is not None:  # an outcome names its cited message's new id
+        original, digest = outcome_identity(line.child_key, cites)
+        record = dataclasses.replace(record, original=original, content_hash=digest)
+    return cites, record
+
+
+def snapshot_name(line: SnapshotLine, compaction: int | None) -> str:
+    """The snapshot's name in this store: an automatic one follows its compaction's new id (``compaction``, the
+    id in this store or None when absent), so both backends name a moved compaction's snapshot alike."""
+    if (
+        line.automatic
+        and compaction not in (None, line.compaction_id)
+        and line.name == f"pre-compaction-{line.compaction_id}"
+    ):
+        return f"pre-compaction-{compaction}"
+    return line.name
