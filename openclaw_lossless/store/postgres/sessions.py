@@ -8,10 +8,19 @@ other's (``ON CONFLICT DO NOTHING``, which waits for the other transaction), the
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from openclaw_lossless.errors import NotFound
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef, agent_of, check_identifier
+from openclaw_lossless.store.sqlite.sessions import (
+    Lineage,
+    Scope,
+    SessionRef,
+    agent_of,
+    check_identifier,
+    required,
+    scope_of,
+)
 
 _COLUMNS = "id, session_id, session_key, agent_id"
 
@@ -92,10 +101,7 @@ def find_session(conn: Connection, session_id: str) -> SessionRef | None:
 
 def require_session(conn: Connection, session_id: str) -> SessionRef:
     """The session an operator named; not stored is their mistake to fix (404), so it says so."""
-    found = find_session(conn, session_id)
-    if found is None:
-        raise NotFound(f"no session {session_id[:80]!r} is stored")
-    return found
+    return required(find_session(conn, session_id), session_id)
 
 
 def latest_session(conn: Connection) -> SessionRef:
@@ -142,21 +148,9 @@ def parent_key(conn: Connection, session_key: str | None) -> str | None:
 def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:
     """What ``session`` may recall: its agent's history (or only itself), plus its ancestors' sessions; the
     agent's history leaves out its subagents' transcripts but for the session's own and its ancestors'."""
-    extra = _ancestor_sessions(conn, session.session_key)
-    if mode != "agent":
-        return Scope(session_rowids=frozenset(extra | {session.rowid}))
-    own = _sessions_of(conn, session.session_key) | {session.rowid}
-    children = spawned_sessions(conn, session.agent_id) - extra - own
-    return Scope(frozenset({session.agent_id}), frozenset(extra), frozenset(children))
-
-
-def _ancestor_sessions(conn: Connection, session_key: str | None) -> set[int]:
-    found: set[int] = set()
-    key, seen = session_key, set[str]()
-    while (key := parent_key(conn, key)) is not None and key not in seen:
-        seen.add(key)
-        found |= _sessions_of(conn, key)
-    return found
+    return scope_of(
+        session, mode, Lineage(partial(parent_key, conn), partial(_sessions_of, conn), partial(spawned_sessions, conn))
+    )
 
 
 def _sessions_of(conn: Connection, session_key: str | None) -> set[int]:

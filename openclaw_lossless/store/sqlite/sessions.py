@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from openclaw_lossless.errors import BadRequest, InvalidSessionKey, NotFound
 from openclaw_lossless.store.sqlite.connection import Connection
@@ -155,7 +157,11 @@ def find_session(conn: Connection, session_id: str) -> SessionRef | None:
 
 def require_session(conn: Connection, session_id: str) -> SessionRef:
     """The session an operator named; not stored is their mistake to fix (404), so it says so."""
-    found = find_session(conn, session_id)
+    return required(find_session(conn, session_id), session_id)
+
+
+def required(found: SessionRef | None, session_id: str) -> SessionRef:
+    """The session an operator named, as either backend found it; not stored is a 404 that says so."""
     if found is None:
         raise NotFound(f"no session {session_id[:80]!r} is stored")
     return found
@@ -209,20 +215,39 @@ def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:
     (every session under its key) and its ancestors': what a child found reaches its parent as outcome
     records, not as a transcript.
     """
-    extra = _ancestor_sessions(conn, session.session_key)
+    return scope_of(
+        session, mode, Lineage(partial(parent_key, conn), partial(_sessions_of, conn), partial(spawned_sessions, conn))
+    )
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The reads a recall scope needs, bound to one backend's connection (``scope_of`` walks them)."""
+
+    parent_key: Callable[[str | None], str | None]  # the key of the session that spawned this key's, or None
+    sessions_of: Callable[[str | None], set[int]]  # every session (row id) under a key
+    spawned_sessions: Callable[[str], set[int]]  # the sessions of an agent's subagents
+
+
+def scope_of(session: SessionRef, mode: str, lineage: Lineage) -> Scope:
+    """``recall_scope`` over either backend's reads: both use it, so a session recalls the same messages on
+    SQLite and on PostgreSQL."""
+    extra = ancestor_sessions(session.session_key, lineage)
     if mode != "agent":
         return Scope(session_rowids=frozenset(extra | {session.rowid}))
-    own = _sessions_of(conn, session.session_key) | {session.rowid}
-    children = spawned_sessions(conn, session.agent_id) - extra - own
+    own = lineage.sessions_of(session.session_key) | {session.rowid}
+    children = lineage.spawned_sessions(session.agent_id) - extra - own
     return Scope(frozenset({session.agent_id}), frozenset(extra), frozenset(children))
 
 
-def _ancestor_sessions(conn: Connection, session_key: str | None) -> set[int]:
+def ancestor_sessions(session_key: str | None, lineage: Lineage) -> set[int]:
+    """The sessions of every ancestor of ``session_key``, one parent link at a time (a cycle of links is walked
+    once): the walk both backends use, each reading the links with its own statement."""
     found: set[int] = set()
     key, seen = session_key, set[str]()
-    while (key := parent_key(conn, key)) is not None and key not in seen:
+    while (key := lineage.parent_key(key)) is not None and key not in seen:
         seen.add(key)
-        found |= _sessions_of(conn, key)
+        found |= lineage.sessions_of(key)
     return found
 
 
