@@ -31,13 +31,10 @@ SQLite module's, shared.
 from __future__ import annotations
 
 import contextlib
-import gzip
-import json
 import logging
-import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -45,7 +42,7 @@ from typing import Any, cast
 import psycopg
 from psycopg import sql
 
-from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.errors import NotFound
 from openclaw_lossless.store.postgres import archive, fulltext, messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
@@ -58,9 +55,12 @@ from openclaw_lossless.store.sqlite.forget import (
     Selector,
     _archived,
     _check,
-    _replace,
     _row,
-    archive_files,
+    is_dated,
+    line_identities,
+    narrowed,
+    rewrite_archive_files,
+    settle,
 )
 
 log = logging.getLogger(__name__)
@@ -87,20 +87,7 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     found.archived = [
         named for folder in archive_dirs(conn, archive_dir) for named in _archived(folder, selector, stored)
     ]
-    missing = sorted(set(selector.ids) - {row.id for row in found.stored + found.archived})
-    if missing:
-        raise NotFound(
-            "no message " + ", ".join(f"msg:{i}" for i in missing[:10]) + " is stored"
-            + (" within this selection" if not selector.empty() and len(selector.ids) < 2 else "")
-            + ": nothing was forgotten"
-        )  # fmt: skip
-    if not found.stored and not found.archived:
-        raise BadRequest("the selection names no stored message: nothing was forgotten")
-    if selector.time_only() and not selector.everything and len(found.stored) == messages.count(conn):
-        raise BadRequest('this time range selects every stored message: add --all ("all": true) to forget everything')
-    if selector.session is not None and selector.match is None and not selector.ids:
-        found.sessions = [selector.session]
-    return found
+    return settle(found, selector, lambda: messages.count(conn))
 
 
 def archive_dirs(conn: Connection, archive_dir: Path) -> list[Path]:
@@ -157,16 +144,7 @@ def _where(selector: Selector) -> tuple[list[str], list[Any]]:
     if selector.ids:
         clauses.append("m.id = ANY(%s::bigint[])")
         params.append(sorted(set(selector.ids)))
-    for clause, value in (
-        ("s.session_id = %s", selector.session),
-        ("m.agent_id = %s", selector.agent),
-        ("m.created_at >= %s", selector.since),
-        ("m.created_at <= %s", selector.until),
-    ):
-        if value is not None:
-            clauses.append(clause)
-            params.append(value)
-    return clauses, params
+    return narrowed(selector, "%s", clauses, params)
 
 
 def _outcomes(conn: Connection, ids: list[int]) -> list[Named]:
@@ -250,9 +228,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
 
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     """A tombstone for an archived line (the export format); a line too damaged to name a message gets none."""
-    message = record.get("message")
-    stamp = message.get("timestamp") if isinstance(message, dict) else None
-    dated = isinstance(stamp, int | float) and not isinstance(stamp, bool) and math.isfinite(stamp)
+    dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError, KeyError):
         identity = (str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
         key = record.get("windowKey") if dated else None
@@ -308,20 +284,12 @@ def _drop_unfinished_rebuilds(conn: Connection) -> None:
 
 def rewrite_archives(conn: Connection, archive_dir: Path) -> int:
     """Rewrite every archive holding a tombstoned message without its line (atomically, 0600); returns how many."""
-    rewritten = 0
-    for path in archive_files(archive_dir):
-        with gzip.open(path, "rb") as handle:
-            raws = list(handle)
-        dead = _tombstoned(conn, raws)
-        if dead:
-            _replace(path, [raw for n, raw in enumerate(raws) if n not in dead])
-            rewritten += 1
-    return rewritten
+    return rewrite_archive_files(archive_dir, lambda raws: _tombstoned(conn, raws))
 
 
 def _tombstoned(conn: Connection, raws: list[bytes]) -> set[int]:
     """The positions of the lines a tombstone names, asked in one statement for the whole file."""
-    named = list(_identities(raws))
+    named = list(line_identities(raws))
     if not named:
         return set()
     rows = conn.execute(
@@ -331,16 +299,6 @@ def _tombstoned(conn: Connection, raws: list[bytes]) -> set[int]:
         ([n for n, _, _ in named], [s for _, s, _ in named], [d for _, _, d in named]),
     )
     return {int(row[0]) for row in rows}
-
-
-def _identities(raws: list[bytes]) -> Iterator[tuple[int, str, bytes]]:
-    """(position, session, content hash) of each line that names a message; damaged lines are kept as they are."""
-    for n, raw in enumerate(raws):
-        try:
-            record = json.loads(raw)
-            yield n, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"]))
-        except (ValueError, KeyError, TypeError):
-            continue
 
 
 def forgotten_count(conn: Connection) -> int:

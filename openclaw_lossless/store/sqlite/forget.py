@@ -24,7 +24,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -144,6 +144,13 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     _check(conn, selector)
     found = Plan(stored=_stored(conn, selector))
     found.archived = list(_archived(archive_dir, selector, {row.id for row in found.stored}))
+    return settle(found, selector, lambda: _count(conn))
+
+
+def settle(found: Plan, selector: Selector, count_stored: Callable[[], int]) -> Plan:
+    """The plan's rules once its messages are found: refuse a citation not found, a selection of nothing and a
+    time range alone that takes every stored message (``count_stored``, asked only then) without ``everything``;
+    name the session when it goes whole. Both backends plan through it, so they refuse and accept alike."""
     missing = sorted(set(selector.ids) - {row.id for row in found.stored + found.archived})
     if missing:
         raise NotFound(
@@ -153,7 +160,7 @@ def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
         )  # fmt: skip
     if not found.stored and not found.archived:
         raise BadRequest("the selection names no stored message: nothing was forgotten")
-    if selector.time_only() and not selector.everything and len(found.stored) == _count(conn):
+    if selector.time_only() and not selector.everything and len(found.stored) == count_stored():
         raise BadRequest('this time range selects every stored message: add --all ("all": true) to forget everything')
     if selector.session is not None and selector.match is None and not selector.ids:
         found.sessions = [selector.session]
@@ -209,14 +216,20 @@ def _where(selector: Selector) -> tuple[list[str], list[Any]]:
     if selector.ids:
         clauses.append("m.id IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(sorted(set(selector.ids))))
+    return narrowed(selector, "?", clauses, params)
+
+
+def narrowed(selector: Selector, mark: str, clauses: list[str], params: list[Any]) -> tuple[list[str], list[Any]]:
+    """Add the session, agent and time selectors to ``clauses`` (``mark``: the driver's placeholder), in the
+    order both backends' plans read them, so a selection means the same rows on either store."""
     for clause, value in (
-        ("s.session_id = ?", selector.session),
-        ("m.agent_id = ?", selector.agent),
-        ("m.created_at >= ?", selector.since),
-        ("m.created_at <= ?", selector.until),
+        ("s.session_id = ", selector.session),
+        ("m.agent_id = ", selector.agent),
+        ("m.created_at >= ", selector.since),
+        ("m.created_at <= ", selector.until),
     ):
         if value is not None:
-            clauses.append(clause)
+            clauses.append(clause + mark)
             params.append(value)
     return clauses, params
 
@@ -353,9 +366,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
 
 
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
-    message = record.get("message")
-    stamp = message.get("timestamp") if isinstance(message, dict) else None
-    dated = isinstance(stamp, int | float) and not isinstance(stamp, bool) and math.isfinite(stamp)
+    dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError):
         conn.execute(
             "INSERT OR IGNORE INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
@@ -368,6 +379,14 @@ def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) ->
                 now,
             ),
         )
+
+
+def is_dated(record: dict[str, Any]) -> bool:
+    """Whether an archive line's message carries a finite numeric timestamp: only then does its window key name
+    it in a tombstone (as ``window_key`` does for a stored one). Both backends tombstone archived lines by it."""
+    message = record.get("message")
+    stamp = message.get("timestamp") if isinstance(message, dict) else None
+    return isinstance(stamp, int | float) and not isinstance(stamp, bool) and math.isfinite(stamp)
 
 
 def _forget_summaries(conn: Connection, session_id: str) -> None:
@@ -397,32 +416,47 @@ def scrub_files(db: Database) -> bool:
 
 def rewrite_archives(conn: Connection, archive_dir: Path) -> int:
     """Rewrite every archive holding a tombstoned message without its line (atomically, 0600); returns how many."""
+    return rewrite_archive_files(archive_dir, lambda raws: _tombstoned(conn, raws))
+
+
+def rewrite_archive_files(archive_dir: Path, tombstoned: Callable[[list[bytes]], set[int]]) -> int:
+    """Rewrite each archive file in the folder without the lines ``tombstoned`` names (their positions in the
+    file's lines), atomically and 0600; returns how many files were rewritten.
+
+    Both backends rewrite archives through it and supply only the tombstone lookup, so which lines go, how a
+    damaged line is kept and how the file is replaced are one rule."""
     rewritten = 0
     for path in archive_files(archive_dir):
-        kept: list[bytes] = []
-        dropped = False
         with gzip.open(path, "rb") as handle:
-            for raw in handle:
-                if _tombstoned(conn, raw):
-                    dropped = True
-                else:
-                    kept.append(raw)
-        if dropped:
-            _replace(path, kept)
+            raws = list(handle)
+        dead = tombstoned(raws)
+        if dead:
+            _replace(path, [raw for n, raw in enumerate(raws) if n not in dead])
             rewritten += 1
     return rewritten
 
 
-def _tombstoned(conn: Connection, raw: bytes) -> bool:
-    try:
-        record = json.loads(raw)
-        session_id, digest = str(record["sessionId"]), bytes.fromhex(str(record["contentHash"]))
-    except (ValueError, KeyError, TypeError):
-        return False
-    found = conn.execute(
-        "SELECT 1 FROM forgotten WHERE session_id = ? AND content_hash = ?", (session_id, digest)
-    ).fetchone()
-    return found is not None
+def _tombstoned(conn: Connection, raws: list[bytes]) -> set[int]:
+    """The positions of the lines a tombstone names."""
+    return {
+        n
+        for n, session_id, digest in line_identities(raws)
+        if conn.execute(
+            "SELECT 1 FROM forgotten WHERE session_id = ? AND content_hash = ?", (session_id, digest)
+        ).fetchone()
+        is not None
+    }
+
+
+def line_identities(raws: list[bytes]) -> Iterator[tuple[int, str, bytes]]:
+    """(position, session, content hash) of each archive line that names a message; a damaged line names none
+    and is kept as it is (by both backends' rewrites)."""
+    for n, raw in enumerate(raws):
+        try:
+            record = json.loads(raw)
+            yield n, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"]))
+        except (ValueError, KeyError, TypeError):
+            continue
 
 
 def _replace(path: Path, lines: list[bytes]) -> None:
