@@ -15,7 +15,6 @@ several sidecars on one database:
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.errors import InvalidName
@@ -23,14 +22,16 @@ from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import (
-    COMPACTED,
-    STATUSES,
     Compaction,
     CompactionListed,
     CompactionPoint,
     CompactionRecord,
     Snapshot,
     check_name,
+    compaction_recorded,
+    compaction_values,
+    counts_by_status,
+    snapshot_view,
 )
 
 _SNAPSHOT = (
@@ -60,25 +61,16 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
     row = conn.execute(
         "INSERT INTO compactions (session_rowid, recorded_at, tokens_before, tokens_after, compacted, summary,"
         " reason, last_message_id, status) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        (
-            session.rowid,
-            time.time(),
-            record.tokens_before,
-            record.tokens_after,
-            record.compacted,
-            stored_text(record.summary),
-            stored_text(record.reason),
-            last_id,
-            status,
-        ),
+        compaction_values(session, record, last_id, stored_text),
     ).fetchone()
     assert row is not None  # an INSERT ... RETURNING without a conflict clause returns its row
     compaction_id = int(row[0])
-    name = None
-    if status == COMPACTED:
-        name = f"pre-compaction-{compaction_id}"
-        create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id)
-    return Compaction(compaction_id, status, name, last_id)
+    return compaction_recorded(
+        compaction_id,
+        status,
+        last_id,
+        lambda name: create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id),
+    )
 
 
 def create_snapshot(
@@ -100,16 +92,12 @@ def create_snapshot(
 
 def list_snapshots(conn: Connection) -> list[Snapshot]:
     rows = conn.execute(f"{_SNAPSHOT} ORDER BY sn.id").fetchall()
-    return [_snapshot_view(row) for row in rows]
+    return [snapshot_view(row) for row in rows]
 
 
 def find_snapshot(conn: Connection, name: str) -> Snapshot | None:
     row = conn.execute(f"{_SNAPSHOT} WHERE sn.name = %s", (check_name(name),)).fetchone()
-    return None if row is None else _snapshot_view(row)
-
-
-def _snapshot_view(row: Any) -> Snapshot:
-    return Snapshot(str(row[0]), str(row[1]), row[2], row[3], float(row[4]), bool(row[5]), row[6])
+    return None if row is None else snapshot_view(row)
 
 
 def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | None:
@@ -118,9 +106,7 @@ def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | N
         " c.status, c.reason FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = %s",
         (compaction_id,),
     ).fetchone()
-    if row is None:
-        return None
-    return CompactionPoint(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+    return None if row is None else CompactionPoint(*row)
 
 
 def list_compactions(conn: Connection, limit: int, status: str | None = None) -> list[CompactionListed]:
@@ -137,7 +123,4 @@ def list_compactions(conn: Connection, limit: int, status: str | None = None) ->
 
 def compaction_counts(conn: Connection) -> dict[str, int]:
     """How many recorded compactions came to each status (every status present, zero or not)."""
-    counts = dict.fromkeys(STATUSES, 0)
-    for status, count in conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"):
-        counts[str(status)] = int(count)
-    return counts
+    return counts_by_status(conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"))

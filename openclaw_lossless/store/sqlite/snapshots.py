@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,23 +111,44 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
     cursor = conn.execute(
         "INSERT INTO compactions (session_rowid, recorded_at, tokens_before, tokens_after, compacted, summary,"
         " reason, last_message_id, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            session.rowid,
-            time.time(),
-            record.tokens_before,
-            record.tokens_after,
-            int(record.compacted),
-            _storable(record.summary),
-            _storable(record.reason),
-            last_id,
-            status,
-        ),
+        compaction_values(session, record, last_id, _storable),
     )
     compaction_id = int(cursor.lastrowid)
+    return compaction_recorded(
+        compaction_id,
+        status,
+        last_id,
+        lambda name: create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id),
+    )
+
+
+def compaction_values(
+    session: SessionRef, record: CompactionRecord, last_id: int | None, text: Callable[[str | None], str | None]
+) -> tuple[object, ...]:
+    """A compaction row's values (``session_rowid`` to ``status``) in the column order both backends' inserts
+    name, recorded now; ``text`` makes the host's summary and reason storable on the backend."""
+    return (
+        session.rowid,
+        time.time(),
+        record.tokens_before,
+        record.tokens_after,
+        record.compacted,
+        text(record.summary),
+        text(record.reason),
+        last_id,
+        record.status,
+    )
+
+
+def compaction_recorded(
+    compaction_id: int, status: str, last_id: int | None, snapshot: Callable[[str], object]
+) -> Compaction:
+    """What recording a compaction answers, after ``snapshot`` named the session as it stood before a
+    compaction that did compact (``pre-compaction-<id>``): both backends name and answer alike."""
     name = None
     if status == COMPACTED:
         name = f"pre-compaction-{compaction_id}"
-        create_snapshot(conn, session, name, automatic=True, compaction_id=compaction_id)
+        snapshot(name)
     return Compaction(compaction_id, status, name, last_id)
 
 
@@ -150,7 +172,7 @@ def list_snapshots(conn: Connection) -> list[Snapshot]:
         "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
         " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid ORDER BY sn.id"
     ).fetchall()
-    return [_snapshot_view(row) for row in rows]
+    return [snapshot_view(row) for row in rows]
 
 
 def find_snapshot(conn: Connection, name: str) -> Snapshot | None:
@@ -159,11 +181,12 @@ def find_snapshot(conn: Connection, name: str) -> Snapshot | None:
         " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid WHERE sn.name = ?",
         (check_name(name),),
     ).fetchone()
-    return None if row is None else _snapshot_view(row)
+    return None if row is None else snapshot_view(row)
 
 
-def _snapshot_view(row: Any) -> Snapshot:
-    return Snapshot(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
+def snapshot_view(row: Any) -> Snapshot:
+    """A snapshot row (name, session id and key, last message, created at, automatic, compaction), either store."""
+    return Snapshot(str(row[0]), str(row[1]), row[2], row[3], float(row[4]), bool(row[5]), row[6])
 
 
 def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | None:
@@ -172,9 +195,7 @@ def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | N
         " c.status, c.reason FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = ?",
         (compaction_id,),
     ).fetchone()
-    if row is None:
-        return None
-    return CompactionPoint(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+    return None if row is None else CompactionPoint(*row)
 
 
 @dataclass(frozen=True)
@@ -213,7 +234,12 @@ def list_compactions(conn: Connection, limit: int, status: str | None = None) ->
 
 def compaction_counts(conn: Connection) -> dict[str, int]:
     """How many recorded compactions came to each status (every status present, zero or not)."""
+    return counts_by_status(conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"))
+
+
+def counts_by_status(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
+    """``(status, count)`` rows with every status present, zero or not: both backends' ``compaction_counts``."""
     counts = dict.fromkeys(STATUSES, 0)
-    for status, count in conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"):
+    for status, count in rows:
         counts[str(status)] = int(count)
     return counts
