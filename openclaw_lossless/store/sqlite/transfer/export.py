@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -17,36 +17,32 @@ from openclaw_lossless.store.sqlite.connection import Connection
 FORMAT = "openclaw-lossless/v1"
 
 
+# The message lines' statement (plain SQL, the same on both backends; ``{where}`` over ``m`` messages and ``s``
+# sessions) and the field each of its columns becomes.
+MESSAGES = (
+    "SELECT m.id, s.session_id, s.session_key, m.agent_id, m.role, m.kind, m.created_at, m.stored_at,"
+    " m.original, m.text, m.content_hash, m.window_key, m.tokens, m.importance, m.importance_label, m.cites,"
+    " t.advancement_key FROM messages m JOIN sessions s ON s.id = m.session_rowid"
+    " LEFT JOIN turns t ON t.id = m.turn_rowid WHERE {where} ORDER BY m.id"
+)
+_MESSAGE_FIELDS = ("id", "sessionId", "sessionKey", "agentId", "role", "kind", "createdAt", "storedAt", "message",
+                   "text", "contentHash", "windowKey", "tokens", "importance", "importanceLabel", "cites",
+                   "advancementKey")  # fmt: skip
+
+
 def export_records(conn: Connection, where: str = "1", params: tuple[Any, ...] = ()) -> Iterator[dict[str, Any]]:
     """Every message matching ``where`` (over ``m`` messages, ``s`` sessions), oldest first."""
-    cursor = conn.execute(
-        "SELECT m.id, s.session_id, s.session_key, m.agent_id, m.role, m.kind, m.created_at, m.stored_at,"
-        " m.original, m.text, m.content_hash, m.window_key, m.tokens, m.importance, m.importance_label, m.cites,"
-        " t.advancement_key FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        f" LEFT JOIN turns t ON t.id = m.turn_rowid WHERE {where} ORDER BY m.id",
-        params,
-    )
-    for row in cursor:
-        yield {
-            "format": FORMAT,
-            "id": row[0],
-            "sessionId": row[1],
-            "sessionKey": row[2],
-            "agentId": row[3],
-            "role": row[4],
-            "kind": row[5],
-            "createdAt": row[6],
-            "storedAt": row[7],
-            "message": json.loads(row[8]),
-            "text": row[9],
-            "contentHash": bytes(row[10]).hex(),
-            "windowKey": row[11],
-            "tokens": row[12],
-            "importance": row[13],
-            "importanceLabel": row[14],
-            "cites": row[15],
-            "advancementKey": row[16],
-        }
+    for row in conn.execute(MESSAGES.format(where=where), params):
+        yield message_line(row)
+
+
+def message_line(row: Sequence[Any]) -> dict[str, Any]:
+    """A row of ``MESSAGES`` as its export line. Both backends build message lines here, so an export from
+    either gives the same bytes (the parity tests compare them)."""
+    values = dict(zip(_MESSAGE_FIELDS, row, strict=True))
+    values["message"] = json.loads(values["message"])
+    values["contentHash"] = bytes(values["contentHash"]).hex()
+    return {"format": FORMAT, **values}
 
 
 @dataclass(frozen=True)
@@ -56,35 +52,45 @@ class ExportScope:
     agent: str | None = None
     session: str | None = None
 
-    def messages(self) -> tuple[str, tuple[Any, ...]]:
-        """A WHERE fragment over ``m`` (messages) and ``s`` (sessions)."""
-        clauses, params = ["1"], []
+    def messages(self, mark: str = "?", always: str = "1") -> tuple[str, tuple[Any, ...]]:
+        """A WHERE fragment over ``m`` (messages) and ``s`` (sessions); ``mark`` is the driver's placeholder and
+        ``always`` its true, so both backends select a scope's rows by this one rule."""
+        clauses, params = [always], []
         if self.agent:
-            clauses.append("m.agent_id = ?")
+            clauses.append(f"m.agent_id = {mark}")
             params.append(self.agent)
         if self.session:
-            clauses.append("s.session_id = ?")
+            clauses.append(f"s.session_id = {mark}")
             params.append(self.session)
         return " AND ".join(clauses), tuple(params)
 
-    def sessions(self) -> tuple[str, tuple[Any, ...]]:
-        """A WHERE fragment over ``s``: a session is the agent's if it is now, or if it has the agent's messages."""
-        clauses, params = ["1"], []
+    def sessions(self, mark: str = "?", always: str = "1") -> tuple[str, tuple[Any, ...]]:
+        """A WHERE fragment over ``s``: a session is the agent's if it is now, or if it has the agent's messages
+        (``mark`` and ``always`` as in ``messages``)."""
+        clauses, params = [always], []
         if self.agent:
-            clauses.append("(s.agent_id = ? OR s.id IN (SELECT session_rowid FROM messages WHERE agent_id = ?))")
+            clauses.append(
+                f"(s.agent_id = {mark} OR s.id IN (SELECT session_rowid FROM messages WHERE agent_id = {mark}))"
+            )
             params += [self.agent, self.agent]
         if self.session:
-            clauses.append("s.session_id = ?")
+            clauses.append(f"s.session_id = {mark}")
             params.append(self.session)
         return " AND ".join(clauses), tuple(params)
 
 
 def check_scope(conn: Connection, scope: ExportScope) -> None:
     """Refuse a scope naming no stored session: an empty export of a typo would look like a success."""
+    where, params = scope.sessions()
+    refuse_unstored(scope, lambda: conn.execute(f"SELECT 1 FROM sessions s WHERE {where} LIMIT 1", params).fetchone())
+
+
+def refuse_unstored(scope: ExportScope, first_session: Callable[[], object]) -> None:
+    """Refuse a scope naming an agent or a session when ``first_session`` (its backend's look-up of one of the
+    scope's sessions, asked only then) finds none; both backends refuse with these words."""
     if not scope.agent and not scope.session:
         return
-    where, params = scope.sessions()
-    if conn.execute(f"SELECT 1 FROM sessions s WHERE {where} LIMIT 1", params).fetchone() is not None:
+    if first_session() is not None:
         return
     session, agent = repr((scope.session or "")[:80]), repr((scope.agent or "")[:80])
     if scope.agent and scope.session:
@@ -136,22 +142,41 @@ _FLAGS = frozenset({"heartbeat", "compacted", "automatic"})  # 0/1 columns, true
 def _typed_records(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]]:
     """The scope's sessions, turns, compactions and snapshots, then the subagent links touching its sessions."""
     where, params = scope.sessions()
-    for kind, source, order, fields in _TABLES:
+    yield from typed_records(conn.execute, scope, where, params)
+
+
+Rows = Callable[[str, tuple[Any, ...]], Iterable[Sequence[Any]]]
+
+
+def typed_records(
+    read: Rows,
+    scope: ExportScope,
+    where: str,
+    params: tuple[Any, ...],
+    tables: tuple[tuple[str, str, str, dict[str, str]], ...] = _TABLES,
+    always: str = "1",
+) -> Iterator[dict[str, Any]]:
+    """The lines after the messages: the scope's (``where``, ``params``: ``scope.sessions``) sessions, turns,
+    compactions and snapshots, the subagent links touching its sessions, then its tombstones.
+
+    Both backends export them through this one reading, supplying only ``read`` (run a statement, yield its
+    rows), the tables' order (PostgreSQL orders ties by bytes) and their true, so the lines are the same bytes.
+    """
+    for kind, source, order, fields in tables:
         sql = f"SELECT {', '.join(fields.values())} FROM {source} WHERE {where} ORDER BY {order}"
-        yield from _rows(conn.execute(sql, params), kind, tuple(fields))
-    links, link_params = "1", ()
+        yield from _rows(read(sql, params), kind, tuple(fields))
+    links, link_params = always, ()
     if scope.agent or scope.session:  # the whole store's links include those to sessions never stored
         keys = f"SELECT s.session_key FROM sessions s WHERE {where}"
         links, link_params = f"child_session_key IN ({keys}) OR parent_session_key IN ({keys})", params * 2
     sql = f"SELECT {', '.join(_LINK_FIELDS.values())} FROM subagent_links WHERE {links} ORDER BY id"
-    yield from _rows(conn.execute(sql, link_params), "subagentLink", tuple(_LINK_FIELDS))
-    yield from _tombstones(conn, scope)
+    yield from _rows(read(sql, link_params), "subagentLink", tuple(_LINK_FIELDS))
+    yield from _tombstones(read, where, params)
 
 
-def _tombstones(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]]:
+def _tombstones(read: Rows, where: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
     """The scope's forgotten messages (identity only), so an import of this file keeps them forgotten."""
-    where, params = scope.sessions()
-    rows = conn.execute(
+    rows = read(
         "SELECT f.session_id, f.content_hash, f.window_key, f.forgotten_at FROM forgotten f"
         f" LEFT JOIN sessions s ON s.session_id = f.session_id WHERE {where} ORDER BY f.id",
         params,
@@ -161,7 +186,8 @@ def _tombstones(conn: Connection, scope: ExportScope) -> Iterator[dict[str, Any]
                "windowKey": window_key, "forgottenAt": at}  # fmt: skip
 
 
-def _rows(cursor: Iterable[tuple[Any, ...]], kind: str, names: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+def _rows(cursor: Iterable[Sequence[Any]], kind: str, names: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """Rows as typed lines; 0/1 flags as booleans (PostgreSQL's are booleans already, unchanged by ``bool``)."""
     for row in cursor:
         values = {name: bool(value) if name in _FLAGS else value for name, value in zip(names, row, strict=True)}
         yield {"format": FORMAT, "type": kind, **values}
