@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.snapshots import stored_text
+from openclaw_lossless.store.sqlite.imported import claimable, claimed, first_contacts, keyed_originals
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 
@@ -30,7 +31,7 @@ def held_session_ids(conn: Connection) -> frozenset[str]:
 def first_contact(conn: Connection) -> dict[str, float]:
     """Agent id to when the store first registered one of its sessions (epoch s)."""
     rows = conn.execute("SELECT agent_id, min(created_at) FROM sessions GROUP BY agent_id")
-    return {str(row[0]): float(row[1]) for row in rows if row[1] is not None}
+    return first_contacts(rows)
 
 
 def holds_content(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
@@ -73,7 +74,7 @@ def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) 
         " AND window_key = ANY(%s::text[]) ORDER BY id",
         (session_rowid, wanted),
     )
-    return [(bytes(row[0]), str(row[1]), str(row[2])) for row in rows]
+    return keyed_originals(rows)
 
 
 # -- marks in meta ---------------------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def claim_compaction(
         " AND status = %s AND reason = %s ORDER BY id DESC LIMIT 1 FOR UPDATE",
         (session.rowid, stored_text(record.summary), COMPACTED, imported_reason),
     ).fetchone()
-    if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
+    if row is None or not claimable(row, record):
         return None
     conn.execute(
         "UPDATE compactions SET reason = %s, tokens_before = coalesce(%s, tokens_before),"
@@ -140,6 +141,4 @@ def claim_compaction(
     named = conn.execute(
         "SELECT name FROM snapshots WHERE compaction_id = %s ORDER BY id LIMIT 1", (row[0],)
     ).fetchone()
-    last_id = None if row[2] is None else int(row[2])
-    snapshot = None if named is None else str(named[0])
-    return Compaction(int(row[0]), COMPACTED, snapshot, last_id)
+    return claimed(row, named)

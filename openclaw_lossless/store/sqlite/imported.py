@@ -7,7 +7,8 @@ lossless store answers "do we hold this already?" is SQL over its own tables, an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from openclaw_lossless.store.sqlite import snapshots
 from openclaw_lossless.store.sqlite.connection import Connection
@@ -24,6 +25,11 @@ def held_session_ids(conn: Connection) -> frozenset[str]:
 def first_contact(conn: Connection) -> dict[str, float]:
     """Agent id to when the store first registered one of its sessions (epoch s)."""
     rows = conn.execute("SELECT agent_id, min(created_at) FROM sessions GROUP BY agent_id")
+    return first_contacts(rows)
+
+
+def first_contacts(rows: Iterable[Sequence[Any]]) -> dict[str, float]:
+    """``(agent_id, first created_at)`` rows as a map, agents with no time left out (both backends)."""
     return {str(row[0]): float(row[1]) for row in rows if row[1] is not None}
 
 
@@ -67,6 +73,11 @@ def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) 
         f"SELECT content_hash, window_key, original FROM messages WHERE session_rowid = ? AND window_key IN ({marks})",
         (session_rowid, *wanted),
     )
+    return keyed_originals(rows)
+
+
+def keyed_originals(rows: Iterable[Sequence[Any]]) -> list[tuple[bytes, str, str]]:
+    """``(content_hash, window_key, original)`` rows as both backends' ``with_window_keys`` answer them."""
     return [(bytes(row[0]), str(row[1]), str(row[2])) for row in rows]
 
 
@@ -113,7 +124,7 @@ def claim_compaction(
         " AND status = 'compacted' AND reason = ? ORDER BY id DESC LIMIT 1",
         (session.rowid, record.summary, imported_reason),
     ).fetchone()
-    if row is None or (None not in (row[1], record.tokens_before) and int(row[1]) != record.tokens_before):
+    if row is None or not claimable(row, record):
         return None
     conn.execute(
         "UPDATE compactions SET reason = ?, tokens_before = coalesce(?, tokens_before),"
@@ -121,6 +132,18 @@ def claim_compaction(
         (record.reason, record.tokens_before, record.tokens_after, row[0]),
     )
     named = conn.execute("SELECT name FROM snapshots WHERE compaction_id = ?", (row[0],)).fetchone()
+    return claimed(row, named)
+
+
+def claimable(row: Sequence[Any], record: snapshots.CompactionRecord) -> bool:
+    """Whether an imported compaction's ``(id, tokens_before, last_message_id)`` row is the hook's: its
+    ``tokensBefore`` equal when both say one. Both backends' ``claim_compaction`` decide with it."""
+    return None in (row[1], record.tokens_before) or int(row[1]) == record.tokens_before
+
+
+def claimed(row: Sequence[Any], named: Sequence[Any] | None) -> snapshots.Compaction:
+    """What claiming the compaction of ``row`` answers, with its automatic snapshot's ``named`` row (both
+    backends): what ``record_compaction`` would have."""
     last_id = None if row[2] is None else int(row[2])
     snapshot = None if named is None else str(named[0])
     return snapshots.Compaction(int(row[0]), snapshots.COMPACTED, snapshot, last_id)
