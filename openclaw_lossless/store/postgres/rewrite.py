@@ -14,16 +14,12 @@ until it is rebuilt: ``optimize_fts`` does both, on a connection outside any tra
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any
-
 from psycopg import pq
 
 from openclaw_lossless.store.postgres import forget, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
-
-Row = tuple[Any, ...]
+from openclaw_lossless.store.sqlite.rewrite import Row, cache_key
 
 # The tables ``redact --rescan`` rewrites rows of, or deletes rows from, for its rewrites.
 REWRITTEN_TABLES = (
@@ -155,6 +151,5 @@ def _pg_optional(text: str | None) -> str | None:
 def _drop_vector(conn: Connection, message_id: int, old_text: str) -> None:
     """The message's vector and the cached embedding of its old text go; it is queued to be embedded again."""
     conn.execute("DELETE FROM message_vectors WHERE message_id = %s", (message_id,))
-    old_hash = hashlib.sha256(old_text.encode("utf-8", "surrogatepass")).digest()
-    conn.execute("DELETE FROM embedding_cache WHERE text_hash = %s", (old_hash,))
+    conn.execute("DELETE FROM embedding_cache WHERE text_hash = %s", (cache_key(old_text),))
     conn.execute("INSERT INTO embedding_backlog (message_id) VALUES (%s) ON CONFLICT DO NOTHING", (message_id,))

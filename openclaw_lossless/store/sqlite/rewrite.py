@@ -106,6 +106,12 @@ def optimize_fts(conn: Connection) -> None:
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
 
 
+def cache_key(text: str) -> bytes:
+    """The ``embedding_cache`` key of a text (its SHA-256, lone surrogates kept), as the embedder files it: both
+    backends' rewrites drop the old text's cached vector by it, so a redacted text's embedding does not stay."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
 def _fts_delete(conn: Connection, message_id: int, text: str, date_terms: str | None) -> None:
     """Take a message out of the external-content FTS index: FTS5 needs the exact values it indexed."""
     conn.execute(
@@ -117,6 +123,5 @@ def _fts_delete(conn: Connection, message_id: int, text: str, date_terms: str | 
 def _drop_vector(conn: Connection, message_id: int, old_text: str) -> None:
     """The message's vector and the cached embedding of its old text go; it is queued to be embedded again."""
     vectors.delete(conn, [message_id])
-    old_hash = hashlib.sha256(old_text.encode("utf-8", "surrogatepass")).digest()
-    conn.execute("DELETE FROM embedding_cache WHERE text_hash = ?", (old_hash,))
+    conn.execute("DELETE FROM embedding_cache WHERE text_hash = ?", (cache_key(old_text),))
     conn.execute("INSERT OR IGNORE INTO embedding_backlog (message_id) VALUES (?)", (message_id,))
