@@ -13,6 +13,7 @@ copied twice. A spawn on two sidecars at once links the child once (``ON CONFLIC
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
@@ -145,11 +146,8 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
     rows = conn.execute(
         f"SELECT {OUTCOME_SOURCE} FROM messages WHERE id = ANY(%s::bigint[]) ORDER BY id", (ids,)
     ).fetchall()
-    copied = copy_outcomes(
-        outcomes(child_key, rows),
-        lambda outcome: is_forgotten(conn, parent.session_id, outcome.content_hash, outcome.window_key),
-        lambda outcome: _insert_outcome(conn, parent, outcome),
-    )
+    found = outcomes(child_key, rows)
+    copied = copy_outcomes(found, parent, partial(is_forgotten, conn), partial(_insert_outcome, conn, parent))
     queue_for_embedding(conn, copied)
     return len(copied)
 

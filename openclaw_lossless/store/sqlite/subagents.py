@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from openclaw_lossless.capture.importance import MUST_REMEMBER
@@ -151,11 +152,8 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
         return 0
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT {OUTCOME_SOURCE} FROM messages WHERE id IN ({marks}) ORDER BY id", ids).fetchall()
-    copied = copy_outcomes(
-        outcomes(child_key, rows),
-        lambda outcome: is_forgotten(conn, parent.session_id, outcome.content_hash, outcome.window_key),
-        lambda outcome: _insert_outcome(conn, parent, outcome),
-    )
+    found = outcomes(child_key, rows)
+    copied = copy_outcomes(found, parent, partial(is_forgotten, conn), partial(_insert_outcome, conn, parent))
     queue_for_embedding(conn, copied)
     return len(copied)
 
@@ -222,8 +220,17 @@ def outcomes(child_key: str, rows: Iterable[Sequence[Any]]) -> list[Outcome]:
 
 
 def copy_outcomes(
-    found: Iterable[Outcome], forgotten: Callable[[Outcome], bool], insert: Callable[[Outcome], int | None]
+    found: Iterable[Outcome],
+    parent: SessionRef,
+    forgotten: Callable[[str, bytes, str], bool],
+    insert: Callable[[Outcome], int | None],
 ) -> list[int]:
-    """The ids of the outcomes ``insert`` stored (it answers None for one the parent already holds); one
-    ``forgotten`` names is not copied again. Both backends copy through this, with their own statements."""
-    return [new_id for outcome in found if not forgotten(outcome) and (new_id := insert(outcome)) is not None]
+    """The ids of the outcomes ``insert`` stored in ``parent`` (it answers None for one the parent already
+    holds); one ``forgotten(session_id, content_hash, window_key)`` names is never copied again. Both backends
+    copy through this, each with its own statements."""
+    return [
+        new_id
+        for outcome in found
+        if not forgotten(parent.session_id, outcome.content_hash, outcome.window_key)
+        and (new_id := insert(outcome)) is not None
+    ]
