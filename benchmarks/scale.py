@@ -139,14 +139,16 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
     print(f"[{size}] filling", flush=True)
     sidecar = Sidecar(settings, start_worker=False)  # creates the schema and the vector table
     baseline = scale_data.open_baseline(state / "baseline.sqlite", real.shape[1])
-    if url is not None:
-        scale_postgres.drop_vector_index(sidecar.db)  # built once at the end: see scale_postgres.py
-    report = scale_data.fill(sidecar.db, baseline, size, real, ops=sidecar.ops)
+    figures: dict[str, Any] = {}
+    if url is None:
+        report = scale_data.fill(sidecar.db, baseline, size, real, ops=sidecar.ops)
+    else:  # COPY (or commit_turn), then the indexes built once at the end: see scale_postgres.py
+        report, figures = scale_postgres.bulk_fill(sidecar.db, baseline, size, real, sidecar.ops, args.fill)
     result: dict[str, Any] = {"messages": report.messages, "sessions": report.sessions,
                               "fill_s": round(report.seconds, 1), "real_vectors": report.real_vectors}  # fmt: skip
+    result |= figures
     if url is not None:
-        print(f"[{size}] building the HNSW index, VACUUM ANALYZE", flush=True)
-        result["index_build_s"] = round(scale_postgres.build_vector_index(sidecar.db), 1)
+        print(f"[{size}] VACUUM ANALYZE", flush=True)
         result["vacuum_analyze_s"] = round(scale_postgres.vacuum_analyze(sidecar.db), 1)
     sidecar.close()
     began = time.monotonic()
@@ -244,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         help="postgres: a PostgreSQL + pgvector server started for the run (scale_postgres.py)",
     )
     parser.add_argument("--sidecars", help="postgres: sidecar processes committing at once (1,4,8; --quick 1,2)")
+    parser.add_argument("--fill", choices=("copy", "commit"), default="copy",
+                        help="postgres: COPY the rows commit_turn writes, or fill through commit_turn")  # fmt: skip
     parser.add_argument("--drain-sidecars", help="postgres: sidecar processes draining one backlog (1,4; --quick 1,2)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.messages.split(",")]

@@ -11,11 +11,15 @@ The server is ``tests/postgres/server.py``'s ``PostgresServer`` (the ``embedded-
 figures are taken with ``synchronous=FULL``), memory sized for a small shared machine (2 cores, a few GB to
 spare). The test settings' ``fsync=off`` would flatter every commit figure.
 
-The fill writes through ``store.ops`` like SQLite's (one transaction a chunk of ~20,000 messages), with the
-HNSW index dropped first and built again, with the migration's parameters, once every vector is in: one
-bulk build is what an operator's load (``migrate-store``, a restore) ends with, and inserting a million
-rows one by one into the graph would take hours on two cores. Then ``VACUUM ANALYZE``, so the planner has
-statistics, as autovacuum would have after a while.
+The fill (``bulk_fill``) writes the rows the backend's ``commit_turn`` writes with ``COPY``
+(``scale_postgres_fill.py``: the same ids, keys, columns, days and vectors, checked by
+``tests/postgres/test_scale_fill.py``), one transaction a chunk of ~20,000 messages, with the keyword (GIN)
+and other secondary indexes of ``messages`` dropped first and the HNSW index too, all built again, each as
+its migration made it, once every row is in: bulk builds are what an operator's load (``migrate-store``, a
+restore) ends with, and inserting a million rows one by one into the graph would take hours on two cores.
+``--fill commit`` fills through ``commit_turn`` instead, as SQLite's fill does (~470 messages a second on
+two cores, against several thousand with ``COPY``). Then ``VACUUM ANALYZE``, so the planner has statistics,
+as autovacuum would have after a while.
 """
 
 from __future__ import annotations
@@ -31,10 +35,13 @@ import httpx
 import numpy as np
 from psycopg import sql
 
+from benchmarks import scale_data, scale_postgres_fill
 from benchmarks.harness import SidecarProcess
-from benchmarks.scale_data import AGENT, ChatGenerator, Message, agent_message
+from benchmarks.scale_data import AGENT, ChatGenerator, FillReport, Message, agent_message
 from benchmarks.scale_measure import Vec0Lane, percentiles
+from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.postgres import vectors
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite.connection import Connection
@@ -49,7 +56,10 @@ SERVER_SETTINGS = {
     "shared_buffers": "1GB",  # a 1M store's hot set (vectors ~0.8 GB, HNSW, indexes) mostly fits
     "effective_cache_size": "4GB",
     "work_mem": "32MB",
-    "maintenance_work_mem": "1GB",  # the HNSW build keeps its graph in memory: 1M x 384-d halfvec fits
+    # The HNSW build keeps its graph in memory while it fits: ~1,490 bytes a 384-d halfvec at m = 16 (16 MB held
+    # 11,300 rows), so ~1.5 GB at 1M; 1GB would run out at ~700,000 rows. Past that pgvector goes on on disk,
+    # 2-4 times slower (20,000 rows, loaded machine: 76-83 s against 21 s with one worker, 40 s without).
+    "maintenance_work_mem": "2GB",
     "max_parallel_maintenance_workers": "1",  # two cores: the build's leader and one worker
     "max_parallel_workers_per_gather": "0",  # the turn's queries are small; parallel plans only add noise
     "max_connections": "300",  # 8 sidecars x 12 pooled connections, the benchmark's own, and spare
@@ -74,6 +84,25 @@ def create_database(server: PostgresServer, name: str) -> str:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return server.url(name)
+
+
+def bulk_fill(
+    db: Database, baseline: Connection, total: int, real: Vectors, ops: Backend, how: str
+) -> tuple[FillReport, dict[str, Any]]:
+    """Fill a fresh store (``how``: ``copy`` or ``commit``) and build its indexes; the report and the figures
+    to record: which fill, the secondary indexes' build seconds (``copy``) and the HNSW build's."""
+    drop_vector_index(db)
+    figures: dict[str, Any] = {"fill": "copy" if how == "copy" else "commit_turn"}
+    if how == "copy":
+        definitions = scale_postgres_fill.drop_indexes(db)
+        report = scale_postgres_fill.fill(db, baseline, total, real)
+        print(f"[{total}] filled in {report.seconds:.1f} s; building the secondary indexes", flush=True)
+        figures["secondary_index_build_s"] = scale_postgres_fill.build_indexes(db, definitions)
+    else:
+        report = scale_data.fill(db, baseline, total, real, ops=ops)
+    print(f"[{total}] building the HNSW index", flush=True)
+    figures["index_build_s"] = round(build_vector_index(db), 1)
+    return report, figures
 
 
 def drop_vector_index(db: Database) -> None:

@@ -29,6 +29,8 @@ made them. ``tests/postgres/test_scale_fill.py`` checks the two fills leave the 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,14 +93,30 @@ def fill(
     began = time.monotonic()
     source = VectorSource(real_texts_vectors, seed)
     made, sessions = 0, 0
-    for pending in session_chunks(total, chunk, seed):
-        turns = chunk_turns(pending)
-        floats = source.take(sum(len(t.kept) for t in turns))  # before the transaction: a retry takes no more
-        ids = db.write(lambda conn, t=turns, f=floats: _write_chunk(conn, t, f))  # type: ignore[misc]
-        _store_baseline(baseline, ids, floats)
-        made += len(ids)
-        sessions += len(pending)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fill-prepare") as prepare:
+        chunks = session_chunks(total, chunk, seed)
+        ahead = prepare.submit(_prepare, chunks, source)
+        while (ready := ahead.result()) is not None:
+            ahead = prepare.submit(_prepare, chunks, source)  # the next while the server takes this one
+            turns, floats = ready
+            ids = db.write(lambda conn, t=turns, f=floats: _write_chunk(conn, t, f))  # type: ignore[misc]
+            _store_baseline(baseline, ids, floats)
+            made += len(ids)
+            sessions += len({t.session_id for t in turns})
     return FillReport(made, sessions, time.monotonic() - began, min(len(real_texts_vectors), made))
+
+
+def _prepare(
+    chunks: Iterator[list[tuple[str, list[Message]]]], source: VectorSource
+) -> tuple[list[Turn], Vectors] | None:
+    """The next chunk's turns and vectors (None after the last), made in a thread of their own while the server
+    stores the previous chunk; one chunk at a time, in order (the vectors are taken in message order), and
+    outside the transaction, so a retried one takes no more."""
+    pending = next(chunks, None)
+    if pending is None:
+        return None
+    turns = chunk_turns(pending)
+    return turns, source.take(sum(len(t.kept) for t in turns))
 
 
 def chunk_turns(pending: list[tuple[str, list[Message]]]) -> list[Turn]:
