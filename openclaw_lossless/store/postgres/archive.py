@@ -33,7 +33,6 @@ import contextlib
 import functools
 import gzip
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -46,8 +45,16 @@ from psycopg import sql
 from openclaw_lossless.errors import StoreUnavailable
 from openclaw_lossless.store.postgres import messages, meta
 from openclaw_lossless.store.postgres.connection import CONNECT_TIMEOUT_S, Connection, Database, translate_error
-from openclaw_lossless.store.sqlite.archive import HEADROOM, MAX_ROUNDS, Pruned, PrunePlan, WouldPrune
-from openclaw_lossless.store.sqlite.forget import _replace
+from openclaw_lossless.store.sqlite.archive import (
+    MAX_ROUNDS,
+    Pruned,
+    PrunePlan,
+    WouldPrune,
+    first_look,
+    plan_with,
+    write_archive,
+)
+from openclaw_lossless.store.sqlite.forget import write_gzip
 from openclaw_lossless.store.sqlite.transfer.export import export_records
 
 __all__ = ["Pruned", "WouldPrune", "prune", "store_lock", "used_bytes"]
@@ -141,18 +148,13 @@ def _density(conn: Connection) -> tuple[int, int, float] | None:
 
 def plan(conn: Connection, limit_mb: float) -> PrunePlan | None:
     """How many of the oldest messages must go to get under the limit (None when under it or disabled); the
-    SQLite module's arithmetic, with this store's measure."""
-    if limit_mb <= 0:
-        return None
-    limit, used = int(limit_mb * 1024 * 1024), used_bytes(conn)
-    if used <= limit:
-        return None
-    total = messages.count(conn)
-    if total == 0:
-        return None
-    count = min(total, max(1, int((used - limit * HEADROOM) / (used / total)) + 1))
-    row = conn.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET %s", (count - 1,)).fetchone()
-    return PrunePlan(used, limit, count, None if row is None else int(row[0]))
+    SQLite module's arithmetic (``plan_with``), with this store's measure."""
+    return plan_with(
+        limit_mb,
+        lambda: used_bytes(conn),
+        lambda: messages.count(conn),
+        lambda n: conn.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET %s", (n - 1,)).fetchone(),
+    )
 
 
 # -- archiving --------------------------------------------------------------------------------------------------
@@ -170,11 +172,9 @@ def prune(
 
     ``progress`` is told of every message written to an archive (the CLI's bar).
     """
-    todo = plan(db.reader(), limit_mb)
-    if todo is None or todo.last_message_id is None:
-        return Pruned(0, [], None)
-    if dry_run:
-        return WouldPrune(todo.message_count, todo.used_bytes)
+    answer = first_look(plan(db.reader(), limit_mb), dry_run=dry_run)
+    if answer is not None:
+        return answer
     with store_lock(db, wait=False) as taken:
         if not taken:
             return Pruned(0, [], None, skipped=SKIPPED)
@@ -223,38 +223,8 @@ def _write_archive(
     progress: Callable[[int], object] | None,
 ) -> tuple[Path, list[int]]:
     """Write the messages still stored among ``ids`` to a new archive (0600, fsynced, renamed into place, the
-    directory fsynced); returns its path and the ids written."""
-    archive_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(archive_dir, 0o700)
-    path = archive_dir / f"messages-{time.strftime('%Y%m%dT%H%M%S')}-{last_id}.jsonl.gz"
-    partial = path.with_suffix(".partial")
-    written: list[int] = []
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
-            for record in _records(conn, ids):
-                out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
-                written.append(int(record["id"]))
-                if progress is not None:
-                    progress(1)
-            out.close()
-            raw.flush()
-            os.fsync(raw.fileno())
-    except BaseException:
-        partial.unlink(missing_ok=True)  # an archive not finished is no archive: nothing was removed for it
-        raise
-    os.replace(partial, path)
-    _fsync_dir(archive_dir)
-    return path, written
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable: the directory's entry is on disk before the messages are removed."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    directory fsynced: the SQLite module's ``write_archive``); returns its path and the ids written."""
+    return write_archive(archive_dir, last_id, _records(conn, ids), progress)
 
 
 def _remove_or_discard(db: Database, path: Path, written: list[int]) -> list[int]:
@@ -303,7 +273,7 @@ def _keep_only(path: Path, ids: set[int]) -> None:
     """Rewrite the archive with only the lines of ``ids`` (atomically, fsynced)."""
     with gzip.open(path, "rb") as handle:
         kept = [raw for raw in handle if int(json.loads(raw)["id"]) in ids]
-    _replace(path, kept)
+    write_gzip(path, kept, path.with_suffix(".forget-partial"))
 
 
 def _reclaim(db: Database, per_message: float) -> None:

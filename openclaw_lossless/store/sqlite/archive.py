@@ -9,16 +9,17 @@ brings it back.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.forget import write_gzip
 from openclaw_lossless.store.sqlite.transfer import export_records
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
@@ -62,18 +63,41 @@ def used_bytes(conn: Connection) -> int:
 
 def plan(conn: Connection, limit_mb: float) -> PrunePlan | None:
     """How many of the oldest messages must go to get under the limit (None when under it or disabled)."""
+    return plan_with(
+        limit_mb,
+        lambda: used_bytes(conn),
+        lambda: int(conn.execute("SELECT count(*) FROM messages").fetchone()[0]),
+        lambda n: conn.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET ?", (n - 1,)).fetchone(),
+    )
+
+
+def plan_with(
+    limit_mb: float, used: Callable[[], int], total: Callable[[], int], nth: Callable[[int], Sequence[Any] | None]
+) -> PrunePlan | None:
+    """The prune's arithmetic, asking the store only what it needs: ``used`` (its measure of bytes in use),
+    ``total`` (its messages) and ``nth`` (the row of the n-th oldest message's id). Both backends plan by it,
+    so they archive the same share of a store over its limit, each by its own measure of what is used."""
     if limit_mb <= 0:
         return None
-    limit, used = int(limit_mb * 1024 * 1024), used_bytes(conn)
-    if used <= limit:
+    limit, in_use = int(limit_mb * 1024 * 1024), used()
+    if in_use <= limit:
         return None
-    total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-    if total == 0:
+    messages = total()
+    if messages == 0:
         return None
-    per_message = used / total
-    count = min(total, max(1, int((used - limit * HEADROOM) / per_message) + 1))
-    row = conn.execute("SELECT id FROM messages ORDER BY id LIMIT 1 OFFSET ?", (count - 1,)).fetchone()
-    return PrunePlan(used, limit, count, None if row is None else int(row[0]))
+    count = min(messages, max(1, int((in_use - limit * HEADROOM) / (in_use / messages)) + 1))
+    row = nth(count)
+    return PrunePlan(in_use, limit, count, None if row is None else int(row[0]))
+
+
+def first_look(todo: PrunePlan | None, *, dry_run: bool) -> Pruned | WouldPrune | None:
+    """What a prune answers before archiving anything (nothing to do, or a dry run's count), or None to go on;
+    one answer for both backends."""
+    if todo is None or todo.last_message_id is None:
+        return Pruned(0, [], None)
+    if dry_run:
+        return WouldPrune(todo.message_count, todo.used_bytes)
+    return None
 
 
 def prune(
@@ -90,10 +114,10 @@ def prune(
     minutes).
     """
     todo = plan(db.reader(), limit_mb)
-    if todo is None or todo.last_message_id is None:
-        return Pruned(0, [], None)
-    if dry_run:
-        return WouldPrune(todo.message_count, todo.used_bytes)
+    answer = first_look(todo, dry_run=dry_run)
+    if answer is not None:
+        return answer
+    assert todo is not None, "first_look answers for no plan"
     pruned, paths = 0, []
     for _ in range(MAX_ROUNDS):  # the per-message estimate includes fixed overhead: a second round may be needed
         last_id = todo.last_message_id or 0
@@ -119,25 +143,32 @@ def _reclaim(db: Database) -> None:
 def _write_archive(
     conn: Connection, archive_dir: Path, last_id: int, progress: Callable[[int], object] | None = None
 ) -> Path:
+    path, _ = write_archive(archive_dir, last_id, export_records(conn, "m.id <= ?", (last_id,)), progress)
+    return path
+
+
+def write_archive(
+    archive_dir: Path, last_id: int, records: Iterable[dict[str, Any]], progress: Callable[[int], object] | None
+) -> tuple[Path, list[int]]:
+    """Write the records (message export lines) to a new archive in ``archive_dir`` (0700), named by the time
+    and ``last_id``, 0600, fsynced and renamed into place (``forget.write_gzip``); returns its path and the ids
+    written. ``progress`` is told of each line. Both backends write their archives here, so the files' names,
+    lines and durability are one definition; an archive not finished is no archive: nothing is removed for it.
+    """
     archive_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(archive_dir, 0o700)
     path = archive_dir / f"messages-{time.strftime('%Y%m%dT%H%M%S')}-{last_id}.jsonl.gz"
-    partial = path.with_suffix(".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
-            for record in export_records(conn, "m.id <= ?", (last_id,)):
-                out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
-                if progress is not None:
-                    progress(1)
-            out.flush()
-            raw.flush()
-            os.fsync(raw.fileno())
-    except BaseException:
-        partial.unlink(missing_ok=True)  # an archive not finished is no archive: nothing was removed for it
-        raise
-    os.replace(partial, path)
-    return path
+    written: list[int] = []
+
+    def lines() -> Iterator[bytes]:
+        for record in records:
+            yield json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            written.append(int(record["id"]))  # runs once the line is written (the writer asks for the next)
+            if progress is not None:
+                progress(1)
+
+    write_gzip(path, lines(), path.with_suffix(".partial"))
+    return path, written
 
 
 def _remove(conn: Connection, path: Path, last_id: int) -> int:

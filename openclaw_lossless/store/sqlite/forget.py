@@ -24,7 +24,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -431,7 +431,7 @@ def rewrite_archive_files(archive_dir: Path, tombstoned: Callable[[list[bytes]],
             raws = list(handle)
         dead = tombstoned(raws)
         if dead:
-            _replace(path, [raw for n, raw in enumerate(raws) if n not in dead])
+            write_gzip(path, [raw for n, raw in enumerate(raws) if n not in dead], path.with_suffix(".forget-partial"))
             rewritten += 1
     return rewritten
 
@@ -459,20 +459,37 @@ def line_identities(raws: list[bytes]) -> Iterator[tuple[int, str, bytes]]:
             continue
 
 
-def _replace(path: Path, lines: list[bytes]) -> None:
-    partial = path.with_suffix(".forget-partial")
+def write_gzip(path: Path, lines: Iterable[bytes], partial: Path) -> None:
+    """Write ``lines`` gzip-compressed to ``partial`` (0600), complete (the gzip trailer written) and fsynced,
+    then rename it over ``path`` and fsync the folder: a reader, or a crash, finds the old file or the whole
+    new one, never a part. ``partial`` is removed when the writing fails (``lines`` raising too): an archive not
+    finished is no archive.
+
+    Every archive file is written through it, new or rewritten, by either backend (a prune's archive, a forget's
+    rewrite), so they are all as durable as the most careful of them.
+    """
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as out:
             for line in lines:
                 out.write(line)
-            out.flush()
+            out.close()
             raw.flush()
             os.fsync(raw.fileno())
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename durable: the directory's entry is on disk before what depends on it (a removal) runs."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def forgotten_count(conn: Connection) -> int:
