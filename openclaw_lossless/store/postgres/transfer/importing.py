@@ -159,7 +159,7 @@ class BatchWriter:
 
     def apply(self, conn: Connection, line: Line) -> None:
         self._line_sessions.clear()
-        outcome = self._apply_guarded(conn, line) if self.guarded else self._apply(conn, line)
+        outcome = self._apply_guarded(conn, line) if self.guarded else apply_line(self, conn, line)
         if outcome is not None:  # a line rolled back created no session
             self.sessions.update(self._line_sessions)
         count_outcome(self.report, line, outcome)
@@ -167,7 +167,7 @@ class BatchWriter:
     def _apply_guarded(self, conn: Connection, line: Line) -> Outcome | None:
         try:
             with conn.transaction():  # a savepoint
-                return self._apply(conn, line)
+                return apply_line(self, conn, line)
         except _AlreadyStored as stored:
             assert isinstance(line, MessageLine)
             self._line_sessions.clear()  # rolled back with the line
@@ -175,9 +175,6 @@ class BatchWriter:
             return "present"
         except _LINE_ERRORS:
             return None
-
-    def _apply(self, conn: Connection, line: Line) -> Outcome:
-        return apply_line(self, conn, line)
 
     def forgotten(self, conn: Connection, line: ForgottenLine) -> Outcome:
         new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)

@@ -168,15 +168,12 @@ class Importer:
             # recorded after the insert), at most a session or turn noted as this import's own, which it still is.
             conn.execute(f"SAVEPOINT {_SAVEPOINT}")
             try:
-                outcome: Outcome | None = self._apply(conn, line)
+                outcome: Outcome | None = apply_line(self, conn, line)
             except (BadRequest, OverflowError, UnicodeEncodeError, self.db.module.IntegrityError):
                 conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
                 outcome = None
             conn.execute(f"RELEASE {_SAVEPOINT}")
             count_outcome(self.report, line, outcome)
-
-    def _apply(self, conn: Connection, line: Line) -> Outcome:
-        return apply_line(self, conn, line)
 
     def forgotten(self, conn: Connection, line: ForgottenLine) -> Outcome:
         new = honour(conn, line.session_id, line.content_hash, line.window_key, line.forgotten_at)
