@@ -20,6 +20,7 @@ pytest.register_assert_rewrite("tests.e2e.checks")
 from tests.e2e.prerequisites import unavailable  # noqa: E402 - after the rewrite hook, as pytest asks
 
 HERE = Path(__file__).resolve().parent
+E2E_SCHEMA = "suite_e2e"  # the run's store on the suite's PostgreSQL pass
 Report = dict[str, Any]
 
 
@@ -46,7 +47,10 @@ def install_openclaw() -> Path:
 
 
 @pytest.fixture(scope="session")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+def report(tmp_path_factory: pytest.TempPathFactory, suite_database: str | None) -> Report:
+    """The whole run's evidence. On the suite's PostgreSQL pass, the gateway's sidecar (and every CLI the run
+    starts) stores into a schema of its own on the suite's server: the run's environment names it, as a user's
+    would, and the PostgreSQL server's Unix socket is reachable from inside the private network namespace."""
     prefix = unshare_prefix()
     if prefix is None:
         unavailable(
@@ -59,7 +63,10 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     cache = install_openclaw()
     workdir = tmp_path_factory.mktemp("openclaw-e2e")
     report_path = workdir / "report.json"
-    env = {**os.environ, "LOSSLESS_E2E_OUTER_NETNS": os.readlink("/proc/self/ns/net")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOSSLESS_DATABASE_")}
+    env["LOSSLESS_E2E_OUTER_NETNS"] = os.readlink("/proc/self/ns/net")
+    if suite_database is not None:
+        env |= {"LOSSLESS_DATABASE_URL": suite_database, "LOSSLESS_DATABASE_SCHEMA": E2E_SCHEMA}
     command = [*prefix, sys.executable, str(HERE / "driver.py"), "--cache", str(cache), "--workdir", str(workdir),
                "--report", str(report_path), "--venv-bin", str(venv_bin), "--sidecar", mode]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env, check=False)

@@ -2,7 +2,7 @@
 
 ``Run`` owns every process of a run (the gateway, a sidecar started by hand, a foreign server), writes the
 isolated ``OPENCLAW_HOME`` config, sends turns the way ``openclaw agent`` does, and reads the evidence: the
-fake model's request log, the gateway log, the sidecar's API and its SQLite store (read-only). It asserts
+fake model's request log, the gateway log, the sidecar's API and its store (read-only, on either backend). It asserts
 nothing.
 """
 
@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ if str(REPO) not in sys.path:
 
 from tests.e2e import fake_model, transcripts  # noqa: E402 - the repository root is on the path only now
 from tests.e2e.loopback import free_port, http_json, own_namespace_pids, wait_until  # noqa: E402
+from tests.e2e.store_reader import StoreReader  # noqa: E402
 
 JsonObj = dict[str, Any]
 
@@ -356,26 +356,29 @@ class Run:
         except RuntimeError:
             return []
 
+    @property
+    def store_reader(self) -> StoreReader:
+        """The sidecar's store as this run's environment names it: its SQLite file, or its PostgreSQL schema."""
+        return StoreReader.of(self.state_dir, self.env)
+
     def store(self, sql: str, *params: Any) -> list[JsonObj] | None:
-        """Rows of the sidecar's own SQLite store, opened read-only: what it recorded, not what its API says.
+        """Rows of the sidecar's own store, read-only: what it recorded, not what its API says.
 
         None with the stub sidecar, which keeps its store in memory."""
         if self.sidecar_mode == "stub":
             return None
-        uri = f"{(self.state_dir / 'lossless.sqlite').as_uri()}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
-            conn.row_factory = sqlite3.Row
-            return [dict(row) for row in conn.execute(sql, params)]
+        return self.store_reader.rows(sql, *params)
 
     def session_rows(self) -> list[JsonObj] | None:
         return self.store("SELECT id, session_id, session_key FROM sessions ORDER BY id")
 
     def rows_holding(self, probe: str) -> list[JsonObj] | None:
         """Every stored message whose text holds `probe`, with the session it is stored under."""
+        holds = "instr(m.text, ?)" if self.store_reader.url is None else "strpos(m.text, ?)"
         return self.store(
-            "SELECT m.id, m.role, m.kind, m.cites, m.original, m.turn_rowid, s.id AS sessionRow,"
-            " s.session_id AS sessionId, s.session_key AS sessionKey"
-            " FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE instr(m.text, ?) > 0 ORDER BY m.id",
+            'SELECT m.id, m.role, m.kind, m.cites, m.original, m.turn_rowid, s.id AS "sessionRow",'
+            ' s.session_id AS "sessionId", s.session_key AS "sessionKey"'
+            f" FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE {holds} > 0 ORDER BY m.id",
             probe,
         )
 
@@ -426,7 +429,7 @@ class Run:
         """Every host transcript message against the store (see ``transcripts``); {} with the stub sidecar."""
         if self.sidecar_mode == "stub":
             return {}
-        return transcripts.audit(self.home / ".openclaw", self.state_dir / "lossless.sqlite")
+        return transcripts.audit(self.home / ".openclaw", self.store_reader)
 
     # -- teardown -----------------------------------------------------------------------------------
 

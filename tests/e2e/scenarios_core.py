@@ -73,8 +73,8 @@ def scenario_compaction(run: Run) -> JsonObj:
         "question": question.view(),
         "storeCompactions": stats.get("compactions"),
         "storeCompactionRows": run.store(
-            "SELECT s.session_id AS sessionId, s.session_key AS sessionKey, c.tokens_before AS tokensBefore,"
-            " c.tokens_after AS tokensAfter, c.compacted, c.summary, c.reason"
+            'SELECT s.session_id AS "sessionId", s.session_key AS "sessionKey", c.tokens_before AS "tokensBefore",'
+            ' c.tokens_after AS "tokensAfter", c.compacted, c.summary, c.reason'
             " FROM compactions c JOIN sessions s ON s.id = c.session_rowid ORDER BY c.id"
         ),
     }
@@ -139,8 +139,8 @@ def subagents_settled(run: Run) -> bool:
 def outcome_rows(run: Run) -> list[JsonObj] | None:
     """The outcome records onSubagentEnded copied into a parent, with the child message each one cites."""
     return run.store(
-        "SELECT o.id, o.text, o.original, o.cites, ps.session_id AS sessionId, ps.session_key AS sessionKey,"
-        " c.role AS citedRole, c.text AS citedText, cs.session_key AS citedSessionKey"
+        'SELECT o.id, o.text, o.original, o.cites, ps.session_id AS "sessionId", ps.session_key AS "sessionKey",'
+        ' c.role AS "citedRole", c.text AS "citedText", cs.session_key AS "citedSessionKey"'
         " FROM messages o JOIN sessions ps ON ps.id = o.session_rowid"
         " LEFT JOIN messages c ON c.id = o.cites LEFT JOIN sessions cs ON cs.id = c.session_rowid"
         " WHERE o.kind = 'outcome' ORDER BY o.id"
@@ -172,8 +172,8 @@ def scenario_subagents(run: Run) -> JsonObj:
     with run.timed("outcomeInParent"):
         wait_until(lambda: bool(outcome_rows(run) or run.sidecar_mode == "stub"), timeout=30, interval=1)
     links = run.store(
-        "SELECT parent_session_key AS parentKey, child_session_key AS childKey, context_mode AS contextMode,"
-        " ended_at AS endedAt, ended_reason AS endedReason FROM subagent_links ORDER BY id"
+        'SELECT parent_session_key AS "parentKey", child_session_key AS "childKey", context_mode AS "contextMode",'
+        ' ended_at AS "endedAt", ended_reason AS "endedReason" FROM subagent_links ORDER BY id'
     )
     outcomes = outcome_rows(run)
     run.turn("/new")  # typed, as a user starts over: the parent's history no longer holds the child's report
@@ -225,8 +225,13 @@ def scenario_import_real(run: Run) -> JsonObj:
     common = ["--state-dir", str(target), "--port", str(free_port()), "--json"]
     cli = str(run.venv_bin / "openclaw-lossless")
 
+    # A fresh store is a new state dir on SQLite; on PostgreSQL the schema names the store, so it needs its own.
+    env = run.env | (
+        {"LOSSLESS_DATABASE_SCHEMA": f"{run.store_reader.schema}_imported"} if run.store_reader.url else {}
+    )
+
     def lossless(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([cli, *args, *common], env=run.env, capture_output=True, text=True, timeout=300)
+        return subprocess.run([cli, *args, *common], env=env, capture_output=True, text=True, timeout=300)
 
     state = str(run.home / ".openclaw")
     databases = sorted(run.home.rglob("openclaw-agent.sqlite"))

@@ -57,6 +57,18 @@ def test_engine_selected_and_every_turn_committed(report: Report) -> None:
         assert sessions == {(result["sessionId"], MAIN_KEY), (side["sessionId"], SIDE_KEY)}, sessions
 
 
+def test_the_gateways_sidecar_is_on_the_store_this_pass_names(report: Report, request: pytest.FixtureRequest) -> None:
+    """On the suite's PostgreSQL pass the whole run (gateway, sidecar, CLI, the store reads of these checks) is
+    on PostgreSQL + pgvector, as a user who sets ``LOSSLESS_DATABASE_URL`` gets; otherwise on SQLite."""
+    if not with_store(report):
+        pytest.skip("the stub sidecar keeps its store in memory")
+    database = scenario(report, "selected")["health"]["database"]
+    if request.config.getoption("--store-backend") == "postgresql":
+        assert database["backend"] == "postgresql" and database["vectorExtension"].startswith("pgvector "), database
+    else:
+        assert database["backend"] == "sqlite" and database["vectorExtension"].startswith("sqlite-vec "), database
+
+
 def test_fact_survives_compaction(report: Report) -> None:
     result = scenario(report, "compaction")
     compact = result["compact"]

@@ -1,12 +1,12 @@
 """The exactly-once audit: every message in the host's own transcripts against the sidecar's store.
 
 The host's transcript store (``agents/<id>/agent/openclaw-agent.sqlite``, table ``transcript_events``) is the
-ground truth of what was said. Both it and the sidecar's ``lossless.sqlite`` are opened read-only. A message is
-identified on both sides the same way, by this module and not by the product's code: its session id, role,
-the message's own ``timestamp`` (ms) and its plain text (string content or text blocks, with tool calls as
-their names; what the store redacted matches any text). A host message is then found in the store 0 times
-(missing), once (good) or more (duplicated); a stored message no host transcript holds is reported too
-(``storeOnly``).
+ground truth of what was said. Both it and the sidecar's store (``store_reader.py``: its ``lossless.sqlite``,
+or its PostgreSQL schema) are read read-only. A message is identified on both sides the same way, by this
+module and not by the product's code: its session id, role, the message's own ``timestamp`` (ms) and its
+plain text (string content or text blocks, with tool calls as their names; what the store redacted matches
+any text). A host message is then found in the store 0 times (missing), once (good) or more (duplicated); a
+stored message no host transcript holds is reported too (``storeOnly``).
 
 One exception, by design: the messages of a turn the host committed as a heartbeat (``isHeartbeat``; the
 store keeps such a turn's row, flagged, and none of its messages while ``skipHeartbeats`` is on) may be stored
@@ -32,6 +32,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.e2e.store_reader import StoreReader
 
 JsonObj = dict[str, Any]
 Key = tuple[str, str, int, str]
@@ -129,22 +131,20 @@ def host_messages(openclaw_state: Path) -> tuple[list[JsonObj], int]:
     return found, unread
 
 
-def heartbeat_turns(database: Path) -> set[str]:
+def heartbeat_turns(store: StoreReader) -> set[str]:
     """The advancement keys of the turns the store recorded as heartbeats (their messages are not kept)."""
-    with contextlib.closing(_open_ro(database)) as conn:
-        return {str(row[0]) for row in conn.execute("SELECT advancement_key FROM turns WHERE heartbeat = 1")}
+    return {str(row["advancement_key"]) for row in store.rows("SELECT advancement_key FROM turns WHERE heartbeat")}
 
 
-def store_messages(database: Path) -> list[JsonObj]:
+def store_messages(store: StoreReader) -> list[JsonObj]:
     """The store's own messages (kind 'message': not the outcome copies it derives), keyed as the host's."""
-    with contextlib.closing(_open_ro(database)) as conn:
-        rows = conn.execute(
-            "SELECT m.id, s.session_id, s.session_key, m.original FROM messages m"
-            " JOIN sessions s ON s.id = m.session_rowid WHERE m.kind = 'message' ORDER BY m.id"
-        ).fetchall()
+    rows = store.rows(
+        "SELECT m.id, s.session_id, s.session_key, m.original FROM messages m"
+        " JOIN sessions s ON s.id = m.session_rowid WHERE m.kind = 'message' ORDER BY m.id"
+    )
     return [
-        {"id": row_id, "sessionKey": key, "key": message_key(session_id, json.loads(original))}
-        for row_id, session_id, key, original in rows
+        {"id": r["id"], "sessionKey": r["session_key"], "key": message_key(r["session_id"], json.loads(r["original"]))}
+        for r in rows
     ]
 
 
@@ -162,11 +162,12 @@ def same_text(host: str, stored: str) -> bool:
     return re.fullmatch(pattern, host, re.DOTALL) is not None
 
 
-def audit(openclaw_state: Path, database: Path) -> JsonObj:
+def audit(openclaw_state: Path, store: StoreReader) -> JsonObj:
     """How often each host message is in the store: the lists of missing, duplicated and store-only messages."""
     host, unread = host_messages(openclaw_state)
-    stored = store_messages(database) if database.exists() else []
-    heartbeats = heartbeat_turns(database) if database.exists() else set()
+    there = store.exists()
+    stored = store_messages(store) if there else []
+    heartbeats = heartbeat_turns(store) if there else set()
     slots: dict[tuple[str, str, int], list[JsonObj]] = defaultdict(list)
     for row in stored:
         slots[row["key"][:3]].append(row)
