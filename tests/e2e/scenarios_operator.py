@@ -18,7 +18,7 @@ from typing import Any
 from tests.e2e import fake_model
 from tests.e2e.gateway import DEGRADED_LINE, FACT_PROBE, MAIN_KEY, JsonObj, Run
 from tests.e2e.loopback import free_port, wait_until
-from tests.e2e.transcripts import plain_text
+from tests.e2e.transcripts import converged, plain_text
 
 HELD_LINE = "is held by another program"
 COMMAND_MESSAGES = ("/lossless", "/lossless why", "/lossless search staging database password")
@@ -143,7 +143,11 @@ def scenario_doctor(run: Run) -> JsonObj:
     """``doctor`` on the state the real gateway wrote: as it is, then with each misconfiguration a user makes.
 
     The wrong port is paired with autoStart off: with it on, nothing on that port is fine (the plugin starts its
-    sidecar there), and doctor says so as a note."""
+    sidecar there), and doctor says so as a note. "As it is" means at rest: the host writes a turn's messages
+    to its transcript as the turn runs and hands them to the engine when it ends, so a turn still running (the
+    parent's follow-up to a subagent's announcement) is a gap until then. The run waits for every host message
+    to be stored (the audit's verdict, at most a minute) before asking doctor; a message never stored still
+    fails, by doctor's finding."""
     wrong_port = free_port()
     bare, wrong_url = f"127.0.0.1:{run.sidecar_port}", f"http://127.0.0.1:{wrong_port}"
     cases: dict[str, Any] = {
@@ -152,7 +156,10 @@ def scenario_doctor(run: Run) -> JsonObj:
         "urlNoScheme": lambda c: lossless_entry(c)["config"].__setitem__("sidecarUrl", bare),
         "urlWrongPort": lambda c: lossless_entry(c)["config"].update(sidecarUrl=wrong_url, autoStart=False),
     }
-    result: JsonObj = {"healthy": doctor_json(run, run.home / ".openclaw"), "wrongPort": wrong_port, "bareUrl": bare}
+    with run.timed("doctorAtRest"):
+        at_rest = run.sidecar_mode == "stub" or wait_until(lambda: converged(run.audit()), timeout=60, interval=2)
+    result: JsonObj = {"atRest": at_rest, "healthy": doctor_json(run, run.home / ".openclaw")}
+    result |= {"wrongPort": wrong_port, "bareUrl": bare}
     for name, change in cases.items():
         result[name] = doctor_json(run, misconfigured(run, name, change, json5=name == "slotLegacy"))
     return result

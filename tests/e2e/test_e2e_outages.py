@@ -106,7 +106,10 @@ def test_doctor_reports_each_misconfiguration_of_the_real_state(report: Report) 
     healthy = findings(result["healthy"])
     codes = {f.get("code") for f in healthy if f["ok"]}
     assert codes >= CHAIN_OK, healthy
-    assert not [f for f in healthy if not f["ok"]], healthy
+    assert not [f for f in healthy if not f["ok"]], (
+        f"every host message stored before doctor ran: {result['atRest']}",
+        healthy,
+    )
     assert "lossless" in failing(result["slotLegacy"], "slot_not_lossless")["fix"]
     assert "plugins enable lossless" in failing(result["entryDisabled"], "entry_disabled")["fix"]
     assert "http://" in failing(result["urlNoScheme"], "sidecar_url_invalid")["fix"]
