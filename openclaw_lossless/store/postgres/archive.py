@@ -207,8 +207,8 @@ def _records(conn: Connection, ids: Sequence[int]) -> Iterator[dict[str, Any]]:
     """The messages' export lines, oldest first, a slice at a time.
 
     The SQLite module's ``export_records`` reads them: its statement is the same on both servers given a
-    condition in this driver's parameter style (``store/postgres/transfer/export.py`` holds the same text),
-    so the line format has one definition.
+    condition in this driver's parameter style (``store/postgres/transfer/export.py`` reads by the same
+    statement, ``MESSAGES``), so the line format has one definition.
     """
     for start in range(0, len(ids), READ_SLICE):
         chunk = list(ids[start : start + READ_SLICE])
