@@ -5,8 +5,10 @@ the host does with a turn it got no answer for: re-delivers it with the same adv
 acknowledged (``committed``, or ``duplicate`` when the lost answer was for a stored turn). Meanwhile the
 real ``serve`` process, with the real local model embedding the backlog, is killed with SIGKILL at random
 moments (some while it is still starting) and restarted. At the end every acknowledged turn must be stored
-exactly once, the file must pass ``integrity_check``, full-text and vector indexes must match the messages,
-and the backlog must drain.
+exactly once, the store must pass its integrity check (SQLite's ``integrity_check`` and FTS5's, or amcheck on
+PostgreSQL), full-text and vector indexes must match the messages, and the backlog must drain. On the suite's
+PostgreSQL pass the same test runs against a PostgreSQL store (the served sidecar inherits the settings that
+name it); several sidecars killed at once are ``tests/postgres/test_many_sidecars.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from openclaw_lossless.config import Settings
 from openclaw_lossless.store.sqlite.connection import open_connection
+from tests.helpers import keyword_rows, make_settings, store_rows
 from tests.reliability import SidecarProcess, record
 
 KILLS = 20
@@ -81,9 +85,6 @@ class Driver:
 
 
 @pytest.mark.slow
-# The verdict reads the SQLite file (integrity, FTS5 and vec0 checks); PostgreSQL under SIGKILL is
-# tests/postgres/test_many_sidecars.py (four sidecar processes killed while committing and recalling).
-@pytest.mark.sqlite_only
 def test_sigkill_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     rng = random.Random(20261122)
     server = SidecarProcess(tmp_path / "state")
@@ -122,7 +123,8 @@ def test_sigkill_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None
         server.stop()
 
     acknowledged = {key: status for d in drivers for key, status in d.acknowledged.items()}
-    figures: dict[str, float] = dict(verify_store(server.state_dir / "lossless.sqlite", set(acknowledged)))
+    settings = make_settings(server.state_dir)  # the store the served sidecar was on, either backend
+    figures: dict[str, float] = dict(verify_store(settings, set(acknowledged)))
     figures |= {
         "kills": kills,
         "sessions": SESSIONS,
@@ -132,40 +134,36 @@ def test_sigkill_under_load_loses_and_duplicates_nothing(tmp_path: Path) -> None
         "killPhaseS": round(killed_for, 1),
         "drainS": round(drained_for, 1),
     }
-    record("crash", figures)
+    record("crash" if settings.database_url is None else "crash-postgresql", figures)
     assert kills >= KILLS
     assert len(acknowledged) > KILLS, "the driver got too few turns through to prove anything"
     assert figures["turnsLost"] == 0
     assert figures["duplicates"] == 0
 
 
-def verify_store(path: Path, acknowledged: set[str]) -> dict[str, int]:
-    """Count lost and duplicated turns and messages, and assert the file and its indexes are sound."""
-    conn = open_connection(path, readonly=True)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        stored_keys = [r[0] for r in conn.execute("SELECT advancement_key FROM turns")]
-        per_turn = dict(
-            conn.execute(
-                "SELECT t.advancement_key, count(m.id) FROM turns t LEFT JOIN messages m ON m.turn_rowid = t.id"
-                " GROUP BY t.id"
-            ).fetchall()
+def verify_store(settings: Settings, acknowledged: set[str]) -> dict[str, int]:
+    """Count lost and duplicated turns and messages, and assert the store and its indexes are sound."""
+    assert_sound(settings)
+
+    def rows(sql: str) -> list[tuple[object, ...]]:
+        return store_rows(settings, sql)
+
+    stored_keys = [str(r[0]) for r in rows("SELECT advancement_key FROM turns")]
+    per_turn = {
+        str(key): int(str(count))
+        for key, count in rows(
+            "SELECT t.advancement_key, count(m.id) FROM turns t LEFT JOIN messages m ON m.turn_rowid = t.id"
+            " GROUP BY t.id, t.advancement_key"
         )
-        texts = Counter(r[0] for r in conn.execute("SELECT text FROM messages"))
-        messages = sum(texts.values())
-        vectors = conn.execute("SELECT count(*) FROM message_vectors").fetchone()[0]
-        orphans = conn.execute(
-            "SELECT count(*) FROM message_vectors WHERE message_id NOT IN (SELECT id FROM messages)"
-        ).fetchone()[0]
-        backlog = conn.execute("SELECT count(*) FROM embedding_backlog").fetchone()[0]
-        sample = conn.execute("SELECT id, text FROM messages ORDER BY random() LIMIT 50").fetchall()
-        for message_id, text in sample:  # every message is found by its own unique token
-            token = text.rsplit("token ", 1)[1]
-            found = [r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (token,))]
-            assert found == [message_id], f"full-text index out of step for msg:{message_id}"
-    finally:
-        conn.close()
-    fts_check(path)
+    }
+    texts = Counter(str(r[0]) for r in rows("SELECT text FROM messages"))
+    messages = sum(texts.values())
+    vectors = int(str(rows("SELECT count(*) FROM message_vectors")[0][0]))
+    orphans = rows("SELECT count(*) FROM message_vectors WHERE message_id NOT IN (SELECT id FROM messages)")[0][0]
+    backlog = rows("SELECT count(*) FROM embedding_backlog")[0][0]
+    for message_id, text in rows("SELECT id, text FROM messages ORDER BY random() LIMIT 50"):
+        token = str(text).rsplit("token ", 1)[1]  # every message is found by its own unique token
+        assert keyword_rows(settings, token) == [message_id], f"full-text index out of step for msg:{message_id}"
     lost = acknowledged - set(stored_keys)
     assert not lost, f"acknowledged turns lost: {sorted(lost)[:10]}"
     assert len(stored_keys) == len(set(stored_keys))
@@ -181,6 +179,28 @@ def verify_store(path: Path, acknowledged: set[str]) -> dict[str, int]:
         "messages": messages,
         "vectors": vectors,
     }
+
+
+def assert_sound(settings: Settings) -> None:
+    """The store's own integrity checks: SQLite's ``integrity_check`` and FTS5's index check of the file, or on
+    PostgreSQL amcheck over every table and B-tree/GIN index (the suite's role is a superuser)."""
+    if settings.database_url is None:
+        conn = open_connection(settings.database_path, readonly=True)
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        finally:
+            conn.close()
+        fts_check(settings.database_path)
+        return
+    from openclaw_lossless.store.postgres import checks
+    from openclaw_lossless.store.postgres.connection import Database
+
+    db = Database(settings.database_url.get_secret_value(), schema=settings.database_schema)
+    try:
+        assert checks.amcheck_usable(db.reader())
+        assert checks.integrity_problems(db.reader()) == ["ok"]
+    finally:
+        db.close()
 
 
 def fts_check(path: Path) -> None:
