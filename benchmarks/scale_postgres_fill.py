@@ -24,6 +24,11 @@ The secondary indexes of ``messages`` (the GIN keyword index above all: each row
 posting-tree updates with ``fastupdate = off``) are dropped before the fill and built again after, each
 from the definition the catalog holds (``pg_get_indexdef``), so they come back exactly as the migrations
 made them. ``tests/postgres/test_scale_fill.py`` checks the two fills leave the same rows.
+
+The rows are the same; their bytes on disk nearly so. At 100,000 messages (beyond the text, per message): 3,669
+bytes after this fill against 3,660 after the commit path; the keyword index built in one go is 85 bytes
+against 101 grown row by row, the heap 42 bytes more (``COPY`` fills its pages a little less), and the
+commit path leaves an 18-byte backlog index of rows queued and taken off again.
 """
 
 from __future__ import annotations
