@@ -79,13 +79,6 @@ def probe(state: Path, work: Path, label: str) -> dict[str, Any]:
         sidecar.close()
 
 
-def percentiles(samples_s: list[float]) -> dict[str, float]:
-    from benchmarks.harness import percentile
-
-    ms = [s * 1000 for s in samples_s]
-    return {f"p{q}": round(percentile(ms, q, interpolate=True), 2) for q in (50, 95)}
-
-
 def make_inputs(work: Path, queries: int, turns: int) -> None:
     """The prompts, the window and the turns every process times, written once so both revisions get them."""
     from benchmarks.scale_data import AGENT, ChatGenerator, Message, agent_message
@@ -237,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.work / f"{args.child}.json").write_text(json.dumps(samples))
         return 0
     sys.path.insert(0, str(REPO))
+    from benchmarks import scale_measure  # the percentiles every scale figure is given in
+
     work = Path(tempfile.mkdtemp(prefix="revision-ab-"))
     trees: dict[str, Path] = {}
     commits: dict[str, str] = {}
@@ -258,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.rounds):
             order = ("before", "after") if n % 2 == 0 else ("after", "before")
             samples = {side: run_child(trees[side], state, work, f"{side}{n}") for side in order}
-            row = {side: {f: percentiles(samples[side][f]) for f in FIGURES} for side in order}
+            row = {side: {f: scale_measure.percentiles(samples[side][f]) for f in FIGURES} for side in order}
             rounds.append({"first": order[0], **row})
             p50s = {s: {f: row[s][f]["p50"] for f in FIGURES} for s in order}
             print(json.dumps({"round": n + 1, **p50s}), flush=True)
