@@ -9,7 +9,8 @@ word is. Per query word, as FTS5 does per phrase:
   colons, ``&``, ``|``, ``!`` and parentheses in it are just characters the parser drops, and a word the
   tokenizer splits (``foo_bar``) must match as a phrase, as FTS5's quoted phrase does;
 - its document frequency is counted on the GIN index (the postings of the word, never the whole history),
-  and kept per process and store until the store grows (in a large store, by a sixteenth);
+  and kept per process and store until the store grows (in a large store, by a sixteenth); a word the
+  table's statistics put in more than ``ESTIMATED_ABOVE`` messages is taken from them instead (``ESTIMATES``);
 - its frequency in a matching message is the count of the positions of its lexemes there, and the
   message's length is its count of positions (tokens), the numbers FTS5 keeps.
 
@@ -66,12 +67,31 @@ SAMPLE_ROWS = 10_000  # beyond it, over about this many messages of pages drawn 
 CORPUS_TTL_S = 600.0
 GROWTH_MEASURED = 5_000  # messages added since the last query measured alone; more: the whole store
 CACHE_WORDS = 20_000  # word counts kept per process
+ESTIMATED_ABOVE = 10_000  # a word's count taken from ANALYZE beyond this many messages (see ``ESTIMATES``)
 _EXPRESSION = re.compile(r'"((?:[^"]|"")*)"(?: OR "((?:[^"]|"")*)")*')
 _WORD = re.compile(r'"((?:[^"]|"")*)"')
 # A vector's count of positions (its tokens), in C: ``ts_rank`` divided by itself normalised by length
 # (``cnt_length``), with one lexeme appended so that every vector matches; summing ``unnest`` costs 3x more.
 _MARK = "({v} || 'lossless_length:1'::tsvector), 'lossless_length'::tsquery"
 _TOKENS = f"(round(ts_rank({_MARK}, 0)::float8 / ts_rank({_MARK}, 2)) - 1)"
+# Why estimate: GIN has bitmap scans only, so counting a word reads every posting it has, and ``LIMIT`` stops
+# nothing; at 1M messages a common word's first count took p95 463 ms of a keyword query (115 once cached).
+# ANALYZE keeps the most common lexemes of ``messages.search`` (autovacuum's, after a tenth of the table
+# changed) with the share of sampled rows holding each: ``estimate`` is that share of the table's rows, for a
+# word of one lexeme (0 otherwise, or before any ANALYZE). Its sampling error is a few percent for a word
+# this common, and its lossy counting errs low, never high. Such a word's weight only matters when it is
+# ranked alone (``term_stats``: every word that common), where it scales every score alike.
+ESTIMATES = (
+    "WITH common AS (SELECT e.lexeme, e.share * greatest(c.reltuples, 0) AS estimate"
+    " FROM pg_stats s CROSS JOIN pg_class c"
+    " CROSS JOIN unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, share)"
+    " WHERE s.schemaname = current_schema() AND s.tablename = 'messages' AND s.attname = 'search'"
+    " AND c.oid = 'messages'::regclass)"
+)
+ESTIMATE_OF_WORD = (
+    "CROSS JOIN LATERAL (SELECT coalesce(max(common.estimate), 0) AS estimate FROM common"
+    " WHERE ARRAY[common.lexeme] = tsvector_to_array(to_tsvector('lossless', w.word))) e"
+)
 
 
 def words_of(expression: str) -> list[str]:
@@ -269,7 +289,8 @@ def _scalar(conn: Connection, query: str, params: tuple[object, ...]) -> float:
 
 
 def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str]) -> list[int]:
-    """How many messages hold each word (its phrase), counted on the GIN index: the postings of the word.
+    """How many messages hold each word (its phrase), counted on the GIN index (the postings of the word), or
+    estimated from ANALYZE's statistics when they put it in more than ``ESTIMATED_ABOVE`` messages.
 
     A count is kept per process and store until the store grows (beyond ``EXACT_CORPUS`` messages: by a
     sixteenth) or ``CORPUS_TTL_S`` passes: a word asked turn after turn (a name, the topic) is counted once,
@@ -289,9 +310,10 @@ def document_frequencies(conn: Connection, corpus: Corpus, words: Sequence[str])
         rows = (
             in_time(conn)
             .execute(
-                "SELECT w.word, (SELECT count(*) FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word))"
-                " FROM unnest(%s::text[]) AS w(word)",
-                (stale,),
+                f"{ESTIMATES} SELECT w.word, CASE WHEN e.estimate > %s THEN round(e.estimate)::bigint"
+                " ELSE (SELECT count(*) FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word)) END"
+                f" FROM unnest(%s::text[]) AS w(word) {ESTIMATE_OF_WORD}",
+                (ESTIMATED_ABOVE, stale),
             )
             .fetchall()
         )

@@ -5,11 +5,13 @@ messages is left out when the query has rarer words, the rarer ones are kept rar
 messages add up to at most ``2 × limit``, and when every word is that common only the newest ``limit``
 messages holding the first word are ranked. BM25 is then computed for at most ``2 × limit`` messages.
 
-Here a word's count is taken on the GIN index, stopping after ``limit + 1`` messages (the words not cached
-all in one statement), and cached per process and store (server, database, schema: one process may serve
-one store, a test several); a cached count is taken again once the store has grown by a quarter of
-``limit`` messages since. ``clear`` also drops the
-counts ``fulltext`` keeps for BM25, since both went down when messages were archived or forgotten.
+Here a word's count is taken on the GIN index, up to ``limit + 1`` messages (the words not cached all in one
+statement; GIN reads every posting of the word even so), unless ANALYZE's statistics put it in more than
+``ESTIMATE_MARGIN × limit`` messages: then it is common without counting. Counts are cached per process and
+store (server, database, schema: one process may serve one store, a test several); a cached count is taken
+again once the store has grown by a quarter of ``limit`` messages since. ``clear`` also drops the counts
+``fulltext`` keeps for BM25, since both went down when messages were archived or forgotten (the statistics
+follow at autovacuum's next ANALYZE).
 """
 
 from __future__ import annotations
@@ -21,9 +23,14 @@ from openclaw_lossless.store.postgres import fulltext
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.sqlite.term_stats import CACHE_TERMS, DEFAULT_LIMIT, _Count, keep_rarest
 
+# A word of one lexeme ANALYZE's statistics put in more than ``ESTIMATE_MARGIN × limit`` messages is common
+# without counting it (``fulltext.ESTIMATES`` says why); they err low, and the margin keeps a word near the
+# limit counted exactly.
+ESTIMATE_MARGIN = 2
 _COUNTS = (
-    "SELECT w.word, (SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word)"
-    " LIMIT %s) c) FROM unnest(%s::text[]) AS w(word)"
+    f"{fulltext.ESTIMATES} SELECT w.word, CASE WHEN e.estimate > %(common)s THEN %(over)s"
+    " ELSE (SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word)"
+    f" LIMIT %(over)s) c) END FROM unnest(%(words)s::text[]) AS w(word) {fulltext.ESTIMATE_OF_WORD}"
 )
 _PROBE = (
     "SELECT id FROM messages WHERE search @@ phraseto_tsquery('lossless', %s::text) ORDER BY id DESC LIMIT 1 OFFSET %s"
@@ -71,7 +78,8 @@ class TermStats:
                     counts[term] = known.count
         missing = [term for term in dict.fromkeys(terms) if term not in counts]
         if missing:
-            rows = fulltext.in_time(conn).execute(_COUNTS, (self.limit + 1, missing)).fetchall()
+            bounds = {"common": ESTIMATE_MARGIN * self.limit, "over": self.limit + 1, "words": missing}
+            rows = fulltext.in_time(conn).execute(_COUNTS, bounds).fetchall()
             with self._lock:
                 for term, count in rows:
                     counts[str(term)] = int(count)

@@ -3,14 +3,15 @@ out of the query or cut to their newest matches, with the same choices as the SQ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from openclaw_lossless.store.postgres import fulltext, migrations
-from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.term_stats import TermStats
 from openclaw_lossless.store.sqlite import fulltext as sqlite_fulltext
 from openclaw_lossless.store.sqlite.term_stats import TermStats as SqliteTermStats
@@ -19,6 +20,7 @@ from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_fulltext import MAIN, Twins, assert_same_ranking, expression, store_on_postgres
 
 twins = test_fulltext.twins  # the same messages on SQLite and PostgreSQL
+T = TypeVar("T")
 LIMIT = 5
 HISTORY = [("s0", "the zeppelin hangar lease ends in march, the budget too")]
 HISTORY += [("s0", f"budget review number {n} went fine") for n in range(30)]
@@ -131,3 +133,78 @@ def test_one_process_keeps_each_stores_counts_apart(twins: Twins, second_store: 
     assert narrowed == ('"zeppelin" OR "budget"', 0)
     found = fulltext.best_matches(second_store.reader(), *narrowed, MAIN, 10)
     assert sorted(i for i, _ in found) == sorted(ids)
+
+
+def index_scans(twins: Twins, run: Callable[[Connection], T]) -> tuple[T, int]:
+    """What ``run`` returns, and how many scans of the keyword index it started: the backend's own count, before
+    and after inside one transaction (not flushed within it). The planner is kept to indexes, as on a large
+    store: on a few dozen rows it would rather read the table."""
+    scans = "SELECT pg_stat_get_xact_numscans('messages_search'::regclass)"
+    with twins.postgres.reader().transaction() as tx:
+        tx.connection.execute("SET LOCAL enable_seqscan = off")
+        before = tx.connection.execute(scans).fetchone()
+        result = run(tx.connection)
+        after = tx.connection.execute(scans).fetchone()
+    assert before is not None and after is not None
+    return result, int(after[0]) - int(before[0])
+
+
+def index_scans_while_narrowing(twins: Twins, words: list[str], terms: TermStats) -> tuple[tuple[str, int], int]:
+    return index_scans(twins, lambda conn: terms.narrow(conn, expression(words)))
+
+
+def test_a_word_analyze_found_common_is_not_counted_on_the_index(twins: Twins) -> None:
+    """Counting a common word reads every one of its postings (GIN has no scan that stops early), so a word the
+    table's statistics put in well over ``limit`` messages is taken as common from them."""
+    ids = twins.add(HISTORY)
+    assert index_scans_while_narrowing(twins, ["zeppelin", "budget"], TermStats(LIMIT)) == (('"zeppelin"', 0), 2)
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+
+    narrowed, scans = index_scans_while_narrowing(twins, ["zeppelin", "budget"], TermStats(LIMIT))
+
+    assert (narrowed, scans) == (('"zeppelin"', 0), 1)  # only zeppelin counted: budget is in all 31
+    assert search(twins, ["zeppelin", "budget"], TermStats(LIMIT)) == [ids[0]]
+    assert sorted(search(twins, ["budget"], TermStats(LIMIT))) == ids[-LIMIT:]
+
+
+def test_a_word_near_the_limit_is_counted_even_when_analyzed(twins: Twins) -> None:
+    """ANALYZE's figures are a sample's: a word within twice the limit is counted, so it is never cut off by a
+    statistic that overstates it."""
+    ids = twins.add([("s0", f"lease {n} for the hangar") for n in range(2 * LIMIT)])
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+
+    narrowed, scans = index_scans_while_narrowing(twins, ["hangar"], TermStats(2 * LIMIT))
+
+    assert (narrowed, scans) == (('"hangar"', 0), 1)
+    assert sorted(search(twins, ["hangar"], TermStats(2 * LIMIT))) == ids
+
+
+def test_narrowing_on_analyzed_statistics_matches_sqlite(twins: Twins) -> None:
+    twins.add(HISTORY)
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+    on_sqlite, on_postgres = SqliteTermStats(LIMIT), TermStats(LIMIT)
+
+    for words in QUERIES:
+        assert on_postgres.narrow(twins.postgres.reader(), expression(words)) == on_sqlite.narrow(
+            twins.sqlite.reader(), expression(words)
+        ), words
+
+
+def test_a_common_word_ranked_alone_takes_its_weight_from_the_statistics(
+    twins: Twins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranked alone (every word common), a word's BM25 weight scales every score alike: its document frequency
+    is taken from ANALYZE instead of reading all its postings, and the same messages come back in the same
+    order."""
+    ids = twins.add(HISTORY)
+    narrowed = TermStats(LIMIT).narrow(twins.postgres.reader(), expression(["budget"]))
+    counted, counting_scans = index_scans(twins, lambda conn: fulltext.best_matches(conn, *narrowed, MAIN, 100))
+    monkeypatch.setattr(fulltext, "ESTIMATED_ABOVE", 2 * LIMIT)
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+    fulltext.forget_counts()
+
+    estimated, scans = index_scans(twins, lambda conn: fulltext.best_matches(conn, *narrowed, MAIN, 100))
+
+    assert scans == counting_scans - 1  # budget's postings are not read for its count
+    assert [i for i, _ in estimated] == [i for i, _ in counted]
+    assert sorted(i for i, _ in estimated) == ids[-LIMIT:]
