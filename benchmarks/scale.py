@@ -165,7 +165,7 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
             result["plans"] = query_plans(sidecar.db.reader())
         else:
             result["size"] = scale_postgres.measure_size(sidecar.db, report.messages)
-            result["ef_search_sweep"] = scale_postgres.ef_search_sweep(
+            result["probes_sweep"] = scale_postgres.probes_sweep(
                 sidecar, baseline, prompts[: args.overlap_queries]
             )
         result["overlap"] = measure_overlap(sidecar, baseline, prompts[: args.overlap_queries])

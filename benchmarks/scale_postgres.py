@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psycopg
 from psycopg import sql
 
 from benchmarks import scale_data, scale_postgres_fill
@@ -43,7 +44,7 @@ from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.postgres import vectors
-from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.postgres.connection import Database, set_search_path
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.server import PostgresServer
@@ -100,27 +101,21 @@ def bulk_fill(
         figures["secondary_index_build_s"] = scale_postgres_fill.build_indexes(db, definitions)
     else:
         report = scale_data.fill(db, baseline, total, real, ops=ops)
-    print(f"[{total}] building the HNSW index", flush=True)
+    print(f"[{total}] building the vector index", flush=True)
     figures["index_build_s"] = round(build_vector_index(db), 1)
     return report, figures
 
 
 def drop_vector_index(db: Database) -> None:
-    db.write(lambda conn: conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(vectors.INDEX))))
+    db.write(lambda conn: conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(vectors.INDEX))))
 
 
 def build_vector_index(db: Database) -> float:
-    """The HNSW index as migration m003 makes it, built over every stored vector; seconds taken."""
+    """The IVFFlat index as ``vectors.keep_index`` makes it once due, over every stored vector; seconds taken."""
     began = time.monotonic()
-    statement = sql.SQL(
-        "CREATE INDEX {} ON {} USING hnsw (embedding halfvec_cosine_ops) WITH (m = {}, ef_construction = {})"
-    ).format(
-        sql.Identifier(vectors.INDEX),
-        sql.Identifier(vectors.TABLE),
-        sql.Literal(vectors.HNSW_M),
-        sql.Literal(vectors.HNSW_EF_CONSTRUCTION),
-    )
-    db.write(lambda conn: conn.execute(statement))
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        set_search_path(conn, db.schema)
+        vectors.make_index(conn, vectors.index_state(conn).rows)
     return time.monotonic() - began
 
 
@@ -154,7 +149,7 @@ def measure_size(db: Database, messages: int) -> dict[str, Any]:
         "bytes_per_message": round(total / messages),
         "beyond_text_per_message": round((total - text) / messages),
         "per_message_by_table": {k: round(v / messages) for k, v in sorted(split.items(), key=lambda kv: -kv[1])},
-        "hnsw_per_message": round(sizes.get(vectors.INDEX, 0) / messages),
+        "vector_index_per_message": round(sizes.get(vectors.INDEX, 0) / messages),
     }
 
 
@@ -362,22 +357,22 @@ def describe(server: PostgresServer) -> dict[str, Any]:
     return {"version": version, "pgvector": None if vector is None else str(vector[0]), "settings": SERVER_SETTINGS}
 
 
-EF_SEARCH_SWEEP = (100, 300, 600, 1000)  # pgvector allows at most 1,000
+PROBES_SWEEP = (10, 20, 40, 80)  # lists read per search (the product's is ``vectors.PROBES``)
 
 
-def ef_search_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> dict[str, Any]:
-    """Top-20 overlap with the exact float32 top 20 and the vector search's p50 for several ``hnsw.ef_search``
-    values (the product's is ``vectors.EF_SEARCH``), and for the exact path alone (every scope ranked whole):
+def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> dict[str, Any]:
+    """Top-20 overlap with the exact float32 top 20 and the vector search's p50 for several ``ivfflat.probes``
+    values (the product's is ``vectors.PROBES``), and for the exact path alone (every scope ranked whole):
     the trade-off the setting makes, as ``scale_measure.shortlist_sweep`` shows SQLite's."""
     assert sidecar.index is not None and sidecar.embedding.provider is not None
     exact, scope = Vec0Lane(baseline), Scope(agent_ids=frozenset({AGENT}))
     queries = sidecar.embedding.provider.embed(prompts)
     truths = [{i for i, _ in exact.search(q, scope, 20)} for q in queries]
-    default_ef, default_exact = vectors.EF_SEARCH, vectors.EXACT_ROWS
+    default_probes, default_exact = vectors.PROBES, vectors.EXACT_ROWS
     out: dict[str, Any] = {}
     try:
-        for name, ef, exact_rows in [*((str(ef), ef, default_exact) for ef in EF_SEARCH_SWEEP), ("exact", 0, 10**9)]:
-            vectors.EF_SEARCH, vectors.EXACT_ROWS = ef or default_ef, exact_rows
+        for name, probes, exact_rows in [*((str(n), n, default_exact) for n in PROBES_SWEEP), ("exact", 0, 10**9)]:
+            vectors.PROBES, vectors.EXACT_ROWS = probes or default_probes, exact_rows
             shares, times = [], []
             for query, truth in zip(queries, truths, strict=True):
                 began = time.perf_counter()
@@ -386,5 +381,5 @@ def ef_search_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) 
                 shares.append(len(truth & found) / max(1, len(truth)))
             out[name] = {"top20": round(float(np.mean(shares)), 4), "p50_ms": percentiles(times)["p50"]}
     finally:
-        vectors.EF_SEARCH, vectors.EXACT_ROWS = default_ef, default_exact
+        vectors.PROBES, vectors.EXACT_ROWS = default_probes, default_exact
     return out

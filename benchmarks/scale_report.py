@@ -80,7 +80,7 @@ def server_rows(sizes: dict[str, Any]) -> list[tuple[str, tuple[str, ...], tuple
         (f"  {name} index build s (after the fill)", ("secondary_index_build_s", name), None, "")
         for name in sorted({n for r in sizes.values() for n in r.get("secondary_index_build_s", {})})
     ]
-    rows.append(("  HNSW index build s (after the fill)", ("index_build_s",), None, ""))
+    rows.append(("  vector index build s (after the fill; IVFFlat)", ("index_build_s",), None, ""))
     writers = sorted({int(n) for r in sizes.values() for n in r.get("concurrent_commits", {})})
     for n in writers:
         rows += [
@@ -90,8 +90,8 @@ def server_rows(sizes: dict[str, Any]) -> list[tuple[str, tuple[str, ...], tuple
              ""),
         ]  # fmt: skip
     rows += [
-        (f"  top-20 overlap / vector search p50 ms, ef_search {name}", ("ef_search_sweep", name), None, "")
-        for name in sorted({n for r in sizes.values() for n in r.get("ef_search_sweep", {})}, key=_sweep_order)
+        (f"  top-20 overlap / vector search p50 ms, lists read {name}", ("probes_sweep", name), None, "")
+        for name in sorted({n for r in sizes.values() for n in r.get("probes_sweep", {})}, key=_sweep_order)
     ]
     drainers = sorted({int(n) for r in sizes.values() for n in r.get("shared_drain", {})})
     rows += [

@@ -3,19 +3,26 @@
 Why not ``VectorIndex`` (``embed/index.py``): it is a copy of the vectors in this process's memory, loaded at
 start and appended to by this process's embedding worker. Several sidecars share a PostgreSQL store, and each
 would miss the vectors the others write until it restarted. ``DatabaseIndex`` keeps nothing: every search and
-every vector read goes to the store (``store/postgres/vectors.py``: HNSW over ``halfvec`` with the scope as a
-filter), so a vector is found by every sidecar as soon as the transaction that wrote it commits, and a
+every vector read goes to the store (``store/postgres/vectors.py``: IVFFlat over ``halfvec`` with the scope as
+a filter), so a vector is found by every sidecar as soon as the transaction that wrote it commits, and a
 forgotten message's vector is gone for all of them with its row.
 
 Same calls, same answers: ``search``/``search_many`` give the ``k`` nearest messages in scope, each with its
 cosine to every query computed as ``VectorIndex`` does (the query's dot product with the stored vector),
 ordered by the first query's; ``vector``/``vectors`` give stored vectors. What ``VectorIndex`` needs only
 because it is a copy (``load``, ``add``, ``forget_ids``, ``forget_through``) does nothing here, and says why.
+
+One thing the store cannot do for itself is decide when its index should be made (again): the lists of an
+IVFFlat index are learnt from the vectors there are. So ``load`` (at start) and ``add`` (after the worker's
+writes, at most every ``UPKEEP_S``) ask ``vectors.keep_index`` in a thread of their own, which makes the
+index when it is due, one sidecar at a time; neither the turn nor the worker waits for it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +34,9 @@ from openclaw_lossless.store.postgres import vectors as stored
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite.sessions import Scope
 
+log = logging.getLogger(__name__)
+UPKEEP_S = 60.0  # the least time between two checks of whether the index is due (one count of the vectors)
+
 
 class DatabaseIndex:
     """``VectorIndex``'s interface over a PostgreSQL store: searches and reads in the database, nothing held."""
@@ -37,6 +47,9 @@ class DatabaseIndex:
         self.loaded = threading.Event()  # nothing to load: ready at once, so recall never waits on keywords alone
         self.loaded.set()
         self.searches_while_loading = 0  # always 0: there is no loading to search through
+        self._upkeep_lock = threading.Lock()
+        self._upkeep: threading.Thread | None = None
+        self._checked_at = -UPKEEP_S
 
     def __len__(self) -> int:
         """Vectors stored (every sidecar's): one count on the server, for the status page."""
@@ -48,12 +61,36 @@ class DatabaseIndex:
         return 0
 
     def load(self, ops: Backend, conn: Any) -> None:
-        """Nothing to read: the store answers each search. Kept so the sidecar starts either index alike."""
+        """Nothing to read: the store answers each search. Whether its index is due is checked (a store moved
+        here by ``migrate-store`` or import holds vectors and no index yet)."""
         self.loaded.set()
+        self.keep_index(force=True)
 
     def add(self, ids: Sequence[int], vectors: Vectors, agents: Sequence[str], sessions: Sequence[int]) -> None:
-        """Nothing to do: the worker's transaction stored these vectors (``store_vectors``), which every
-        search sees once it commits."""
+        """The worker's transaction stored these vectors (``store_vectors``), which every search sees once it
+        commits; the table has grown, so whether its index is due is checked (at most every ``UPKEEP_S``)."""
+        self.keep_index()
+
+    def keep_index(self, force: bool = False) -> threading.Thread | None:
+        """Check in the background whether the store's index is due, and make it if so; returns the thread
+        started (None when one is running, or the last check was less than ``UPKEEP_S`` ago)."""
+        with self._upkeep_lock:
+            now = time.monotonic()
+            running = self._upkeep is not None and self._upkeep.is_alive()
+            if running or (not force and now - self._checked_at < UPKEEP_S):
+                return None
+            self._checked_at = now
+            self._upkeep = threading.Thread(target=self._keep_index, name="lossless-vector-lists", daemon=True)
+            self._upkeep.start()
+            return self._upkeep
+
+    def _keep_index(self) -> None:
+        began = time.monotonic()
+        try:
+            if stored.keep_index(self.db):
+                log.info("the vector index was made in %.1f s", time.monotonic() - began)
+        except Exception:  # the thread's edge: searches go on (through the old index, or the table)
+            log.exception("the vector index could not be made; the next check tries again")
 
     def forget_ids(self, ids: Sequence[int]) -> None:
         """Nothing to do: forgetting a message deletes its vector in the same transaction (foreign key)."""

@@ -235,11 +235,21 @@ def m004_history(conn: Connection) -> None:
     conn.execute("CREATE INDEX forgotten_by_window ON forgotten (session_id, window_key) WHERE window_key IS NOT NULL")
 
 
+def m005_vectors_in_lists(conn: Connection) -> None:
+    """Drop m003's HNSW index: at 1M messages it kept 0.84 of the exact top 20, the IVFFlat index
+    ``vectors.keep_index`` makes in its place 0.98 (``store/postgres/vectors.py`` says how it was measured).
+    The new index is made in the background by the first sidecar to start, not here: its lists are learnt
+    from the vectors, minutes of work at 1M that no start-up should wait for. Until then the few searches
+    that are not ranked whole read the table."""
+    conn.execute("DROP INDEX IF EXISTS message_vectors_hnsw")
+
+
 MIGRATIONS: list[Migration] = [
     m001_extensions_and_text_search,
     m002_sessions_turns_messages,
     m003_embeddings,
     m004_history,
+    m005_vectors_in_lists,
 ]
 
 

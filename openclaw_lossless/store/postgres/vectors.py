@@ -1,4 +1,4 @@
-"""The message vectors on PostgreSQL: ``halfvec(N)`` rows with an HNSW index (cosine), searched in the database.
+"""The message vectors on PostgreSQL: ``halfvec(N)`` rows with an IVFFlat index (cosine), searched in the database.
 
 The SQLite store keeps int8 codes with a per-vector scale in a ``vec0`` table and searches a copy of them held
 in each sidecar's memory (``embed/index.py``). Here several sidecars share one store, and a copy per process
@@ -17,50 +17,71 @@ most, through the messages' indexes):
 
 - a scope of at most ``EXACT_ROWS`` messages (a subagent's sessions, an agent's first months) is ranked
   whole and exactly: the distance of each of its vectors, found by key from its messages;
-- a larger one through the HNSW index under the scope's filter, with pgvector 0.8's iterative scan
-  (``hnsw.iterative_scan = relaxed_order``): when the first ``ef_search`` candidates hold too few of the
-  scope's rows, the scan goes on through the graph until it has ``OVERFETCH × k`` of them; relaxed order
-  may hand them over slightly out of order, so they are sorted again by their exact (half precision)
-  distance and the best ``k`` kept. Should the scan stop short (``hnsw.max_scan_tuples``), the exact path
-  answers.
+- a larger one through an IVFFlat index (``INDEX``): the vectors are kept in lists around k-means centres,
+  and a search reads the ``PROBES`` lists whose centres are nearest the query, under the scope's filter,
+  with pgvector 0.8's iterative scan (``ivfflat.iterative_scan = relaxed_order``): when those lists hold
+  too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
+  ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
+  ``k`` kept. Should it still fall short, the exact path answers.
 
-Why two paths: a filtered HNSW scan loses the neighbours a selective filter leaves far apart in the graph.
-Measured with stand-in vectors (``benchmarks/scale_data.stand_in_vectors``: mixes of real all-MiniLM-L6-v2
-vectors), 25-40 real prompt embeddings, six agents holding 40/25/15/10/7/3 % of the rows, top-20 overlap
-with exact search under the same filter, on a loaded 2-core machine over a Unix socket:
+Why IVFFlat, not HNSW (this table's index until migration m005): measured on one 1M-message store
+(``benchmarks/scale_data`` stand-in vectors: mixes of real all-MiniLM-L6-v2 vectors), 60 prompts, one agent
+holding every message, top-20 overlap with the exact float32 top 20 (the exact path's own ceiling is 0.986:
+the int8 codes, stored in half precision), a quiet 2-core machine:
 
-- 60,000 vectors, a graph built with m = 16, ef_construction = 64 (pgvector's defaults), through the index:
-  ``ef_search`` 400 gives 0.992 unfiltered, 0.972 for the 40 % agent, 0.91 for the 3 % one (no better at
-  800); with ef_construction = 200 (m003's and ``create``'s) 0.980 and 0.953. With both paths, 1.0 for every
-  scope ranked whole and 0.998 over eight scopes (the agents, a subagent's, a session-mode one);
-- 200,000 vectors through the index, ``ef_search`` 600 / 1000 (pgvector's largest): with ef_construction
-  = 64, 0.94 / 0.958 for the 40 % agent and 0.90 / 0.936 for the 10 % one; with 200, 0.982 / 0.990 and
-  0.966 / 0.986, p50 ~25-55 ms (hence ``EF_SEARCH`` 1000);
-- ranked whole: p50 20-60 ms at 60,000, 30-60 ms at 200,000 (14,000 rows; the vectors read by key);
-- as it stands, 200,000 vectors, 30 queries: every agent 0.988-0.995 through the index (p50 19-31 ms),
-  1.0 ranked whole; 0.996 over the eight scopes.
+=========================================================  ==========  =======  =======  =======
+index (build time at 1M, size)                             searched    overlap  p50 ms   p95 ms
+=========================================================  ==========  =======  =======  =======
+HNSW m 16, ef_construction 200 (502 s, 1,116 MB)           ef 1000     0.844    14.9     25.5
+  the same, iterative scan on to 6,000 candidates          ef 1000     0.906    107.6    141.2
+IVFFlat, 1,000 lists (53 s, 786 MB)                        40 lists    0.968    22.2     44.1
+IVFFlat, 2,000 lists (114 s, 790 MB)                       20 lists    0.978    7.7      10.2
+IVFFlat, 2,000 lists                                       40 lists    0.983    12.6     15.6
+IVFFlat, 2,000 lists                                       80 lists    0.986    23.4     28.5
+=========================================================  ==========  =======  =======  =======
+
+HNSW's graph loses neighbours in dense regions, which conversations are full of, and no ``ef_search``
+pgvector allows finds them again. IVFFlat reads whole lists, so a search costs about the same
+(``PROBES × LIST_ROWS`` vectors, ~20,000) at any size up to ``MAX_LISTS × LIST_ROWS``, a write costs one
+distance per list instead of a graph insert, and the index is 30 % smaller. Its price: the lists are learnt
+from the vectors there are, and an index made on few vectors (or none) would file every later one in lists
+that say nothing. So ``keep_index`` makes it in the background (``CREATE INDEX CONCURRENTLY``: writes go
+on), once the table holds ``BUILD_AT`` vectors, and again whenever it has grown ``REBUILD_GROWTH`` times
+since (the rows it was made for are its comment), one sidecar at a time. Until the first one exists a
+search that is not ranked whole reads the table.
+
+Why two paths: the lists nearest the query hold few of a small scope's rows, so its search would read many
+lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms (measured at 60,000 and
+200,000 vectors, six agents holding 40/25/15/10/7/3 % of the rows) and is exact.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
 from psycopg import Cursor, sql
 
 from openclaw_lossless.store import quantize
-from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path
 from openclaw_lossless.store.sqlite.sessions import Scope
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
 
 TABLE = "message_vectors"
-INDEX = "message_vectors_hnsw"
-HNSW_M = 16  # the graph's links per node, as migration m003 builds it
-HNSW_EF_CONSTRUCTION = 200  # a better graph for filtered scans (the 3 % agent 0.913 -> 0.953 at 60k), inserts ~2x
-EF_SEARCH = 1000  # the scan's candidates, pgvector's largest (its default 40 finds 0.73 of the top 20; see above)
-MAX_SCAN_TUPLES = 40000  # index rows an iterative scan may visit before it stops looking for more in scope
+INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
+_NEXT = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
+LIST_ROWS = 500  # vectors per list when the index is made (2,000 lists at 1M: 0.983; 1,000: 0.968, see above)
+MAX_LISTS = 2000  # k-means needs samples × lists floats: ~0.8 GB of maintenance_work_mem at 2,000, 3.2 at 4,000
+BUILD_AT = 10000  # vectors in the table before the first index: fewer are ranked whole or read whole quickly
+REBUILD_GROWTH = 2  # the index is made again once the table holds this many times the vectors it was made for
+BUILD_MEMORY = "1GB"  # maintenance_work_mem for the build (the session's own; the server's default is 64 MB)
+LOCK_KEY = 0x6C6F7376  # "losv": the advisory lock of one build at a time, with the schema's hash
+PROBES = 40  # lists read per search: ~20,000 vectors at LIST_ROWS
+MAX_PROBES = 400  # lists an iterative scan may read for a scope whose rows are sparse in the nearest lists
 EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
 _BLOCK = 10000  # rows per block of ``read_all``: ~8 MB of half floats at 384 dimensions
@@ -68,7 +89,8 @@ _HALF = np.dtype(">f2")  # halfvec's binary form: dimension (uint16), unused (ui
 
 
 def create(conn: Connection, dimension: int) -> None:
-    """The empty vector table for ``dimension`` components, and its HNSW index (as migration m003 makes it).
+    """The empty vector table for ``dimension`` components (as migration m003 makes it, without the index m005
+    dropped: ``keep_index`` makes one once there are vectors to learn its lists from).
 
     A copy of the migration's statements, not a call into it: a shipped migration stays as it shipped, while
     this follows the current layout.
@@ -79,14 +101,84 @@ def create(conn: Connection, dimension: int) -> None:
             " agent_id text NOT NULL, session_rowid bigint NOT NULL, embedding halfvec({}) NOT NULL)"
         ).format(sql.Identifier(TABLE), sql.Literal(int(dimension)))
     )
+
+
+# -- the index --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexState:
+    rows: int  # vectors in the table
+    made_for: int | None  # the vectors the valid index was made for (its comment); None without one
+
+    @property
+    def due(self) -> bool:
+        """Whether an index should be made now: none yet, or the table has outgrown the one there is."""
+        if self.rows < BUILD_AT:
+            return False
+        return self.made_for is None or self.rows >= REBUILD_GROWTH * max(self.made_for, 1)
+
+
+def index_state(conn: Connection) -> IndexState:
+    row = conn.execute(
+        f"SELECT (SELECT count(*) FROM {TABLE}), (SELECT obj_description(i.indexrelid, 'pg_class') FROM pg_index i"
+        " WHERE i.indexrelid = to_regclass(%s) AND i.indisvalid)",
+        (INDEX,),
+    ).fetchone()
+    assert row is not None
+    made_for = row[1]
+    return IndexState(int(row[0]), int(made_for) if made_for is not None and made_for.isdigit() else None)
+
+
+def lists_for(rows: int) -> int:
+    return max(1, min(MAX_LISTS, rows // LIST_ROWS))
+
+
+def keep_index(db: Database) -> bool:
+    """Make the IVFFlat index if it is due (``IndexState.due``); True when this call made one.
+
+    On a connection of its own, outside any transaction (``CONCURRENTLY``: commits and searches go on while
+    the lists are learnt and filled, ~2 minutes of one server core at 1M), under a session-level advisory lock:
+    one sidecar builds, the others see the lock taken and leave it. The new index is made beside the old one
+    and takes its name once valid, so searches always have one. A build cut short (the process killed)
+    leaves an invalid ``_NEXT``, dropped by the next build.
+    """
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        set_search_path(conn, db.schema)
+        if not exists(conn) or not index_state(conn).due:
+            return False
+        key = (LOCK_KEY, db.schema)
+        row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
+        if row is None or not row[0]:
+            return False
+        try:
+            state = index_state(conn)  # again under the lock: another sidecar may have just made it
+            if not state.due:
+                return False
+            make_index(conn, state.rows)
+            return True
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", key)
+
+
+def make_index(conn: Connection, rows: int) -> None:
+    """Make the index for a table of ``rows`` vectors and put it in place of the one there is (if any).
+    ``conn`` is in autocommit, with the store's search path."""
+    table, index, following = sql.Identifier(TABLE), sql.Identifier(INDEX), sql.Identifier(_NEXT)
+    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(following))
+    conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(BUILD_MEMORY)))
     conn.execute(
-        sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding halfvec_cosine_ops) WITH (m = {}, ef_construction = {})")
-        .format(sql.Identifier(INDEX), sql.Identifier(TABLE), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION))
+        sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} USING ivfflat (embedding halfvec_cosine_ops) WITH (lists = {})")
+        .format(following, table, sql.Literal(lists_for(rows)))
     )  # fmt: skip
+    conn.execute(sql.SQL("COMMENT ON INDEX {} IS {}").format(following, sql.Literal(str(rows))))
+    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(index))
+    conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(following, index))
 
 
 def recreate(conn: Connection, dimension: int) -> None:
-    """Drop every stored vector and start an empty table and index for ``dimension`` (the provider changed).
+    """Drop every stored vector and start an empty table for ``dimension`` (the provider changed); its index
+    comes once it holds ``BUILD_AT`` vectors.
 
     Inside the caller's transaction, all or nothing: another sidecar's search or write waits for the drop's
     lock until it commits, then finds the new, empty table by name (a rollback leaves the old one whole).
@@ -289,7 +381,7 @@ def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scop
     with conn.transaction(), conn.cursor(binary=True) as cursor:
         small = _at_most(cursor, scope, EXACT_ROWS)
         if not small:
-            cursor.execute(_SETTINGS, (str(EF_SEARCH), str(MAX_SCAN_TUPLES)))
+            cursor.execute(_SETTINGS, (str(PROBES), str(MAX_PROBES)))
         for query in queries:
             asked = {**params, "q": query.tolist(), "k": k, "fetch": k * OVERFETCH}
             rows = [] if small else cursor.execute(approximate, asked, prepare=False).fetchall()
@@ -319,8 +411,8 @@ def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
 
 # ``SET LOCAL`` of the scan's settings, as one statement with parameters.
 _SETTINGS = (
-    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true),"
-    " set_config('hnsw.max_scan_tuples', %s, true)"
+    "SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true), set_config('ivfflat.probes', %s, true),"
+    " set_config('ivfflat.max_probes', %s, true)"
 )
 # The index's candidates in scope (in relaxed order), then the best ``k`` of them by their exact distance.
 _ANN = sql.SQL(
@@ -331,8 +423,8 @@ _ANN = sql.SQL(
 # Every vector of the scope, exactly: its messages through ``messages``' indexes (by agent, by session), each
 # vector found by its key and its distance taken; the best ``k`` then fetched again with their vectors (the
 # distances alone are materialized, not 15,000 vectors). Materialized, so the planner cannot order by the
-# HNSW index instead: an index scan ranks only ``ef_search`` candidates before the scope's filter (and
-# without the iterative scan's settings, which this path leaves unset). For scopes too small for the index.
+# IVFFlat index instead: an index scan reads only the nearest lists before the scope's filter (and without
+# the iterative scan's settings, which this path leaves unset). For scopes too small for the index.
 _EXACT = sql.SQL(
     "WITH scoped AS MATERIALIZED (SELECT v.message_id, v.embedding <=> %(q)s::real[]::halfvec AS distance"
     " FROM messages m JOIN {table} v ON v.message_id = m.id WHERE {scope})"

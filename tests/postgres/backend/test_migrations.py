@@ -3,17 +3,19 @@ by a newer version is refused before anything is written to it."""
 
 from __future__ import annotations
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
-from openclaw_lossless.store.postgres import migrations
+from openclaw_lossless.store.postgres import migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
 from tests.postgres.backend.test_messages import commit, said
+from tests.postgres.backend.test_vectors import stored_messages, unit, vector_indexes, write
 from tests.postgres.server import PostgresServer
 
 ALL = [fn.__name__ for fn in migrations.MIGRATIONS]
@@ -96,3 +98,24 @@ def test_extensions_an_operator_installed_in_another_schema_are_used_there(postg
     finally:
         with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_a_store_of_the_hnsw_layout_loses_that_index_and_keeps_its_vectors(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """m005 drops m003's HNSW index (the IVFFlat one is made later, from the vectors: ``test_vector_lists``)."""
+
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:4])
+        migrations.migrate(db)
+        session, ids = stored_messages(db, "main", "s1", 3)
+        write(db, ids, unit(np.eye(3, 384, dtype=np.float32)), [session] * 3)
+        monkeypatch.undo()
+
+        assert migrations.migrate(db) == ["m005_vectors_in_lists"]
+
+        assert vector_indexes(db) == ["message_vectors_pkey"]
+        assert vectors.count(db.reader()) == 3
+    finally:
+        db.close()

@@ -1,0 +1,154 @@
+"""The IVFFlat index of a PostgreSQL store's vectors: made once the table holds enough vectors to learn its lists
+from, made again when the table has outgrown it, by one sidecar at a time, without losing a vector written
+while it is made, and started by a sidecar that finds a filled store without one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from openclaw_lossless.embed.database_index import DatabaseIndex
+from openclaw_lossless.store.backend import postgres
+from openclaw_lossless.store.postgres import migrations, vectors
+from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.sqlite.sessions import Scope
+from tests.postgres.backend.conftest import Place
+from tests.postgres.backend.test_vectors import DIMENSION, clustered, stored_messages, unit, vector_indexes, write
+
+
+@pytest.fixture(autouse=True)
+def small_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's rules at a test's scale: made from 200 vectors on, 50 a list, 4 lists read."""
+    monkeypatch.setattr(vectors, "BUILD_AT", 200)
+    monkeypatch.setattr(vectors, "LIST_ROWS", 50)
+    monkeypatch.setattr(vectors, "PROBES", 4)
+    monkeypatch.setattr(vectors, "EXACT_ROWS", 0)  # every search through the index, when there is one
+
+
+def lists_index(db: Database) -> tuple[int, str | None] | None:
+    """The valid index's lists and its comment (the vectors it was made for); None without one."""
+    row = (
+        db.reader()
+        .execute(
+            "SELECT c.reloptions, obj_description(c.oid, 'pg_class') FROM pg_class c"
+            " JOIN pg_index i ON i.indexrelid = c.oid WHERE c.oid = to_regclass(%s) AND i.indisvalid",
+            (vectors.INDEX,),
+        )
+        .fetchone()
+    )
+    if row is None:
+        return None
+    options = dict(str(option).split("=", 1) for option in row[0])
+    return int(options["lists"]), row[1]
+
+
+def add_vectors(db: Database, session_id: str, count: int, seed: int) -> tuple[list[int], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    session, ids = stored_messages(db, "main", session_id, count)
+    rows = clustered(count, rng, unit(rng.standard_normal((8, DIMENSION)).astype(np.float32)))
+    write(db, ids, rows, [session] * count)
+    return ids, rows
+
+
+def test_the_index_is_made_once_there_are_enough_vectors_and_again_when_the_table_has_doubled(
+    store: Database,
+) -> None:
+    add_vectors(store, "s1", 150, seed=1)
+    assert not vectors.keep_index(store)
+    assert lists_index(store) is None
+
+    add_vectors(store, "s2", 100, seed=2)
+    assert vectors.keep_index(store)
+    assert lists_index(store) == (5, "250")
+    assert not vectors.keep_index(store)  # made for what there is: nothing to do
+
+    add_vectors(store, "s3", 200, seed=3)
+    assert not vectors.keep_index(store)  # 450 < twice 250
+    ids, rows = add_vectors(store, "s4", 100, seed=4)
+    assert vectors.keep_index(store)
+    assert lists_index(store) == (11, "550")
+    assert [i for i, _ in vectors.nearest(store.reader(), rows[7], Scope(frozenset({"main"})), 1)] == [ids[7]]
+    plan = (
+        store.reader()
+        .execute(
+            "EXPLAIN SELECT message_id FROM message_vectors ORDER BY embedding <=> %s::real[]::halfvec LIMIT 5",
+            (rows[7].tolist(),),
+        )
+        .fetchall()
+    )
+    assert any(vectors.INDEX in str(line[0]) for line in plan)
+
+
+def test_two_sidecars_checking_at_once_make_the_index_once(store: Database) -> None:
+    add_vectors(store, "s1", 400, seed=5)
+    made: list[bool] = []
+    start = threading.Barrier(2)
+
+    def check() -> None:
+        start.wait()
+        made.append(vectors.keep_index(store))
+
+    threads = [threading.Thread(target=check) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(made) == [False, True]
+    assert lists_index(store) == (8, "400")
+
+
+def test_an_index_left_half_made_is_replaced(store: Database) -> None:
+    """A sidecar killed while making the index leaves the next one unfinished under its temporary name."""
+    add_vectors(store, "s1", 300, seed=6)
+    store.write(lambda conn: conn.execute(f"CREATE INDEX {vectors._NEXT} ON message_vectors (agent_id)"))
+
+    assert vectors.keep_index(store)
+
+    assert set(vector_indexes(store)) == {"message_vectors_pkey", vectors.INDEX}
+    assert lists_index(store) == (6, "300")
+
+
+def test_every_vector_written_while_the_index_is_made_is_found_through_it(store: Database) -> None:
+    """Commits go on while the lists are learnt and filled (``CONCURRENTLY``), and none of their vectors is
+    missing from the index made: each is found as its own nearest."""
+    add_vectors(store, "s0", 3000, seed=7)
+    written: list[tuple[list[int], np.ndarray]] = []
+    building = threading.Thread(target=vectors.keep_index, args=(store,))
+    building.start()
+    during = 0
+    while building.is_alive():
+        during += 1
+        written.append(add_vectors(store, f"w{during}", 20, seed=100 + during))
+    building.join()
+    assert during >= 1 and lists_index(store) is not None  # some commits did overlap the build
+
+    scope = Scope(frozenset({"main"}))
+    missed = [
+        ident
+        for ids, rows in written
+        for ident, row in zip(ids, rows, strict=True)
+        if [i for i, _ in vectors.nearest(store.reader(), row, scope, 1)] != [ident]
+    ]
+    assert missed == []
+
+
+def test_a_sidecar_finding_a_filled_store_without_an_index_makes_one(place: Place) -> None:
+    """A store copied in by ``migrate-store`` or import holds vectors and no index: the sidecar's start makes it."""
+    db = Database(place.url, schema=place.schema, write_pool_size=2, read_pool_size=2)
+    try:
+        migrations.migrate(db)
+        add_vectors(db, "s1", 300, seed=8)
+        index = DatabaseIndex(db, DIMENSION)
+
+        index.load(postgres(), db.reader())
+
+        deadline = time.monotonic() + 60
+        while lists_index(db) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lists_index(db) == (6, "300")
+    finally:
+        db.close()
