@@ -14,9 +14,9 @@ spare). The test settings' ``fsync=off`` would flatter every commit figure.
 The fill (``bulk_fill``) writes the rows the backend's ``commit_turn`` writes with ``COPY``
 (``scale_postgres_fill.py``: the same ids, keys, columns, days and vectors, checked by
 ``tests/postgres/test_scale_fill.py``), one transaction a chunk of ~20,000 messages, with the keyword (GIN)
-and other secondary indexes of ``messages`` dropped first and the HNSW index too, all built again, each as
-its migration made it, once every row is in: bulk builds are what an operator's load (``migrate-store``, a
-restore) ends with, and inserting a million rows one by one into the graph would take hours on two cores.
+and other secondary indexes of ``messages`` dropped first and the vector index too, all built again, each as
+the product makes it (the IVFFlat one as ``vectors.keep_index`` does once due), once every row is in: bulk
+builds are what an operator's load (``migrate-store``, a restore) ends with.
 ``--fill commit`` fills through ``commit_turn`` instead, as SQLite's fill does (~470 messages a second on
 two cores, against several thousand with ``COPY``). Then ``VACUUM ANALYZE``, so the planner has statistics,
 as autovacuum would have after a while.
@@ -54,12 +54,11 @@ SERVER_SETTINGS = {
     "fsync": "on",
     "synchronous_commit": "on",
     "full_page_writes": "on",
-    "shared_buffers": "1GB",  # a 1M store's hot set (vectors ~0.8 GB, HNSW, indexes) mostly fits
+    "shared_buffers": "1GB",  # a 1M store's hot set (the vector lists read, the keyword index) mostly fits
     "effective_cache_size": "4GB",
     "work_mem": "32MB",
-    # The HNSW build keeps its graph in memory while it fits: ~1,490 bytes a 384-d halfvec at m = 16 (16 MB held
-    # 11,300 rows), so ~1.5 GB at 1M; 1GB would run out at ~700,000 rows. Past that pgvector goes on on disk,
-    # 2-4 times slower (20,000 rows, loaded machine: 76-83 s against 21 s with one worker, 40 s without).
+    # The server's ceiling for a session's maintenance memory; the IVFFlat build asks for its own
+    # (``vectors.BUILD_MEMORY``, 1 GB: k-means over 2,000 lists needs ~0.8 GB), the GIN rebuild takes what it gets.
     "maintenance_work_mem": "2GB",
     "max_parallel_maintenance_workers": "1",  # two cores: the build's leader and one worker
     "max_parallel_workers_per_gather": "0",  # the turn's queries are small; parallel plans only add noise
@@ -91,7 +90,7 @@ def bulk_fill(
     db: Database, baseline: Connection, total: int, real: Vectors, ops: Backend, how: str
 ) -> tuple[FillReport, dict[str, Any]]:
     """Fill a fresh store (``how``: ``copy`` or ``commit``) and build its indexes; the report and the figures
-    to record: which fill, the secondary indexes' build seconds (``copy``) and the HNSW build's."""
+    to record: which fill, the secondary indexes' build seconds (``copy``) and the vector index's."""
     drop_vector_index(db)
     figures: dict[str, Any] = {"fill": "copy" if how == "copy" else "commit_turn"}
     if how == "copy":

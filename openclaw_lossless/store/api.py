@@ -295,7 +295,7 @@ class MessageDays(Protocol[C]):
 class Vectors(Protocol[C]):
     """The stored message vectors. SQLite: a sqlite-vec ``vec0`` table of int8 codes with a per-vector scale,
     searched through the in-memory index (``embed/index.py``) loaded from it. PostgreSQL: a ``halfvec(N)``
-    column with an HNSW index (cosine), searched in the database with the agent's scope as a filter, so a
+    column with an IVFFlat index (cosine), searched in the database with the agent's scope as a filter, so a
     vector written by one sidecar is found by every other at once. A vector exists only while its message
     does: a forgotten or archived message loses its vector in the same transaction.
     """

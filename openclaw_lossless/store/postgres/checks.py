@@ -5,7 +5,7 @@ Nothing here changes the store, also on a damaged one or one a newer version wro
 - ``integrity_problems`` asks the ``amcheck`` extension (shipped with PostgreSQL's contrib modules) to verify
   every table (``verify_heapam``, TOAST included) and every B-tree and GIN index (``bt_index_check`` with
   ``heapallindexed``: each row has its index entry; ``gin_index_check`` from PostgreSQL 18) of the store's
-  schema; HNSW indexes have no checker. It uses amcheck where the database has it, and otherwise installs
+  schema; IVFFlat indexes have no checker. It uses amcheck where the database has it, and otherwise installs
   it inside a transaction that is rolled back, which only a role allowed to create it may do (it is not
   a trusted extension: a superuser, or a managed service's admin role). Where neither works, it reads every
   row of every table whole, values kept out of line (TOAST) included, which finds damaged pages and
