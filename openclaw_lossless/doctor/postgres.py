@@ -5,8 +5,9 @@ nothing is migrated, created or written, also where the role could (a superuser'
 EXTENSION amcheck`` is refused too, so only an amcheck already installed checks the indexes). The store's
 schema comes first on its search path, as on the sidecar's connections, so the backend's modules
 (``store/postgres/checks.py``, ``vectors.py``, ``forget.py``, ``backlog.py``, ``meta.py``) answer the shared
-checks of ``doctor/store.py``. A lock held by a migration or a forget's index rebuild is waited for at most
-``LOCK_TIMEOUT``, then reported, rather than hanging the run.
+checks of ``doctor/store.py``; one check is PostgreSQL's own, ``vector_index`` (the index a sidecar makes).
+A lock held by a migration or a forget's index rebuild is waited for at most ``LOCK_TIMEOUT``, then
+reported, rather than hanging the run.
 
 The fixes name PostgreSQL's own tools (``REINDEX INDEX CONCURRENTLY``, the server's logs, ``CREATE
 EXTENSION`` as a superuser); ``salvage`` reads SQLite files only. A server that cannot be reached, or that
@@ -28,7 +29,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.doctor.store_checks import Check, disk, embedder, permissions, store_checks
 from openclaw_lossless.store.backend import postgres
-from openclaw_lossless.store.postgres import checks
+from openclaw_lossless.store.postgres import checks, vectors
 from openclaw_lossless.store.postgres.connection import Connection, set_search_path
 from openclaw_lossless.store.postgres.migrations import MIGRATIONS
 
@@ -52,6 +53,10 @@ LOGIN_FIX = (
     " pg_hba.conf admits this user from this host"
 )
 LOGS_FIX = "check the PostgreSQL server's logs"
+BUILD_FIX = (
+    "a sidecar on this store makes it in the background within a minute of starting (its log says 'the vector"
+    " index was made'); if its log says it could not, give the server the memory it asks for (about 1 GB)"
+)
 _LOGIN_REFUSED = re.compile(r"authentication failed|no pg_hba\.conf entry|role \".*\" does not exist|no password")
 _PASSWORD_PARAMETER = re.compile(r"(^|&)password=[^&]*")
 _NO_DATABASE = re.compile(r"database \"(.*)\" does not exist")
@@ -80,12 +85,40 @@ def _store_findings(conn: Connection, settings: Settings, url: str, local: list[
     findings = [_binding(conn, migrated=applied is not None), *local, disk(settings, _store_size(conn, schema))]
     findings.append(_reached(conn, url, schema))
     known = {fn.__name__ for fn in MIGRATIONS}
-    for name, check in store_checks(postgres(), settings, known, _integrity):
+    for name, check in [*store_checks(postgres(), settings, known, _integrity), ("vector_index", _vector_index)]:
         finding = _guarded(name, check, conn, url)
         findings.append(finding)
         if finding.code in ("schema_not_migrated", "database_lost", f"{name}_locked"):
             break  # no tables to check yet, no server to ask, or each further check would wait for the lock too
     return findings
+
+
+def _vector_index(conn: Connection) -> Finding:
+    """The IVFFlat index a sidecar makes in the background (``store/postgres/vectors.py``): without it, a
+    search of a scope too large to rank whole reads every vector, and recall's vector lane runs out of time."""
+    if not vectors.exists(conn):
+        return Finding("vector_index", True, "no vector table yet", code="vector_index_not_due")
+    state, lists, building = vectors.index_report(conn)
+    data = {"vectors": state.rows, "lists": lists, "madeFor": state.made_for, "nextUnfinished": building}
+    unfinished = (
+        f"; {vectors.NEXT_INDEX} is there unfinished (a sidecar making it now, or a build cut short, which the next"
+        " one drops)"
+        if building
+        else ""
+    )
+    if lists is None and not state.due:
+        detail = f"{state.rows} vectors: the index is made at {vectors.BUILD_AT}{unfinished}"
+        return Finding("vector_index", True, detail, code="vector_index_not_due", data=data)
+    if lists is None:
+        detail = (
+            f"{state.rows} vectors and no index yet: a search of more than {vectors.EXACT_ROWS} messages reads"
+            f" them all{unfinished}"
+        )
+        return Finding("vector_index", False, detail, BUILD_FIX, code="vector_index_missing", data=data)
+    detail = f"IVFFlat, {lists} lists made for {state.made_for} vectors; {state.rows} now{unfinished}"
+    if state.due:
+        return Finding("vector_index", True, detail + " (due again)", BUILD_FIX, code="vector_index_due", data=data)
+    return Finding("vector_index", True, detail, code="vector_index_ok", data=data)
 
 
 # -- the connection --------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from openclaw_lossless.store.sqlite.sessions import Scope
 
 log = logging.getLogger(__name__)
 UPKEEP_S = 60.0  # the least time between two checks of whether the index is due (one count of the vectors)
+RETRY_AFTER_FAILURE_S = 1800.0  # after a build failed (the server short of memory): a build reads every vector
 
 
 class DatabaseIndex:
@@ -49,7 +50,7 @@ class DatabaseIndex:
         self.searches_while_loading = 0  # always 0: there is no loading to search through
         self._upkeep_lock = threading.Lock()
         self._upkeep: threading.Thread | None = None
-        self._checked_at = -UPKEEP_S
+        self._next_check = 0.0  # monotonic
 
     def __len__(self) -> int:
         """Vectors stored (every sidecar's): one count on the server, for the status page."""
@@ -73,13 +74,14 @@ class DatabaseIndex:
 
     def keep_index(self, force: bool = False) -> threading.Thread | None:
         """Check in the background whether the store's index is due, and make it if so; returns the thread
-        started (None when one is running, or the last check was less than ``UPKEEP_S`` ago)."""
+        started (None when one is running, or the last check was less than ``UPKEEP_S`` ago, or a build failed
+        less than ``RETRY_AFTER_FAILURE_S`` ago: each try reads every vector)."""
         with self._upkeep_lock:
             now = time.monotonic()
             running = self._upkeep is not None and self._upkeep.is_alive()
-            if running or (not force and now - self._checked_at < UPKEEP_S):
+            if running or (not force and now < self._next_check):
                 return None
-            self._checked_at = now
+            self._next_check = now + UPKEEP_S
             self._upkeep = threading.Thread(target=self._keep_index, name="lossless-vector-lists", daemon=True)
             self._upkeep.start()
             return self._upkeep
@@ -90,7 +92,9 @@ class DatabaseIndex:
             if stored.keep_index(self.db):
                 log.info("the vector index was made in %.1f s", time.monotonic() - began)
         except Exception:  # the thread's edge: searches go on (through the old index, or the table)
-            log.exception("the vector index could not be made; the next check tries again")
+            with self._upkeep_lock:
+                self._next_check = time.monotonic() + RETRY_AFTER_FAILURE_S
+            log.exception("the vector index could not be made; tried again in %.0f minutes", RETRY_AFTER_FAILURE_S / 60)
 
     def forget_ids(self, ids: Sequence[int]) -> None:
         """Nothing to do: forgetting a message deletes its vector in the same transaction (foreign key)."""

@@ -18,25 +18,27 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
 
 from openclaw_lossless.cli import main
-from openclaw_lossless.store.postgres import migrations
+from openclaw_lossless.store.postgres import migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, live_sidecar, make_settings
 from tests.openclaw_state import use_linked_openclaw
 from tests.postgres import conftest as fixtures
 from tests.postgres.backend.test_messages import commit, said
+from tests.postgres.backend.test_vectors import DIMENSION, stored_messages, unit, write
 from tests.postgres.server import PostgresServer
 
 SCHEMA = "lossless"
 SECRET = "Fake-Pw-7c1e9d"  # noqa: S105 - a password no server here knows: it must never be printed
 RIGHT_PASSWORD = "Right-Pw-52b0aa"  # noqa: S105 - the one the password-asking server takes
 STORE_CHECKS = ("binding", "embedder", "permissions", "disk", "database", "schema", "integrity", "fts", "vectors",
-                "forgotten", "backlog", "index")  # fmt: skip
+                "forgotten", "backlog", "index", "vector_index")  # fmt: skip
 SHARED_CHECKS = ("embedder", "permissions", "fts", "vectors", "forgotten", "backlog", "index")  # said alike
 
 
@@ -114,6 +116,7 @@ def test_a_store_a_real_sidecar_wrote_passes_as_its_sqlite_twin_does(
     assert "the database's own disk is the PostgreSQL server's to watch" in pg["disk"]["detail"]
     assert pg["fts"]["detail"] == "full-text index covers 11 messages"  # 12 written, msg:3 forgotten
     assert pg["index"]["detail"] == "built with hash-words (64-d)"
+    assert pg["vector_index"]["detail"] == "11 vectors: the index is made at 10000"
     assert pg["integrity"]["code"] == "integrity_ok_rows_only" and "CREATE EXTENSION amcheck" in pg["integrity"]["fix"]
     assert "salvage" not in json.dumps(pg)
     sqlite = answers["sqlite"]
@@ -192,6 +195,50 @@ def test_an_index_the_server_marks_invalid_is_named_with_its_rebuild(
     integrity = found["integrity"]
     assert integrity["code"] == "integrity_problems" and "index messages_by_agent" in integrity["detail"]
     assert integrity["fix"] == "REINDEX INDEX CONCURRENTLY lossless.messages_by_agent"
+
+
+def test_a_store_holding_enough_vectors_and_no_index_fails_until_a_sidecar_makes_it(
+    capsys: pytest.CaptureFixture[str], store: Database, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``migrate-store`` leaves before a sidecar has run: vectors, and no index to search them by."""
+    monkeypatch.setattr(vectors, "BUILD_AT", 20)
+    monkeypatch.setattr(vectors, "LIST_ROWS", 10)
+    session, ids = stored_messages(store, "main", "s9", 30)
+    write(store, ids, unit(np.random.default_rng(3).standard_normal((30, DIMENSION)).astype(np.float32)),
+          [session] * 30)  # fmt: skip
+
+    code, found = doctor(capsys, store.url, tmp_path / "state")
+
+    assert code == 1 and bad(found) == ["vector_index"], found
+    missing = found["vector_index"]
+    assert missing["code"] == "vector_index_missing" and "sidecar on this store makes it" in missing["fix"]
+    assert missing["data"] == {"vectors": 30, "lists": None, "madeFor": None, "nextUnfinished": False}
+
+    assert vectors.keep_index(store)
+    code, found = doctor(capsys, store.url, tmp_path / "state")
+
+    assert code == 0 and not bad(found), found
+    assert found["vector_index"]["code"] == "vector_index_ok"
+    assert found["vector_index"]["detail"] == "IVFFlat, 3 lists made for 30 vectors; 30 now"
+
+
+def test_a_vector_index_being_made_is_not_taken_for_damage(
+    capsys: pytest.CaptureFixture[str], store: Database, admin_url: str, home: Path, tmp_path: Path
+) -> None:
+    """While a sidecar builds the next index the server marks it invalid, as it marks a failed build's."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE INDEX {vectors.NEXT_INDEX} ON lossless.message_vectors (agent_id)")
+        admin.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
+            (f"lossless.{vectors.NEXT_INDEX}",),
+        )
+
+    code, found = doctor(capsys, store.url, tmp_path / "state")
+
+    assert code == 0 and not bad(found), found
+    assert found["integrity"]["code"].startswith("integrity_ok")
+    assert found["vector_index"]["data"]["nextUnfinished"] is True
+    assert "is there unfinished" in found["vector_index"]["detail"]
 
 
 def test_with_amcheck_installed_an_index_out_of_step_with_its_table_is_found(

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 import psycopg
 from psycopg import pq, sql
 
+from openclaw_lossless.store.postgres import vectors
 from openclaw_lossless.store.postgres.connection import Connection, translate_error
 
 # The store's own schema is the first one on every connection's search path (``connection.set_search_path``).
@@ -114,12 +115,14 @@ def amcheck_refused(conn: Connection) -> bool:
 
 
 def _invalid_indexes(conn: Connection, schema: str) -> list[str]:
-    """Indexes the server itself marks unusable (a build that failed half way): no extension needed."""
+    """Indexes the server itself marks unusable (a build that failed half way): no extension needed. The vector
+    index's next one is left out: it is invalid while a sidecar builds it, and ``doctor``'s ``vector_index``
+    check says when it is there."""
     rows = conn.execute(
         "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
         " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT (i.indisvalid AND i.indisready)"
-        " ORDER BY 1",
-        (schema,),
+        " AND c.relname <> %s ORDER BY 1",
+        (schema, vectors.NEXT_INDEX),
     )
     return [f"index {row[0]}: marked invalid by the server ({_invalid_fix(str(row[0]))})" for row in rows]
 

@@ -73,7 +73,7 @@ from openclaw_lossless.store.sqlite.vectors import StoredVectors
 
 TABLE = "message_vectors"
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
-_NEXT = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
+NEXT_INDEX = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
 LIST_ROWS = 500  # vectors per list when the index is made (2,000 lists at 1M: 0.983; 1,000: 0.968, see above)
 MAX_LISTS = 2000  # k-means needs samples × lists floats: ~0.8 GB of maintenance_work_mem at 2,000, 3.2 at 4,000
 BUILD_AT = 10000  # vectors in the table before the first index: fewer are ranked whole or read whole quickly
@@ -130,6 +130,21 @@ def index_state(conn: Connection) -> IndexState:
     return IndexState(int(row[0]), int(made_for) if made_for is not None and made_for.isdigit() else None)
 
 
+def index_report(conn: Connection) -> tuple[IndexState, int | None, bool]:
+    """For ``doctor``: the index's state, its lists (None without a valid one), and whether a next one is
+    there unfinished (a build under way, or one cut short that the next build drops)."""
+    state = index_state(conn)
+    row = conn.execute(
+        "SELECT (SELECT c.reloptions FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+        " WHERE c.oid = to_regclass(%s) AND i.indisvalid), to_regclass(%s) IS NOT NULL",
+        (INDEX, NEXT_INDEX),
+    ).fetchone()
+    assert row is not None
+    options = dict(str(option).split("=", 1) for option in row[0] or [])
+    lists = int(options["lists"]) if "lists" in options else None
+    return state, lists, bool(row[1])
+
+
 def lists_for(rows: int) -> int:
     return max(1, min(MAX_LISTS, rows // LIST_ROWS))
 
@@ -141,7 +156,7 @@ def keep_index(db: Database) -> bool:
     the lists are learnt and filled, ~2 minutes of one server core at 1M), under a session-level advisory lock:
     one sidecar builds, the others see the lock taken and leave it. The new index is made beside the old one
     and takes its name once valid, so searches always have one. A build cut short (the process killed)
-    leaves an invalid ``_NEXT``, dropped by the next build.
+    leaves an invalid ``NEXT_INDEX``, dropped by the next build.
     """
     with psycopg.connect(db.url, autocommit=True) as conn:
         set_search_path(conn, db.schema)
@@ -164,7 +179,7 @@ def keep_index(db: Database) -> bool:
 def make_index(conn: Connection, rows: int) -> None:
     """Make the index for a table of ``rows`` vectors and put it in place of the one there is (if any).
     ``conn`` is in autocommit, with the store's search path."""
-    table, index, following = sql.Identifier(TABLE), sql.Identifier(INDEX), sql.Identifier(_NEXT)
+    table, index, following = sql.Identifier(TABLE), sql.Identifier(INDEX), sql.Identifier(NEXT_INDEX)
     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(following))
     conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(BUILD_MEMORY)))
     conn.execute(

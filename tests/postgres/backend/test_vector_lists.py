@@ -104,7 +104,7 @@ def test_two_sidecars_checking_at_once_make_the_index_once(store: Database) -> N
 def test_an_index_left_half_made_is_replaced(store: Database) -> None:
     """A sidecar killed while making the index leaves the next one unfinished under its temporary name."""
     add_vectors(store, "s1", 300, seed=6)
-    store.write(lambda conn: conn.execute(f"CREATE INDEX {vectors._NEXT} ON message_vectors (agent_id)"))
+    store.write(lambda conn: conn.execute(f"CREATE INDEX {vectors.NEXT_INDEX} ON message_vectors (agent_id)"))
 
     assert vectors.keep_index(store)
 
@@ -152,3 +152,28 @@ def test_a_sidecar_finding_a_filled_store_without_an_index_makes_one(place: Plac
         assert lists_index(db) == (6, "300")
     finally:
         db.close()
+
+
+def test_a_build_that_fails_is_logged_and_not_tried_again_at_every_write(
+    store: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each try reads every vector, so a server that cannot give the build its memory is not asked every minute."""
+    from openclaw_lossless.embed import database_index
+
+    add_vectors(store, "s1", 3000, seed=9)
+    monkeypatch.setattr(vectors, "BUILD_MEMORY", "1MB")  # pgvector refuses: k-means needs more
+    monkeypatch.setattr(database_index, "UPKEEP_S", 0.0)
+    index = DatabaseIndex(store, DIMENSION)
+
+    failed = index.keep_index(force=True)
+    assert failed is not None
+    failed.join()
+
+    assert lists_index(store) is None
+    assert "the vector index could not be made" in caplog.text and "maintenance_work_mem" in caplog.text
+    assert index.keep_index() is None  # after the worker's next write: not yet
+    monkeypatch.setattr(vectors, "BUILD_MEMORY", "1GB")
+    retried = index.keep_index(force=True)  # a restart asks again at once
+    assert retried is not None
+    retried.join()
+    assert lists_index(store) == (60, "3000")
