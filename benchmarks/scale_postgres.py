@@ -356,7 +356,7 @@ def describe(server: PostgresServer) -> dict[str, Any]:
     return {"version": version, "pgvector": None if vector is None else str(vector[0]), "settings": SERVER_SETTINGS}
 
 
-PROBES_SWEEP = (10, 20, 40, 80)  # lists read per search (the product's is ``vectors.PROBES``)
+PROBES_SWEEP = (20, 40, 60, 80, 160)  # lists read per search (the product's is ``vectors.PROBES``)
 
 
 def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> dict[str, Any]:
