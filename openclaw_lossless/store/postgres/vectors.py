@@ -40,19 +40,30 @@ IVFFlat, 2,000 lists                                       40 lists    0.983    
 IVFFlat, 2,000 lists                                       80 lists    0.986    23.4     28.5
 =========================================================  ==========  =======  =======  =======
 
-On a 144,000-vector store of the same kind (200 lists), against exact search in half precision: 40 lists
-read kept 0.94, 60 kept 0.983, 80 kept 0.993 (HNSW had kept 0.98 at 100k): a smaller store's nearest
-neighbours lie further apart, in more lists. Hence ``PROBES`` 80, which keeps 0.986 at 1M for p95 ~28 ms.
+A smaller store's nearest neighbours lie further apart, in more lists. On the first 100,000 of those vectors,
+against exact search in half precision (30 prompts; the 1M store's run was going on beside):
+
+=================  ======================  ======================  ======================
+lists              40 read                 80 read                 120 read
+=================  ======================  ======================  ======================
+100 (1,000 each)   0.970, p50 25.2 ms      0.998, 40.6 ms          1.0, 52.8 ms
+200 (500 each)     0.955, 12.9 ms          0.985, 22.1 ms          1.0, 29.8 ms
+400 (250 each)     0.957, 6.3 ms           0.988, 11.4 ms          0.997, 15.8 ms
+=================  ======================  ======================  ======================
+
+Finer lists cost less for the same share kept, so a list holds ``LIST_ROWS`` 250 vectors, up to
+``MAX_LISTS`` (2,000, from 500,000 vectors on: beyond, k-means's memory grows with the square of the lists),
+and a search reads ``PROBES`` 100 lists: at 1M (2,000 lists) that keeps the 0.986 ceiling for p50 ~30 ms.
 
 HNSW's graph loses neighbours in dense regions, which conversations are full of, and no ``ef_search``
 pgvector allows finds them again. IVFFlat reads whole lists, so a search costs about the same
-(``PROBES × LIST_ROWS`` vectors, ~40,000) at any size up to ``MAX_LISTS × LIST_ROWS``, a write costs one
-distance per list instead of a graph insert, and the index is 30 % smaller. Its price: the lists are learnt
-from the vectors there are, and an index made on few vectors (or none) would file every later one in lists
-that say nothing. So ``keep_index`` makes it in the background (``CREATE INDEX CONCURRENTLY``: writes go
-on), once the table holds ``BUILD_AT`` vectors, and again whenever it has grown ``REBUILD_GROWTH`` times
-since (the rows it was made for are its comment), one sidecar at a time. Until the first one exists a
-search that is not ranked whole reads the table.
+(``PROBES × LIST_ROWS`` vectors, 25,000) at any size up to ``MAX_LISTS × LIST_ROWS`` (500,000), linearly more
+beyond; a write costs one distance per list instead of a graph insert, and the index is 30 % smaller. Its
+price: the lists are learnt from the vectors there are, and an index made on few vectors (or none) would file
+every later one in lists that say nothing. So ``keep_index`` makes it in the background (``CREATE INDEX
+CONCURRENTLY``: writes go on), once the table holds ``BUILD_AT`` vectors, and again whenever it has grown
+``REBUILD_GROWTH`` times since (the rows it was made for are its comment), one sidecar at a time. Until the
+first one exists a search that is not ranked whole reads the table.
 
 Why two paths: the lists nearest the query hold few of a small scope's rows, so its search would read many
 lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms (measured at 60,000 and
@@ -78,13 +89,13 @@ from openclaw_lossless.store.sqlite.vectors import StoredVectors
 TABLE = "message_vectors"
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
 NEXT_INDEX = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
-LIST_ROWS = 500  # vectors per list when the index is made (2,000 lists at 1M: 0.983; 1,000: 0.968, see above)
+LIST_ROWS = 250  # vectors per list when the index is made, up to MAX_LISTS (finer lists: see above)
 MAX_LISTS = 2000  # k-means needs samples × lists floats: ~0.8 GB of maintenance_work_mem at 2,000, 3.2 at 4,000
 BUILD_AT = 10000  # vectors in the table before the first index: fewer are ranked whole or read whole quickly
 REBUILD_GROWTH = 2  # the index is made again once the table holds this many times the vectors it was made for
 BUILD_MEMORY = "1GB"  # maintenance_work_mem for the build (the session's own; the server's default is 64 MB)
 LOCK_KEY = 0x6C6F7376  # "losv": the advisory lock of one build at a time, with the schema's hash
-PROBES = 80  # lists read per search: ~40,000 vectors at LIST_ROWS (40 kept 0.983 at 1M but 0.94 at 144,000)
+PROBES = 100  # lists read per search: 25,000 vectors at LIST_ROWS, 50,000 at 1M (MAX_LISTS)
 MAX_PROBES = 400  # lists an iterative scan may read for a scope whose rows are sparse in the nearest lists
 EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
