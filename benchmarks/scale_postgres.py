@@ -33,7 +33,6 @@ from typing import Any
 
 import httpx
 import numpy as np
-import psycopg
 from psycopg import sql
 
 from benchmarks import scale_data, scale_postgres_fill
@@ -44,7 +43,7 @@ from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.postgres import vectors
-from openclaw_lossless.store.postgres.connection import Database, set_search_path
+from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.server import PostgresServer
@@ -112,9 +111,7 @@ def drop_vector_index(db: Database) -> None:
 def build_vector_index(db: Database) -> float:
     """The IVFFlat index as ``vectors.keep_index`` makes it once due, over every stored vector; seconds taken."""
     began = time.monotonic()
-    with psycopg.connect(db.url, autocommit=True) as conn:
-        set_search_path(conn, db.schema)
-        vectors.make_index(conn, vectors.index_state(conn).rows)
+    assert vectors.keep_index(db, force=True)
     return time.monotonic() - began
 
 

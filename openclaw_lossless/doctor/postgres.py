@@ -98,12 +98,13 @@ def _vector_index(conn: Connection) -> Finding:
     search of a scope too large to rank whole reads every vector, and recall's vector lane runs out of time."""
     if not vectors.exists(conn):
         return Finding("vector_index", True, "no vector table yet", code="vector_index_not_due")
-    state, lists, building = vectors.index_report(conn)
-    data = {"vectors": state.rows, "lists": lists, "madeFor": state.made_for, "nextUnfinished": building}
+    state = vectors.index_state(conn)
+    lists = state.lists
+    data = {"vectors": state.rows, "lists": lists, "madeFor": state.made_for, "nextUnfinished": state.unfinished}
     unfinished = (
         f"; {vectors.NEXT_INDEX} is there unfinished (a sidecar making it now, or a build cut short, which the next"
         " one drops)"
-        if building
+        if state.unfinished
         else ""
     )
     if lists is None and not state.due:

@@ -125,6 +125,8 @@ def create(conn: Connection, dimension: int) -> None:
 class IndexState:
     rows: int  # vectors in the table
     made_for: int | None  # the vectors the valid index was made for (its comment); None without one
+    lists: int | None  # the valid index's lists; None without one
+    unfinished: bool  # a next index is there, not yet valid: a build under way, or one cut short
 
     @property
     def due(self) -> bool:
@@ -135,55 +137,50 @@ class IndexState:
 
 
 def index_state(conn: Connection) -> IndexState:
+    """The vectors, the valid index's comment and lists, and whether a next one is there: one statement."""
     row = conn.execute(
-        f"SELECT (SELECT count(*) FROM {TABLE}), (SELECT obj_description(i.indexrelid, 'pg_class') FROM pg_index i"
-        " WHERE i.indexrelid = to_regclass(%s) AND i.indisvalid)",
-        (INDEX,),
+        f"SELECT (SELECT count(*) FROM {TABLE}), obj_description(c.oid, 'pg_class'), c.reloptions,"
+        " to_regclass(%s) IS NOT NULL FROM (SELECT 1) one LEFT JOIN (pg_class c JOIN pg_index i"
+        " ON i.indexrelid = c.oid AND i.indisvalid) ON c.oid = to_regclass(%s)",
+        (NEXT_INDEX, INDEX),
     ).fetchone()
     assert row is not None
-    made_for = row[1]
-    return IndexState(int(row[0]), int(made_for) if made_for is not None and made_for.isdigit() else None)
-
-
-def index_report(conn: Connection) -> tuple[IndexState, int | None, bool]:
-    """For ``doctor``: the index's state, its lists (None without a valid one), and whether a next one is
-    there unfinished (a build under way, or one cut short that the next build drops)."""
-    state = index_state(conn)
-    row = conn.execute(
-        "SELECT (SELECT c.reloptions FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
-        " WHERE c.oid = to_regclass(%s) AND i.indisvalid), to_regclass(%s) IS NOT NULL",
-        (INDEX, NEXT_INDEX),
-    ).fetchone()
-    assert row is not None
-    options = dict(str(option).split("=", 1) for option in row[0] or [])
-    lists = int(options["lists"]) if "lists" in options else None
-    return state, lists, bool(row[1])
+    made_for, options = row[1], dict(str(option).split("=", 1) for option in row[2] or [])
+    return IndexState(
+        rows=int(row[0]),
+        made_for=int(made_for) if made_for is not None and made_for.isdigit() else None,
+        lists=int(options["lists"]) if "lists" in options else None,
+        unfinished=bool(row[3]),
+    )
 
 
 def lists_for(rows: int) -> int:
     return max(1, min(MAX_LISTS, rows // LIST_ROWS))
 
 
-def keep_index(db: Database) -> bool:
-    """Make the IVFFlat index if it is due (``IndexState.due``); True when this call made one.
+def keep_index(db: Database, force: bool = False) -> bool:
+    """Make the IVFFlat index if it is due (``IndexState.due``), or at once with ``force`` (a bulk load just
+    ended); True when this call made one.
 
-    On a connection of its own, outside any transaction (``CONCURRENTLY``: commits and searches go on while
-    the lists are learnt and filled, ~2 minutes of one server core at 1M), under a session-level advisory lock:
-    one sidecar builds, the others see the lock taken and leave it. The new index is made beside the old one
-    and takes its name once valid, so searches always have one. A build cut short (the process killed)
-    leaves an invalid ``NEXT_INDEX``, dropped by the next build.
+    Whether it is due is read on a pooled connection (the check runs every minute a sidecar writes). The
+    build runs on a connection of its own, outside any transaction (``CONCURRENTLY``: commits and searches go
+    on while the lists are learnt and filled, ~2 minutes of one server core at 1M), under a session-level
+    advisory lock: one sidecar builds, the others see the lock taken and leave it. The new index is made
+    beside the old one and takes its name once valid, so searches always have one. A build cut short (the
+    process killed) leaves an invalid ``NEXT_INDEX``, dropped by the next build.
     """
+    reader = db.reader()
+    if not exists(reader) or not (force or index_state(reader).due):
+        return False
     with psycopg.connect(db.url, autocommit=True) as conn:
         set_search_path(conn, db.schema)
-        if not exists(conn) or not index_state(conn).due:
-            return False
         key = (LOCK_KEY, db.schema)
         row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
         if row is None or not row[0]:
             return False
         try:
             state = index_state(conn)  # again under the lock: another sidecar may have just made it
-            if not state.due:
+            if not (force or state.due):
                 return False
             make_index(conn, state.rows)
             return True
