@@ -208,3 +208,22 @@ def test_a_common_word_ranked_alone_takes_its_weight_from_the_statistics(
     assert scans == counting_scans - 1  # budget's postings are not read for its count
     assert [i for i, _ in estimated] == [i for i, _ in counted]
     assert sorted(i for i, _ in estimated) == ids[-LIMIT:]
+
+
+def test_where_the_newest_matches_start_is_kept_until_the_store_grows(twins: Twins) -> None:
+    """Every word common: the newest ``limit`` matches of the first are ranked. Finding where they start reads
+    back through the messages (tens of milliseconds at 1M), so the start is kept until the store has grown by a
+    quarter of the limit; meanwhile the matches added since are ranked too, then it is found again."""
+    limit = 8
+    ids = twins.add([("s0", f"budget review number {n}") for n in range(20)])
+    terms = TermStats(limit)
+    assert sorted(search(twins, ["budget"], terms)) == ids[-limit:]
+
+    added = twins.add([("s0", "the budget again")])  # one message: under a quarter of the limit
+
+    assert sorted(search(twins, ["budget"], terms)) == ids[-limit:] + added
+    assert sorted(search(twins, ["budget"], TermStats(limit))) == (ids + added)[-limit:]  # a new process: exact
+
+    added += twins.add([("s0", "the budget once more")])  # two since the start was found: a quarter of 8
+
+    assert sorted(search(twins, ["budget"], terms)) == (ids + added)[-limit:]
