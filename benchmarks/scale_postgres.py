@@ -358,14 +358,16 @@ PROBES_SWEEP = (20, 40, 60, 80, 160)  # lists read per search (the product's is 
 
 def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> dict[str, Any]:
     """Top-20 overlap with the exact float32 top 20 and the vector search's p50 for several ``ivfflat.probes``
-    values (the product's is ``vectors.PROBES``), and for the exact path alone (every scope ranked whole):
+    values, fixed (the product reads ``vectors.READ_VECTORS`` vectors' worth, at least ``vectors.PROBES``
+    lists), and for the exact path alone (every scope ranked whole):
     the trade-off the setting makes, as ``scale_measure.shortlist_sweep`` shows SQLite's."""
     assert sidecar.index is not None and sidecar.embedding.provider is not None
     exact, scope = Vec0Lane(baseline), Scope(agent_ids=frozenset({AGENT}))
     queries = sidecar.embedding.provider.embed(prompts)
     truths = [{i for i, _ in exact.search(q, scope, 20)} for q in queries]
-    default_probes, default_exact = vectors.PROBES, vectors.EXACT_ROWS
+    default_probes, default_exact, default_read = vectors.PROBES, vectors.EXACT_ROWS, vectors.READ_VECTORS
     out: dict[str, Any] = {}
+    vectors.READ_VECTORS = 0
     try:
         for name, probes, exact_rows in [*((str(n), n, default_exact) for n in PROBES_SWEEP), ("exact", 0, 10**9)]:
             vectors.PROBES, vectors.EXACT_ROWS = probes or default_probes, exact_rows
@@ -377,5 +379,5 @@ def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> 
                 shares.append(len(truth & found) / max(1, len(truth)))
             out[name] = {"top20": round(float(np.mean(shares)), 4), "p50_ms": percentiles(times)["p50"]}
     finally:
-        vectors.PROBES, vectors.EXACT_ROWS = default_probes, default_exact
+        vectors.PROBES, vectors.EXACT_ROWS, vectors.READ_VECTORS = default_probes, default_exact, default_read
     return out

@@ -18,7 +18,8 @@ most, through the messages' indexes):
 - a scope of at most ``EXACT_ROWS`` messages (a subagent's sessions, an agent's first months) is ranked
   whole and exactly: the distance of each of its vectors, found by key from its messages;
 - a larger one through an IVFFlat index (``INDEX``): the vectors are kept in lists around k-means centres,
-  and a search reads the ``PROBES`` lists whose centres are nearest the query, under the scope's filter,
+  and a search reads the lists whose centres are nearest the query (as many as hold ``READ_VECTORS``
+  vectors, at least ``PROBES``), under the scope's filter,
   with pgvector 0.8's iterative scan (``ivfflat.iterative_scan = relaxed_order``): when those lists hold
   too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
   ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
@@ -53,13 +54,17 @@ lists              40 read                 80 read                 120 read
 
 Finer lists cost less for the same share kept, so a list holds ``LIST_ROWS`` 250 vectors, up to
 ``MAX_LISTS`` (2,000, from 500,000 vectors on: beyond, k-means's memory grows with the square of the lists),
-and a search reads ``PROBES`` 100 lists: at 1M (2,000 lists) that keeps the 0.986 ceiling for p50 ~30 ms.
+and a search reads as many lists as hold ``READ_VECTORS`` 50,000 vectors, by the rows a list held when the
+index was made (at least ``PROBES`` 100): 100 lists at 1M (2,000 lists), which keeps the 0.986 ceiling for
+p50 ~30 ms, and 200 of the 400 lists at 100k. A fixed 100 lists read at 100k kept 0.973-0.983 of the exact top
+20 over four builds of the index on the same vectors (k-means starts from a random sample), and 0.970 in one
+benchmark run; 200 kept 0.985-0.994 (the exact path's ceiling there: 0.994) for p50 ~28 ms against ~16.
 
 HNSW's graph loses neighbours in dense regions, which conversations are full of, and no ``ef_search``
 pgvector allows finds them again. IVFFlat reads whole lists, so a search costs about the same
-(``PROBES × LIST_ROWS`` vectors, 25,000) at any size up to ``MAX_LISTS × LIST_ROWS`` (500,000), linearly more
-beyond; a write costs one distance per list instead of a graph insert, and the index is 30 % smaller. Its
-price: the lists are learnt from the vectors there are, and an index made on few vectors (or none) would file
+(``READ_VECTORS``) at any size up to 1M, linearly more beyond (``PROBES`` lists of ever fuller lists); a
+write costs one distance per list instead of a graph insert, and the index is 30 % smaller. Its price: the
+lists are learnt from the vectors there are, and an index made on few vectors (or none) would file
 every later one in lists that say nothing. So ``keep_index`` makes it in the background (``CREATE INDEX
 CONCURRENTLY``: writes go on), once the table holds ``BUILD_AT`` vectors, and again whenever it has grown
 ``REBUILD_GROWTH`` times since (the rows it was made for are its comment), one sidecar at a time. Until the
@@ -95,7 +100,8 @@ BUILD_AT = 10000  # vectors in the table before the first index: fewer are ranke
 REBUILD_GROWTH = 2  # the index is made again once the table holds this many times the vectors it was made for
 BUILD_MEMORY = "1GB"  # maintenance_work_mem for the build (the session's own; the server's default is 64 MB)
 LOCK_KEY = 0x6C6F7376  # "losv": the advisory lock of one build at a time, with the schema's hash
-PROBES = 100  # lists read per search: 25,000 vectors at LIST_ROWS, 50,000 at 1M (MAX_LISTS)
+READ_VECTORS = 50_000  # vectors a search reads, in whole lists: 200 lists up to MAX_LISTS, 100 at 1M
+PROBES = 100  # lists read per search at the least (beyond 1M, where lists hold more than 500 vectors)
 MAX_PROBES = 400  # lists an iterative scan may read for a scope whose rows are sparse in the nearest lists
 EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
@@ -408,7 +414,7 @@ def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scop
     with conn.transaction(), conn.cursor(binary=True) as cursor:
         small = _at_most(cursor, scope, EXACT_ROWS)
         if not small:
-            cursor.execute(_SETTINGS, (str(PROBES), str(MAX_PROBES)))
+            cursor.execute(_SETTINGS, {"probes": PROBES, "read": READ_VECTORS, "max": str(MAX_PROBES), "index": INDEX})
         for query in queries:
             asked = {**params, "q": query.tolist(), "k": k, "fetch": k * OVERFETCH}
             rows = [] if small else cursor.execute(approximate, asked, prepare=False).fetchall()
@@ -436,10 +442,17 @@ def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
     return total <= limit
 
 
-# ``SET LOCAL`` of the scan's settings, as one statement with parameters.
+# ``SET LOCAL`` of the scan's settings, as one statement with parameters. The lists read: enough for
+# ``READ_VECTORS`` at the rows a list held when the index was made (its comment over its ``lists``), at least
+# ``PROBES``, at most every list; ``PROBES`` without a valid index.
 _SETTINGS = (
-    "SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true), set_config('ivfflat.probes', %s, true),"
-    " set_config('ivfflat.max_probes', %s, true)"
+    "SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true),"
+    " set_config('ivfflat.probes', greatest(%(probes)s,"
+    " least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))::int::text, true),"
+    " set_config('ivfflat.max_probes', %(max)s, true)"
+    " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT (SELECT substr(o, 7)::int FROM unnest(c.reloptions) o"
+    " WHERE starts_with(o, 'lists=')) AS lists, CASE WHEN d ~ '^[0-9]+$' THEN d::bigint END AS made_for"
+    " FROM pg_class c CROSS JOIN obj_description(c.oid, 'pg_class') d WHERE c.oid = to_regclass(%(index)s)) i ON true"
 )
 # The index's candidates in scope (in relaxed order), then the best ``k`` of them by their exact distance.
 _ANN = sql.SQL(

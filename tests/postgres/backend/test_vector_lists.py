@@ -25,6 +25,7 @@ def small_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vectors, "BUILD_AT", 200)
     monkeypatch.setattr(vectors, "LIST_ROWS", 50)
     monkeypatch.setattr(vectors, "PROBES", 4)
+    monkeypatch.setattr(vectors, "READ_VECTORS", 0)
     monkeypatch.setattr(vectors, "EXACT_ROWS", 0)  # every search through the index, when there is one
 
 
@@ -177,3 +178,35 @@ def test_a_build_that_fails_is_logged_and_not_tried_again_at_every_write(
     assert retried is not None
     retried.join()
     assert lists_index(store) == (60, "3000")
+
+
+def lists_read(db: Database, rows: np.ndarray) -> int:
+    """The lists a search of ``rows[0]`` was set to read (its ``SET LOCAL``, seen inside the same transaction)."""
+    with db.reader().transaction() as tx:
+        vectors.nearest(tx.connection, rows[0], Scope(frozenset({"main"})), 5)
+        row = tx.connection.execute("SELECT current_setting('ivfflat.probes')").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_search_reads_as_many_lists_as_hold_its_share_of_vectors(
+    store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lists of a smaller store hold its neighbours further apart: a search reads about ``READ_VECTORS``
+    vectors in whole lists (at least ``PROBES`` lists, at most all of them), by the rows a list held when the
+    index was made. Without an index, ``PROBES``."""
+    _, rows = add_vectors(store, "s1", 400, seed=11)
+    monkeypatch.setattr(vectors, "PROBES", 1)
+    monkeypatch.setattr(vectors, "READ_VECTORS", 100)
+    assert lists_read(store, rows) == 1  # no index yet
+
+    assert vectors.keep_index(store)
+    assert lists_index(store) == (8, "400")  # 50 vectors a list
+
+    assert lists_read(store, rows) == 2
+    monkeypatch.setattr(vectors, "READ_VECTORS", 130)
+    assert lists_read(store, rows) == 3  # whole lists: 2.6 rounded up
+    monkeypatch.setattr(vectors, "PROBES", 5)
+    assert lists_read(store, rows) == 5
+    monkeypatch.setattr(vectors, "READ_VECTORS", 10_000)
+    assert lists_read(store, rows) == 8  # every list, no more

@@ -64,6 +64,7 @@ def indexed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vectors, "BUILD_AT", 1)
     monkeypatch.setattr(vectors, "LIST_ROWS", 100)
     monkeypatch.setattr(vectors, "PROBES", 10)
+    monkeypatch.setattr(vectors, "READ_VECTORS", 0)
 
 
 @pytest.fixture(params=["exact", "index"])
