@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from openclaw_lossless.store.postgres import fulltext
 from openclaw_lossless.store.postgres.connection import Connection
@@ -46,6 +47,17 @@ _PROBE = (
 )
 
 
+Key = tuple[object, ...]  # the store (server, database, schema), then the word
+
+
+class _Probed(Protocol):
+    @property
+    def probed_at(self) -> int: ...
+
+
+P = TypeVar("P", bound=_Probed)
+
+
 @dataclass(frozen=True)
 class _Start:
     after: int  # the id the newest ``limit`` matches exceed (0: every match)
@@ -55,8 +67,8 @@ class _Start:
 class TermStats:
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
-        self._cache: OrderedDict[tuple[object, ...], _Count] = OrderedDict()
-        self._starts: OrderedDict[tuple[object, ...], _Start] = OrderedDict()
+        self._cache: OrderedDict[Key, _Count] = OrderedDict()
+        self._starts: OrderedDict[Key, _Start] = OrderedDict()
         self._lock = threading.Lock()
 
     def clear(self) -> None:
@@ -86,40 +98,42 @@ class TermStats:
         """The id the newest ``limit`` messages holding ``term`` exceed (0: it is in fewer), probed again once
         the store has grown by a quarter of ``limit``."""
         key = (*store, term)
-        with self._lock:
-            known = self._starts.get(key)
-            if known is not None and self._fresh(known.probed_at, newest):
-                self._starts.move_to_end(key)
-                return known.after
+        known = self._known(self._starts, [key], newest)
+        if key in known:
+            return known[key].after
         found = fulltext.in_time(conn).execute(_PROBE, (term, self.limit)).fetchone()
-        start = 0 if found is None else int(found[0])
-        with self._lock:
-            self._starts[key] = _Start(start, newest)
-            while len(self._starts) > CACHE_TERMS:
-                self._starts.popitem(last=False)
-        return start
+        start = _Start(0 if found is None else int(found[0]), newest)
+        self._keep(self._starts, {key: start})
+        return start.after
 
-    def _fresh(self, probed_at: int, newest: int) -> bool:
-        return newest - probed_at < max(1, self.limit // 4)
+    def _known(self, cache: OrderedDict[Key, P], keys: list[Key], newest: int) -> dict[Key, P]:
+        """The entries of ``keys`` that still stand: taken before the store grew by a quarter of ``limit``."""
+        found: dict[Key, P] = {}
+        with self._lock:
+            for key in keys:
+                known = cache.get(key)
+                if known is not None and newest - known.probed_at < max(1, self.limit // 4):
+                    cache.move_to_end(key)
+                    found[key] = known
+        return found
+
+    def _keep(self, cache: OrderedDict[Key, P], entries: dict[Key, P]) -> None:
+        """Keep ``entries``, dropping the least recently used beyond ``CACHE_TERMS``."""
+        with self._lock:
+            cache.update(entries)
+            while len(cache) > CACHE_TERMS:
+                cache.popitem(last=False)
 
     def _counts(self, conn: Connection, store: tuple[object, ...], terms: list[str], newest: int) -> dict[str, int]:
         """Messages holding each term, counted up to ``limit + 1`` (cached until the store grows); the terms not
         cached are counted in one statement, not one round trip each."""
-        counts: dict[str, int] = {}
-        with self._lock:
-            for term in terms:
-                known = self._cache.get((*store, term))
-                if known is not None and self._fresh(known.probed_at, newest):
-                    self._cache.move_to_end((*store, term))
-                    counts[term] = known.count
+        known = self._known(self._cache, [(*store, term) for term in terms], newest)
+        counts = {str(key[-1]): count.count for key, count in known.items()}
         missing = [term for term in dict.fromkeys(terms) if term not in counts]
         if missing:
             bounds = {"common": ESTIMATE_MARGIN * self.limit, "over": self.limit + 1, "words": missing}
             rows = fulltext.in_time(conn).execute(_COUNTS, bounds).fetchall()
-            with self._lock:
-                for term, count in rows:
-                    counts[str(term)] = int(count)
-                    self._cache[(*store, str(term))] = _Count(int(count), newest)
-                while len(self._cache) > CACHE_TERMS:
-                    self._cache.popitem(last=False)
+            counted = {str(term): _Count(int(count), newest) for term, count in rows}
+            self._keep(self._cache, {(*store, term): count for term, count in counted.items()})
+            counts.update((term, count.count) for term, count in counted.items())
         return counts

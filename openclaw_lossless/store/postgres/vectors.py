@@ -142,20 +142,28 @@ class IndexState:
         return self.made_for is None or self.rows >= REBUILD_GROWTH * max(self.made_for, 1)
 
 
+# The valid index's lists (its option) and the vectors it was made for (its comment): one row, NULLs without
+# a valid index. Read by ``index_state`` and by every search's settings (how many lists to read).
+_MADE = (
+    "SELECT (SELECT substr(o, 7)::int FROM unnest(c.reloptions) o WHERE starts_with(o, 'lists=')) AS lists,"
+    " CASE WHEN d ~ '^[0-9]+$' THEN d::bigint END AS made_for FROM pg_class c"
+    " JOIN pg_index x ON x.indexrelid = c.oid AND x.indisvalid CROSS JOIN obj_description(c.oid, 'pg_class') d"
+    " WHERE c.oid = to_regclass(%(index)s)"
+)
+
+
 def index_state(conn: Connection) -> IndexState:
     """The vectors, the valid index's comment and lists, and whether a next one is there: one statement."""
     row = conn.execute(
-        f"SELECT (SELECT count(*) FROM {TABLE}), obj_description(c.oid, 'pg_class'), c.reloptions,"
-        " to_regclass(%s) IS NOT NULL FROM (SELECT 1) one LEFT JOIN (pg_class c JOIN pg_index i"
-        " ON i.indexrelid = c.oid AND i.indisvalid) ON c.oid = to_regclass(%s)",
-        (NEXT_INDEX, INDEX),
+        f"SELECT (SELECT count(*) FROM {TABLE}), i.made_for, i.lists, to_regclass(%(next)s) IS NOT NULL"
+        f" FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true",
+        {"index": INDEX, "next": NEXT_INDEX},
     ).fetchone()
     assert row is not None
-    made_for, options = row[1], dict(str(option).split("=", 1) for option in row[2] or [])
     return IndexState(
         rows=int(row[0]),
-        made_for=int(made_for) if made_for is not None and made_for.isdigit() else None,
-        lists=int(options["lists"]) if "lists" in options else None,
+        made_for=None if row[1] is None else int(row[1]),
+        lists=None if row[2] is None else int(row[2]),
         unfinished=bool(row[3]),
     )
 
@@ -443,16 +451,13 @@ def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
 
 
 # ``SET LOCAL`` of the scan's settings, as one statement with parameters. The lists read: enough for
-# ``READ_VECTORS`` at the rows a list held when the index was made (its comment over its ``lists``), at least
-# ``PROBES``, at most every list; ``PROBES`` without a valid index.
+# ``READ_VECTORS`` at the rows a list held when the index was made (``_MADE``), at least ``PROBES``, at most
+# every list; ``PROBES`` without a valid index.
 _SETTINGS = (
     "SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true),"
     " set_config('ivfflat.probes', greatest(%(probes)s,"
     " least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))::int::text, true),"
-    " set_config('ivfflat.max_probes', %(max)s, true)"
-    " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT (SELECT substr(o, 7)::int FROM unnest(c.reloptions) o"
-    " WHERE starts_with(o, 'lists=')) AS lists, CASE WHEN d ~ '^[0-9]+$' THEN d::bigint END AS made_for"
-    " FROM pg_class c CROSS JOIN obj_description(c.oid, 'pg_class') d WHERE c.oid = to_regclass(%(index)s)) i ON true"
+    f" set_config('ivfflat.max_probes', %(max)s, true) FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true"
 )
 # The index's candidates in scope (in relaxed order), then the best ``k`` of them by their exact distance.
 _ANN = sql.SQL(
