@@ -210,6 +210,32 @@ def test_salvage_of_a_sound_database_is_complete_and_exit_0(pristine: Path, tmp_
     assert originals(out) == originals(pristine / "lossless.sqlite")
 
 
+def test_salvage_keeps_the_tombstones_and_counts_no_forgotten_message_as_missing(
+    pristine: Path, tmp_path: Path
+) -> None:
+    state = damaged_copy(pristine, tmp_path, "none")
+    newest = max(originals(state / "lossless.sqlite"))
+    gone = cli(state, "forget", "msg:7", f"msg:{newest}", "--yes")
+    assert gone.returncode == 0, gone.stderr
+    out = tmp_path / "copy.sqlite"
+    done = cli(state, "salvage", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["complete"] is True and report["messagesMissing"] == 0, report
+    assert originals(out) == originals(state / "lossless.sqlite")
+    assert tombstones(out) == tombstones(state / "lossless.sqlite") and len(tombstones(out)) == 2
+
+
+def tombstones(path: Path) -> list[tuple[Any, ...]]:
+    conn = open_connection(path, readonly=True)
+    try:
+        return conn.execute(
+            "SELECT session_id, content_hash, window_key, message_id FROM forgotten ORDER BY id"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
 def test_salvage_of_garbage_says_nothing_is_readable_and_writes_nothing(pristine: Path, tmp_path: Path) -> None:
     state = damaged_copy(pristine, tmp_path, "garbage")
     out = tmp_path / "nothing.sqlite"

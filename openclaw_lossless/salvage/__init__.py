@@ -38,7 +38,9 @@ from openclaw_lossless.store.sqlite.rebuild import (
 # In insert order: a row's parents go in before it. Their rows have shapes specific enough to be
 # recognised on pages no tree reaches; meta and migrations are only taken from their own trees.
 SHAPED = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "archives")
-TABLES = (*SHAPED, "meta")
+# The tombstones go too (a forgotten message must stay forgotten: an old export imported into the salvaged
+# store would otherwise bring it back), taken only from their own tree like meta.
+TABLES = (*SHAPED, "meta", "forgotten")
 # Tables keyed by message id that are not copied but witness which messages existed: one row per live
 # message in the full-text index, and one per embedded message (sqlite-vec's rowids table, keyed by message id;
 # ``message_vectors`` itself in a store written before migration m009).
@@ -236,19 +238,30 @@ def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> i
 def _missing_messages(scan: Scan) -> int:
     """An estimate of the messages lost (a lower bound), from witnesses that survive apart from the messages.
 
-    Message ids are dense apart from archived ones, so a gap above the archived range is a lost message;
-    each recovered turn records how many messages it stored, so a turn short of them lost some; and the
-    full-text index and the vectors name messages by id, so one they name that was not read is lost.
+    Message ids are dense apart from archived and forgotten ones, so a gap above the archived range is a lost
+    message; the full-text index and the vectors name messages by id, so one they name that was not read is
+    lost; and each recovered turn records how many messages it stored, so the turns committed after the one
+    holding the newest message read lost all of theirs (the newest messages leave no gap), and a turn short
+    of its messages lost some. The ids each witness names are counted once, however many name them.
     """
     messages, archives = scan.rows["messages"], scan.rows["archives"].values()
     archived_through = max((int(v[4]) for v in archives), default=0)
+    forgotten = {int(v[4]) for v in scan.rows["forgotten"].values() if v[4] is not None}
     above = [i for i in messages if i > archived_through]
-    gaps = (max(above) - archived_through - len(above)) if above else 0
+    newest = max(above, default=archived_through)
+    lost = set(range(archived_through + 1, newest + 1)) - messages.keys() - forgotten
+    lost |= {i for i in scan.witnessed if i > archived_through} - messages.keys()
     turns = {rowid: int(values[4]) for rowid, values in scan.rows["turns"].items()}
+    after = messages[newest][3] if newest in messages else None
+    if after is not None:  # the turns after the newest read message's turn: all their messages are newer
+        newer = sum(count for rowid, count in turns.items() if rowid > after)
+        named = sum(1 for i in lost | forgotten if i > newest)
+        lost_ids = len(lost) + max(0, newer - named)
+    else:
+        lost_ids = len(lost)
     held = Counter(int(v[3]) for v in messages.values() if v[3] is not None)
     short = sum(max(0, count - held[rowid]) for rowid, count in turns.items())
-    unread = len({i for i in scan.witnessed if i > archived_through} - messages.keys())
-    return max(gaps, short - sum(int(v[5]) for v in archives), unread)
+    return max(lost_ids, short - sum(int(v[5]) for v in archives) - len(forgotten))
 
 
 def _report(source: Path, out: Path, pages: PageFile, scan: Scan, placeholders: int) -> dict[str, Any]:
