@@ -229,9 +229,8 @@ def test_salvage_keeps_the_tombstones_and_counts_no_forgotten_message_as_missing
 def tombstones(path: Path) -> list[tuple[Any, ...]]:
     conn = open_connection(path, readonly=True)
     try:
-        return conn.execute(
-            "SELECT session_id, content_hash, window_key, message_id FROM forgotten ORDER BY id"
-        ).fetchall()
+        rows = conn.execute("SELECT session_id, content_hash, window_key, message_id FROM forgotten ORDER BY id")
+        return [tuple(row) for row in rows]
     finally:
         conn.close()
 
