@@ -227,3 +227,21 @@ def test_where_the_newest_matches_start_is_kept_until_the_store_grows(twins: Twi
     added += twins.add([("s0", "the budget once more")])  # two since the start was found: a quarter of 8
 
     assert sorted(search(twins, ["budget"], terms)) == (ids + added)[-limit:]
+
+
+def test_where_the_newest_matches_start_is_found_even_when_the_word_grew_rarer_lately(twins: Twins) -> None:
+    """The start is looked for among the newest messages that the word's share (ANALYZE's) says hold twice the
+    limit of its matches; a word that was everywhere once and is rare lately has fewer there, and its start
+    is then found in the whole history: the newest ``limit`` matches are ranked either way."""
+    limit = 5
+    old = twins.add([("s0", f"budget report number {n}") for n in range(60)])
+    twins.add([("s0", f"weather note number {n}") for n in range(150)])
+    recent = twins.add([("s0", "the budget again"), ("s0", "a quiet day"), ("s0", "budget closed")])
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+
+    assert sorted(search(twins, ["budget"], TermStats(limit))) == [*old[-3:], recent[0], recent[2]]
+
+    steady = twins.add([("s0", f"budget line {n}") for n in range(40)])  # common lately too
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+
+    assert sorted(search(twins, ["budget"], TermStats(limit))) == steady[-limit:]
