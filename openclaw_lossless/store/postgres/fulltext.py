@@ -43,6 +43,7 @@ reads each match's row and vector from the heap, FTS5 only its postings.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import re
 import threading
@@ -62,6 +63,7 @@ from openclaw_lossless.store.sqlite.sessions import Scope
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's: a word in more than half the messages still counts, barely
+MAX_POSITIONS = 256  # positions a tsvector keeps for one lexeme
 EXACT_CORPUS = 10_000  # up to this many messages the average length is computed over all of them
 SAMPLE_ROWS = 10_000  # beyond it, over about this many messages of pages drawn at random
 CORPUS_TTL_S = 600.0
@@ -146,7 +148,8 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
     rows = (
         in_time(conn)
         .execute(
-            _best_matches_sql(len(words), where), [words, idf, *words, corpus.average_length or 1.0, after, *params, k]
+            _best_matches_sql(len(words), where),
+            [words, idf, *words, corpus.average_length or 1.0, after, *params, _TF_BOUNDS, k],
         )
         .fetchall()
     )
@@ -156,15 +159,18 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
 def _best_matches_sql(count: int, where: str) -> str:
     """The ranking for ``count`` words: FTS5's ``fts5Bm25Function`` in SQL.
 
-    ``hits``: the messages in scope holding any word, found on the GIN index, each with ``held``, its vector
-    cut down to the query's lexemes (``setweight`` marks them, ``ts_filter`` keeps them), so counting a word
-    reads a few entries, not the whole message, and ``norm``, BM25's length term. The length in tokens is
-    ``ts_rank`` without, then with, its divide-by-length normalisation: their ratio is the count of the
-    vector's positions (``cnt_length`` in PostgreSQL), computed in C where summing ``unnest`` costs five
-    times as much. A word of one lexeme weighs its count of positions (``single``: its IDF summed over the
-    words sharing the lexeme, as FTS5 weighs two phrases that stem alike twice); a word the parser splits
-    (``a_b``, rare: recall's words are ``\\w+``) counts where its phrase matches, as often as its least frequent
-    lexeme (an upper bound on FTS5's count of phrase instances).
+    ``hits``: the messages in scope holding any word, found on the GIN index, each with ``norm``, BM25's length
+    term, and ``rank``, ``ts_rank`` of the query. The length in tokens is ``ts_rank`` without, then with, its
+    divide-by-length normalisation: their ratio is the count of the vector's positions (``cnt_length`` in
+    PostgreSQL), computed in C where summing ``unnest`` costs five times as much.
+
+    A query of one word of one lexeme (``alone``: every query whose words are all common ranks that way) takes
+    the word's count in the message from ``rank`` too (``tf_of_rank``). Any other query reads ``held``, the
+    vector cut down to the query's lexemes (``setweight`` marks them, ``ts_filter`` keeps them), so counting a
+    word reads a few entries, not the whole message: a word of one lexeme weighs its count of positions
+    (``single``: its IDF summed over the words sharing the lexeme, as FTS5 weighs two phrases that stem alike
+    twice); a word the parser splits (``a_b``, rare: recall's words are ``\\w+``) counts where its phrase
+    matches, as often as its least frequent lexeme (an upper bound on FTS5's count of phrase instances).
     """
     any_word = " || ".join(["phraseto_tsquery('lossless', %s::text)"] * count)
     return f"""
@@ -174,27 +180,49 @@ def _best_matches_sql(count: int, where: str) -> str:
             FROM unnest(%s::text[], %s::float8[]) AS t(word, idf)
         ), single AS (
             SELECT array_agg(s.lexeme ORDER BY s.lexeme) AS lexemes, array_agg(s.idf ORDER BY s.lexeme) AS idfs,
-                   (SELECT bool_or(cardinality(lexemes) > 1) FROM terms) AS phrases
+                   (SELECT bool_or(cardinality(lexemes) > 1) FROM terms) AS phrases,
+                   (SELECT count(*) = 1 AND bool_and(cardinality(lexemes) = 1) FROM terms) AS alone
             FROM (SELECT t.lexemes[1] AS lexeme, sum(t.idf) AS idf FROM terms t
                   WHERE cardinality(t.lexemes) = 1 GROUP BY 1) s
         ), wanted AS (
             SELECT ({any_word}) AS query, array_agg(DISTINCT l) AS lexemes FROM terms, unnest(terms.lexemes) l
         ), hits AS MATERIALIZED (
-            SELECT m.id, ts_filter(setweight(m.search, 'A', w.lexemes), '{{a}}') AS held,
-                   {K1} * ({1 - B} + {B} * round(ts_rank(m.search, w.query, 0)::float8
-                       / nullif(ts_rank(m.search, w.query, 2), 0)) / %s::float8) AS norm
-            FROM messages m CROSS JOIN wanted w
+            SELECT m.id, r.rank,
+                   CASE WHEN NOT s.alone THEN ts_filter(setweight(m.search, 'A', w.lexemes), '{{a}}') END AS held,
+                   {K1} * ({1 - B} + {B} * round(r.rank / nullif(r.per_token, 0)) / %s::float8) AS norm
+            FROM messages m CROSS JOIN wanted w CROSS JOIN single s
+            CROSS JOIN LATERAL (SELECT ts_rank(m.search, w.query, 0)::float8 AS rank,
+                                       ts_rank(m.search, w.query, 2)::float8 AS per_token) r
             WHERE m.search @@ w.query AND m.id > %s AND {where}
         )
-        SELECT h.id, -(
+        SELECT h.id, -(CASE WHEN s.alone THEN (
+            SELECT s.idfs[1] * f.tf * {K1 + 1} / (f.tf + h.norm)
+            FROM (SELECT width_bucket(h.rank, %s::float8[]) + 1 AS tf) f
+        ) ELSE
             coalesce((SELECT sum(s.idfs[array_position(s.lexemes, u.lexeme)] * cardinality(u.positions) * {K1 + 1}
                                  / (cardinality(u.positions) + h.norm)) FROM unnest(h.held) u), 0)
             + coalesce(CASE WHEN s.phrases THEN (
                 SELECT sum(t.idf * f.tf * {K1 + 1} / (f.tf + h.norm)) FROM terms t CROSS JOIN LATERAL (
                     SELECT min(cardinality(u.positions)) AS tf FROM unnest(h.held) u WHERE u.lexeme = ANY(t.lexemes)
                 ) f WHERE cardinality(t.lexemes) > 1 AND h.held @@ t.query) END, 0)
-        ) AS bm25
+        END) AS bm25
         FROM hits h CROSS JOIN single s ORDER BY bm25, h.id LIMIT %s"""
+
+
+def tf_bounds() -> list[float]:
+    """Where ``ts_rank(vector, one_lexeme, 0)`` crosses from one count of the lexeme's positions to the next.
+
+    ``ts_rank`` of a single lexeme is ``w × Σ_{j≤tf} 1/j² / (π²/6)`` (``calc_rank_or`` in PostgreSQL's
+    ``tsrank.c``), with ``w`` = 0.1, the default weight of position class D, which every position of
+    ``messages.search`` has. That grows with every position, up to the 256 a vector keeps for a lexeme, so the
+    count is the rank's bucket among these midpoints: exact where ``ts_filter`` and ``unnest`` take twice the
+    time (``test_fulltext``: every count from 1 to 256).
+    """
+    ranks = list(itertools.accumulate(0.1 / (j * j) / 1.64493406685 for j in range(1, MAX_POSITIONS + 1)))
+    return [(low + high) / 2 for low, high in itertools.pairwise(ranks)]
+
+
+_TF_BOUNDS = tf_bounds()
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,24 @@ def test_the_best_matches_and_their_scores_are_fts5s(twins: Twins) -> None:
         assert_same_ranking(lite, pg)
 
 
+def test_a_word_said_many_times_in_a_message_weighs_as_often_as_it_was_said(twins: Twins) -> None:
+    """A query of one word reads the word's count in each message from ``ts_rank`` (``fulltext.tf_bounds``),
+    not from its positions: every count a vector keeps for a lexeme, 1 to 256, must score as the positions
+    do (the same word beside one no message holds is ranked from them), in FTS5's order."""
+    rng = random.Random(3)
+    twins.add(
+        [("s0", " ".join(["alpha"] * n + rng.choices(FILLER, k=rng.randint(0, 40)))) for n in range(1, 257)]
+        + [("s0", " ".join(rng.choices(FILLER, k=30))) for _ in range(40)]
+    )
+    ranked = partial(fulltext.best_matches, twins.postgres.reader(), after=0, scope=MAIN, k=300)
+
+    alone, counted = ranked(expression(["alpha"])), ranked(expression(["alpha", "quixotic"]))
+
+    assert len(alone) == 256 and [i for i, _ in alone] == [i for i, _ in counted]
+    assert [score for _, score in alone] == pytest.approx([score for _, score in counted], rel=1e-12)
+    assert [i for i, _ in alone] == [i for i, _ in twins.both(["alpha"], MAIN, k=300)[0]]
+
+
 def test_the_ranking_follows_the_store_as_it_grows(twins: Twins) -> None:
     """The corpus figures are kept between queries: once the store has grown, they are taken again."""
     twins.add(corpus(60, seed=1))
