@@ -165,7 +165,7 @@ def _best_matches_sql(count: int, where: str) -> str:
     PostgreSQL), computed in C where summing ``unnest`` costs five times as much.
 
     A query of one word of one lexeme (``alone``: every query whose words are all common ranks that way) takes
-    the word's count in the message from ``rank`` too (``tf_of_rank``). Any other query reads ``held``, the
+    the word's count in the message from ``rank`` too (``tf_bounds``). Any other query reads ``held``, the
     vector cut down to the query's lexemes (``setweight`` marks them, ``ts_filter`` keeps them), so counting a
     word reads a few entries, not the whole message: a word of one lexeme weighs its count of positions
     (``single``: its IDF summed over the words sharing the lexeme, as FTS5 weighs two phrases that stem alike
