@@ -145,15 +145,28 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
     # sidecar's forget lowered it): the word is then as common as can be, at the floor, never a log of < 0
     idf = [max(math.log((max(corpus.rows - n, 0) + 0.5) / (n + 0.5)), IDF_FLOOR) for n in counts]
     where, params = scope_sql(scope)
+    if after > 0:
+        where, params = f"{newer_than('m')} AND {where}", [after, *params]
     rows = (
         in_time(conn)
         .execute(
             _best_matches_sql(len(words), where),
-            [words, idf, *words, corpus.average_length or 1.0, after, *params, _TF_BOUNDS, k],
+            [words, idf, *words, corpus.average_length or 1.0, *params, _TF_BOUNDS, k],
         )
         .fetchall()
     )
     return [(int(row[0]), float(row[1])) for row in rows]
+
+
+def newer_than(alias: str) -> str:
+    """The bound ``id > %s`` as the ``(id, search)`` GIN index takes it: in the scan of the word's postings.
+
+    ``bigint`` on both sides (btree_gin's operator class has no cross-type operators, and a parameter that
+    fits ``integer`` is sent as one), so the index reads the postings of the newest ids only: at 1M messages a
+    common word's newest 5,000 in ~5 ms where its bitmap of ~100,000 and the primary key's range took ~25.
+    Only for a real bound: ``id > 0`` there would read every id's entry.
+    """
+    return f"{alias}.id > %s::bigint"
 
 
 def _best_matches_sql(count: int, where: str) -> str:
@@ -193,7 +206,7 @@ def _best_matches_sql(count: int, where: str) -> str:
             FROM messages m CROSS JOIN wanted w CROSS JOIN single s
             CROSS JOIN LATERAL (SELECT ts_rank(m.search, w.query, 0)::float8 AS rank,
                                        ts_rank(m.search, w.query, 2)::float8 AS per_token) r
-            WHERE m.search @@ w.query AND m.id > %s AND {where}
+            WHERE m.search @@ w.query AND {where}
         )
         SELECT h.id, -(CASE WHEN s.alone THEN (
             SELECT s.idfs[1] * f.tf * {K1 + 1} / (f.tf + h.norm)

@@ -4,8 +4,9 @@ The tables mirror the SQLite store's (``store/sqlite/migrations.py``, m001-m009)
 
 - ids are ``bigint`` identities (an import may still insert explicit ids); times stay ``double precision``
   epoch seconds, the values SQLite stores, so both backends hand callers the same numbers;
-- the keyword index is a stored ``tsvector`` column with a GIN index instead of FTS5 (over a message's first
-  ``INDEXED_CHARS`` characters: a tsvector holds at most 1 MB, FTS5 has no such limit): text search
+- the keyword index is a stored ``tsvector`` column with a GIN index (holding the ids too since m006) instead
+  of FTS5 (over a message's first ``INDEXED_CHARS`` characters: a tsvector holds at most 1 MB, FTS5 has no
+  such limit): text search
   configuration ``lossless`` folds accents (``unaccent``) and stems with snowball english **without** a stop
   list, as FTS5's porter tokenizer keeps every word (recall drops stop words itself). The date words
   ("8 May 2023") are written beside the text at insert (``messages.date_terms``): a generated column cannot
@@ -25,16 +26,19 @@ Shipped migrations are never edited; a change is a new function appended to ``MI
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 import psycopg
+from psycopg import errors as pgerrors
 from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path, translate_error
 
 Migration = Callable[[Connection], None]
+log = logging.getLogger(__name__)
 
 # pg_advisory_lock key: "lossless" in ASCII. One key for the whole database, whatever the schema: extensions
 # are per database, so two stores in two schemas must not create them at the same moment either.
@@ -45,6 +49,7 @@ DEFAULT_DIMENSION = 384  # the default local model's (all-MiniLM-L6-v2), as in t
 # message's first 200,000 characters are keyword-indexed (~2.5 bytes of tsvector per character at worst in
 # real text: numbers, ids, non-Latin words); the whole text is stored and recalled.
 INDEXED_CHARS = 200_000
+IDS_BESIDE_WORDS = "btree_gin"  # the extension that lets a GIN index hold the ids beside the words (m006)
 
 
 def m001_extensions_and_text_search(conn: Connection) -> None:
@@ -244,12 +249,37 @@ def m005_vectors_in_lists(conn: Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS message_vectors_hnsw")
 
 
+def m006_words_by_id(conn: Connection) -> None:
+    """The keyword index on ``(id, search)`` (``btree_gin``, one of PostgreSQL's contrib modules, as
+    ``unaccent``), under the same name: a ranking of a common word's newest matches (``fulltext.newer_than``)
+    then reads only the postings above its start, at 1M messages p50 50 → 34 ms and p95 58 → 39 for the
+    benchmark's 120 prompts, for an index twice the size (134 MB against 65). Rebuilding it takes ~12 s at 1M,
+    once, under the migration lock. Where the extension cannot be had (not installed, or a role that may not
+    create it), the plain index stays and recall is as it was: the sidecar starts all the same."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                sql.SQL("CREATE EXTENSION IF NOT EXISTS {} WITH SCHEMA public").format(sql.Identifier(IDS_BESIDE_WORDS))
+            )
+    except (pgerrors.UndefinedFile, pgerrors.FeatureNotSupported, pgerrors.InsufficientPrivilege) as exc:
+        log.warning(
+            "%s could not be created (%s): the keyword index stays on the words alone, and keyword recall over a"
+            " long history is slower; the README's PostgreSQL section says how to add it later",
+            IDS_BESIDE_WORDS,
+            str(exc).splitlines()[0],
+        )
+        return
+    conn.execute("DROP INDEX messages_search")
+    conn.execute("CREATE INDEX messages_search ON messages USING gin (id, search) WITH (fastupdate = off)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_extensions_and_text_search,
     m002_sessions_turns_messages,
     m003_embeddings,
     m004_history,
     m005_vectors_in_lists,
+    m006_words_by_id,
 ]
 
 

@@ -78,6 +78,7 @@ def test_extensions_an_operator_installed_in_another_schema_are_used_there(postg
             conn.execute("CREATE SCHEMA extensions")
             conn.execute("CREATE EXTENSION vector WITH SCHEMA extensions")
             conn.execute("CREATE EXTENSION unaccent WITH SCHEMA extensions")
+            conn.execute("CREATE EXTENSION btree_gin WITH SCHEMA extensions")
         db = Database(postgres_server.url(name), write_pool_size=1, read_pool_size=1)
         try:
             migrations.migrate(db)
@@ -113,9 +114,58 @@ def test_a_store_of_the_hnsw_layout_loses_that_index_and_keeps_its_vectors(
         write(db, ids, unit(np.eye(3, 384, dtype=np.float32)), [session] * 3)
         monkeypatch.undo()
 
-        assert migrations.migrate(db) == ["m005_vectors_in_lists"]
+        assert migrations.migrate(db) == ALL[4:]
 
         assert vector_indexes(db) == ["message_vectors_pkey"]
         assert vectors.count(db.reader()) == 3
+    finally:
+        db.close()
+
+
+def keyword_index(db: Database) -> str:
+    row = db.reader().execute("SELECT pg_get_indexdef('messages_search'::regclass)").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_a_store_of_the_words_only_keyword_index_gets_the_ids_beside_them(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """m006 rebuilds the keyword index on ``(id, search)``; what it finds stays the same."""
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:5])
+        migrations.migrate(db)
+        _, ids = commit(db, "k1", [said("the ferry to Lisbon"), said("a ferry timetable"), said("no boat")])
+        monkeypatch.undo()
+        assert keyword_index(db).endswith("USING gin (search) WITH (fastupdate=off)")
+
+        assert migrations.migrate(db) == ["m006_words_by_id"]
+
+        assert keyword_index(db).endswith("USING gin (id, search) WITH (fastupdate=off)")
+        found = db.reader().execute(
+            "SELECT id FROM messages WHERE search @@ to_tsquery('lossless', 'ferry') ORDER BY id"
+        )
+        assert found.fetchall() == [(ids[0],), (ids[1],)]
+    finally:
+        db.close()
+
+
+def test_a_server_without_btree_gin_still_gives_a_working_store(
+    place: Place, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where the server has no such extension (its answer to an extension it does not have), the ids stay out
+    of the keyword index, a warning says so and where to read what to do, and the store works as before."""
+    monkeypatch.setattr(migrations, "IDS_BESIDE_WORDS", "btree_gin_not_installed_here")
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        with caplog.at_level("WARNING"):
+            assert migrations.migrate(db) == ALL
+        _, ids = commit(db, "k1", [said("a ferry to Lisbon"), said("no boat")])
+
+        assert keyword_index(db).endswith("USING gin (search) WITH (fastupdate=off)")
+        assert "btree_gin_not_installed_here could not be created" in caplog.text and "README" in caplog.text
+        found = db.reader().execute("SELECT id FROM messages WHERE search @@ to_tsquery('lossless', 'ferry')")
+        assert found.fetchall() == [(ids[0],)]
     finally:
         db.close()
