@@ -38,7 +38,7 @@ SCHEMA = "lossless"
 SECRET = "Fake-Pw-7c1e9d"  # noqa: S105 - a password no server here knows: it must never be printed
 RIGHT_PASSWORD = "Right-Pw-52b0aa"  # noqa: S105 - the one the password-asking server takes
 STORE_CHECKS = ("binding", "embedder", "permissions", "disk", "database", "schema", "integrity", "fts", "vectors",
-                "forgotten", "backlog", "index", "vector_index")  # fmt: skip
+                "forgotten", "backlog", "index", "vector_index", "keyword_index")  # fmt: skip
 SHARED_CHECKS = ("embedder", "permissions", "fts", "vectors", "forgotten", "backlog", "index")  # said alike
 
 
@@ -117,6 +117,7 @@ def test_a_store_a_real_sidecar_wrote_passes_as_its_sqlite_twin_does(
     assert pg["fts"]["detail"] == "full-text index covers 11 messages"  # 12 written, msg:3 forgotten
     assert pg["index"]["detail"] == "built with hash-words (64-d)"
     assert pg["vector_index"]["detail"] == "11 vectors: the index is made at 10000"
+    assert pg["keyword_index"]["code"] == "keyword_index_ok" and pg["keyword_index"]["fix"] is None
     assert pg["integrity"]["code"] == "integrity_ok_rows_only" and "CREATE EXTENSION amcheck" in pg["integrity"]["fix"]
     assert "salvage" not in json.dumps(pg)
     sqlite = answers["sqlite"]
@@ -220,6 +221,42 @@ def test_a_store_holding_enough_vectors_and_no_index_fails_until_a_sidecar_makes
     assert code == 0 and not bad(found), found
     assert found["vector_index"]["code"] == "vector_index_ok"
     assert found["vector_index"]["detail"] == "IVFFlat, 3 lists made for 30 vectors; 30 now"
+
+
+def test_a_keyword_index_made_without_btree_gin_is_a_note_whose_fix_adds_the_ids(
+    capsys: pytest.CaptureFixture[str],
+    postgres_database: fixtures.Database,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that lacked the extension at the upgrade: the store works (exit 0), the note says why keyword
+    recall is slower and gives the statements that add the ids; run as given, they do."""
+    with monkeypatch.context() as patched:
+        patched.setattr(migrations, "IDS_BESIDE_WORDS", "btree_gin_not_installed_here")
+        db = Database(postgres_database.url, schema=SCHEMA, write_pool_size=1, read_pool_size=1)
+        try:
+            migrations.migrate(db)
+            commit(db, "k1", [said("The herons were fishing by the old mill")])
+        finally:
+            db.close()
+
+    code, found = doctor(capsys, postgres_database.url, tmp_path / "state")
+
+    assert code == 0 and not bad(found), found
+    note = found["keyword_index"]
+    assert note["code"] == "keyword_index_words_only" and note["data"] == {"columns": ["search"]}
+    assert "no btree_gin" in note["detail"] and note["fix"].startswith("with the sidecars stopped")
+    statements = note["fix"].split(": ", 1)[1].rsplit(" (~", 1)[0]
+    assert statements.startswith("CREATE EXTENSION btree_gin; DROP INDEX lossless.messages_search;")
+    with psycopg.connect(postgres_database.url, autocommit=True) as admin:
+        admin.execute(statements.encode())
+
+    code, found = doctor(capsys, postgres_database.url, tmp_path / "state")
+
+    assert code == 0 and found["keyword_index"]["code"] == "keyword_index_ok", found
+    assert found["keyword_index"]["data"] == {"columns": ["id", "search"]}
+    assert found["integrity"]["code"].startswith("integrity_ok") and found["fts"]["ok"]
 
 
 def test_a_vector_index_being_made_is_not_taken_for_damage(

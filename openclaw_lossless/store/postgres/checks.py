@@ -75,6 +75,19 @@ def applied_migrations(conn: Connection) -> set[str] | None:
     return {str(row[0]) for row in conn.execute(sql.SQL("SELECT name FROM {}").format(table))}
 
 
+def keyword_index_columns(conn: Connection) -> list[str] | None:
+    """The columns of the keyword index (``messages_search``) in order, or None when the store has none:
+    ``["id", "search"]`` once m006 could use ``btree_gin``, ``["search"]`` where it could not."""
+    row = conn.execute(
+        "SELECT array_agg(a.attname::text ORDER BY k.n) FROM pg_index i"
+        " CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)"
+        " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+        " WHERE i.indexrelid = to_regclass(quote_ident(%s) || '.messages_search')",
+        (store_schema(conn),),
+    ).fetchone()
+    return None if row is None or row[0] is None else [str(name) for name in row[0]]
+
+
 # -- integrity -------------------------------------------------------------------------------------------------
 
 

@@ -50,6 +50,7 @@ DEFAULT_DIMENSION = 384  # the default local model's (all-MiniLM-L6-v2), as in t
 # real text: numbers, ids, non-Latin words); the whole text is stored and recalled.
 INDEXED_CHARS = 200_000
 IDS_BESIDE_WORDS = "btree_gin"  # the extension that lets a GIN index hold the ids beside the words (m006)
+WORDS_BY_ID = "USING gin (id, search) WITH (fastupdate = off)"  # m006's keyword index; doctor's fix repeats it
 
 
 def m001_extensions_and_text_search(conn: Connection) -> None:
@@ -270,7 +271,7 @@ def m006_words_by_id(conn: Connection) -> None:
         )
         return
     conn.execute("DROP INDEX messages_search")
-    conn.execute("CREATE INDEX messages_search ON messages USING gin (id, search) WITH (fastupdate = off)")
+    conn.execute(f"CREATE INDEX messages_search ON messages {WORDS_BY_ID}")
 
 
 MIGRATIONS: list[Migration] = [
