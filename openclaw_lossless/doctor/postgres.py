@@ -129,7 +129,7 @@ def _vector_index(conn: Connection) -> Finding:
 def _keyword_index(conn: Connection) -> Finding:
     """Whether the keyword index holds the ids beside the words (m006): where the server lacked ``btree_gin``
     the store works on the words alone, and a common word's ranking reads all its postings (at a million
-    messages, keyword search p50 ~48 ms against ~35). A note, with what adds the ids, never a failure."""
+    messages, keyword search p50 ~51 ms against ~41). A note, with what adds the ids, never a failure."""
     columns = checks.keyword_index_columns(conn)
     data = {"columns": columns}
     if columns is None:

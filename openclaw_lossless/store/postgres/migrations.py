@@ -253,10 +253,10 @@ def m005_vectors_in_lists(conn: Connection) -> None:
 def m006_words_by_id(conn: Connection) -> None:
     """The keyword index on ``(id, search)`` (``btree_gin``, one of PostgreSQL's contrib modules, as
     ``unaccent``), under the same name: a ranking of a common word's newest matches (``fulltext.newer_than``)
-    then reads only the postings above its start, at 1M messages p50 50 → 34 ms and p95 58 → 39 for the
-    benchmark's 120 prompts, for an index twice the size (134 MB against 65). Rebuilding it takes ~12 s at 1M,
-    once, under the migration lock. Where the extension cannot be had (not installed, or a role that may not
-    create it), the plain index stays and recall is as it was: the sidecar starts all the same."""
+    then reads only the postings above its start: at 1M messages keyword search p50 51 → 41 ms, p95 90 → 68
+    (``benchmarks/keyword_index_ab.py``), for an index twice the size (134 MB against 65). Rebuilding it takes
+    10–12 s at 1M, once, under the migration lock. Where the extension cannot be had (not installed, or a role
+    that may not create it), the plain index stays and recall is as it was: the sidecar starts all the same."""
     try:
         with conn.transaction():
             conn.execute(
