@@ -253,3 +253,34 @@ def test_an_agents_forget_reaches_only_its_own_history(sidecar: LiveSidecar) -> 
     assert db_fingerprint(sidecar.settings) == before
     done = sidecar.client.post("/v1/forget", json={"ids": ["msg:1"], "agentId": "main"}).json()
     assert [m["citation"] for m in done["messages"]] == ["msg:1"]
+
+
+def test_a_forgotten_messages_citation_is_never_given_to_a_new_one(tmp_path: Path) -> None:
+    """Forgetting the newest messages, then the next turn (also after a restart): the new messages get new
+    citations, and a forgotten one's citation stays not found rather than showing other words."""
+    settings = make_settings(tmp_path / "state")
+    transcript = Transcript(SESSION, T0)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        for n in range(2):
+            server.post("commit-turn", _turn(transcript, f"turn-{n}", f"Plan {n} for the garden.", f"Ok {n}.")[0])
+        newest = _ids_holding(server, "Ok 1.") + _ids_holding(server, "Plan 1 for")
+        forgotten = server.client.post("/v1/forget", json={"ids": [f"msg:{i}" for i in newest]})
+        assert forgotten.status_code == 200 and forgotten.json()["forgotten"] == 2, forgotten.text
+
+        body, _ = _turn(transcript, "turn-2", "A new plan for the orchard.", "Noted, the orchard.")
+        assert server.post("commit-turn", body).json()["status"] == "committed"
+        after_forget = _ids_holding(server, "orchard")
+        for gone in newest:
+            assert server.client.get(f"/v1/messages/{gone}").status_code == 404
+
+    with live_sidecar(settings, HashEmbedder()) as server:  # what the store keeps outlives the process
+        for i in after_forget:
+            server.client.delete(f"/v1/messages/{i}").raise_for_status()
+        body, _ = _turn(transcript, "turn-3", "Then the plan for the pond.", "Noted, the pond.")
+        assert server.post("commit-turn", body).json()["status"] == "committed"
+        after_restart = _ids_holding(server, "pond")
+        for gone in [*newest, *after_forget]:
+            assert server.client.get(f"/v1/messages/{gone}").status_code == 404
+
+    assert len(after_forget) == len(after_restart) == 2
+    assert min(after_forget) > max(newest) and min(after_restart) > max(after_forget)

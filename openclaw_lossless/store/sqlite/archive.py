@@ -20,6 +20,7 @@ from typing import Any
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.forget import write_gzip
+from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.transfer import export_records
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
@@ -173,6 +174,7 @@ def write_archive(
 
 def _remove(conn: Connection, path: Path, last_id: int) -> int:
     first = conn.execute("SELECT min(id) FROM messages").fetchone()[0]
+    keep_ids_given(conn, [last_id])  # an archived message keeps its citation (the archive file holds it)
     vectors.delete_through(conn, last_id)  # any a slice left (embedded since): none in the common case
     conn.execute("DELETE FROM embedding_backlog WHERE message_id <= ?", (last_id,))
     removed = int(conn.execute("DELETE FROM messages WHERE id <= ?", (last_id,)).rowcount)

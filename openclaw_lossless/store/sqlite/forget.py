@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.sqlite.messages import keep_ids_given
 
 EXCERPT_CHARS = 80
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -341,6 +342,7 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
 def delete_messages(conn: Connection, ids: Sequence[int]) -> int:
     """Delete messages with their vectors and backlog entries (the FTS trigger drops their index rows)."""
     conn.execute("PRAGMA secure_delete = ON")
+    keep_ids_given(conn, ids)  # a forgotten message's citation is never given to a new one
     marks = json.dumps(list(ids))
     vectors.delete(conn, ids)  # sqlite-vec zeroes the deleted codes in place; secure_delete wipes freed pages
     conn.execute("DELETE FROM embedding_backlog WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))

@@ -7,6 +7,11 @@ keyword-searchable) the moment its turn commits.
 A message's identity within a session (``UNIQUE (session_rowid, content_hash)``) is its content hash, so
 re-sending the same message stores it once; a message of a durable turn that carries no timestamp is
 identified by the turn's key and its place in the turn instead (``turn_identities`` says why).
+
+A message's id is its citation (``msg:N``) and is never given twice. SQLite gives a new row the highest id in
+the table plus one, so once the newest messages are forgotten (or archived) the next one would take a
+forgotten one's citation, and a summary or a note that cites it would point at other words: the highest id
+given is then kept in ``meta`` (``keep_ids_given``), and the next message is given the one above it.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from openclaw_lossless.capture.records import MessageRecord, canonical_json
-from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite import message_days, meta
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 CommitStatus = Literal["committed", "duplicate"]
 
 _COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
+
+
+IDS_GIVEN = "message_ids_given"  # meta: the highest message id given, while the newest ones are deleted
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,9 @@ def insert_row(
     """
     if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
         return None
+    above_removed = _above_removed(conn) if message_id is None else None
+    if above_removed is not None:
+        message_id = above_removed
     cursor = conn.execute(
         "INSERT OR IGNORE INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at,"
         " text, original, content_hash, window_key, tokens, importance, importance_label, cites)"
@@ -97,8 +108,33 @@ def insert_row(
     if not cursor.rowcount:
         return None
     message_id = int(cursor.lastrowid)
+    if above_removed is not None:  # the table's highest id is above every id given again: max + 1 is safe
+        meta.remove(conn, IDS_GIVEN)
     message_days.index(conn, message_id, record.role, record.text, record.created_at)
     return message_id
+
+
+def keep_ids_given(conn: Connection, deleting: Sequence[int]) -> None:
+    """Called before messages are deleted (forgotten, archived): when the newest is among them, remember the
+    highest id given, so that ``insert_row`` never gives it again."""
+    if not deleting:
+        return
+    top = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    if top is None or max(deleting) < int(top):
+        return  # a newer message stays: SQLite's max + 1 is above every id given
+    known = meta.get(conn, IDS_GIVEN)
+    if known is None or int(known) < int(top):
+        meta.put(conn, IDS_GIVEN, str(int(top)))
+
+
+def _above_removed(conn: Connection) -> int | None:
+    """The id for the next message when the newest were deleted since the last one was stored, else None.
+    Only then does the key exist, so a turn pays one primary-key read of ``meta`` for the check."""
+    given = meta.get(conn, IDS_GIVEN)
+    if given is None:
+        return None
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    return int(given) + 1 if int(given) >= int(top) else None
 
 
 def message_values(
