@@ -72,8 +72,13 @@ def insert_records(
 ) -> list[int]:
     """Insert the records not already stored in this session; returns the ids of the new ones."""
     now = time.time()
-    inserted = (insert_row(conn, session, record, turn_rowid=turn_rowid, stored_at=now) for record in records)
-    new_ids = [ident for ident in inserted if ident is not None]
+    free = id_above_removed(conn)  # None unless the newest messages were deleted since the last was stored
+    new_ids: list[int] = []
+    for record in records:
+        ident = insert_row(conn, session, record, turn_rowid=turn_rowid, stored_at=now, message_id=free)
+        if ident is not None:
+            new_ids.append(ident)
+            free = None  # stored above every id given: SQLite's max + 1 is safe for the rest
     queue_for_embedding(conn, new_ids)
     return new_ids
 
@@ -91,14 +96,12 @@ def insert_row(
 ) -> int | None:
     """Insert one message unless its session already holds one of that identity; its id, or None then.
 
-    ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded.
+    ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded, and
+    ``message_id`` also for an id above the deleted newest ones (``id_above_removed``).
     A forgotten message (``store/sqlite/forget.py``) is never stored again, whichever way it comes back.
     """
     if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
         return None
-    above_removed = _above_removed(conn) if message_id is None else None
-    if above_removed is not None:
-        message_id = above_removed
     cursor = conn.execute(
         "INSERT OR IGNORE INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at,"
         " text, original, content_hash, window_key, tokens, importance, importance_label, cites)"
@@ -108,8 +111,6 @@ def insert_row(
     if not cursor.rowcount:
         return None
     message_id = int(cursor.lastrowid)
-    if above_removed is not None:  # the table's highest id is above every id given again: max + 1 is safe
-        meta.remove(conn, IDS_GIVEN)
     message_days.index(conn, message_id, record.role, record.text, record.created_at)
     return message_id
 
@@ -127,14 +128,17 @@ def keep_ids_given(conn: Connection, deleting: Sequence[int]) -> None:
         meta.put(conn, IDS_GIVEN, str(int(top)))
 
 
-def _above_removed(conn: Connection) -> int | None:
-    """The id for the next message when the newest were deleted since the last one was stored, else None.
-    Only then does the key exist, so a turn pays one primary-key read of ``meta`` for the check."""
+def id_above_removed(conn: Connection) -> int | None:
+    """In a write: the id for the next message when the newest were deleted since the last one was stored,
+    else None (and the key, no longer needed, is dropped), so a turn pays one primary-key read of ``meta``."""
     given = meta.get(conn, IDS_GIVEN)
     if given is None:
         return None
     top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
-    return int(given) + 1 if int(given) >= int(top) else None
+    if int(given) >= int(top):
+        return int(given) + 1
+    meta.remove(conn, IDS_GIVEN)  # a newer message is stored: SQLite's max + 1 is above every id given again
+    return None
 
 
 def message_values(

@@ -21,7 +21,7 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.forget import honour
-from openclaw_lossless.store.sqlite.messages import insert_row, is_forgotten, queue_for_embedding
+from openclaw_lossless.store.sqlite.messages import id_above_removed, insert_row, is_forgotten, queue_for_embedding
 from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session, find_session
 from openclaw_lossless.store.sqlite.subagents import outcome_identity
 from openclaw_lossless.store.sqlite.transfer.lines import (
@@ -205,7 +205,7 @@ class Importer:
             record,
             stored_at=time.time() if line.stored_at is None else line.stored_at,
             turn_rowid=turn_rowid,
-            message_id=line.id if free else None,
+            message_id=line.id if free else id_above_removed(conn),
             kind=line.kind,
             cites=cites,
         )
