@@ -567,6 +567,15 @@ class Transfer(Protocol[C, D]):
 
     def write_jsonl(self, records: Iterable[dict[str, Any]], out: Any) -> Counter[str]: ...
 
+    def highest_id_given(self, conn: C) -> int:
+        """The highest message id the store has given, stored or not: a forgotten newest message's counts."""
+        ...
+
+    def give_ids_above(self, conn: C, highest: int) -> None:
+        """In a write: every message stored from now on gets an id above ``highest``, so a copy never gives
+        again a citation its source gave (``store/copy.py``)."""
+        ...
+
 
 # -- maintenance: rescan, doctor, file hygiene -------------------------------------------------------------------
 

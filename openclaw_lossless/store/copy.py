@@ -22,7 +22,9 @@ the same code; a difference is a ``CopyMismatch`` naming what differs, never a s
 written to during the copy shows up here: stop its sidecars first, or run the copy again).
 
 Not copied: vectors (every copied message is queued for embedding in the target), the embedding cache,
-``meta`` and the archive records (their files lie beside the SQLite store they came from).
+``meta`` and the archive records (their files lie beside the SQLite store they came from). What is carried
+beside the lines: the highest message id the source has given, so the target never gives a citation again
+that named a message forgotten in the source.
 """
 
 from __future__ import annotations
@@ -144,6 +146,8 @@ def copy_store(
             copied += done.read
             if progress:
                 progress(copied)
+        highest = source.transfer.highest_id_given(source.db.reader())
+        target.db.write(lambda conn: target.transfer.give_ids_above(conn, highest))
     say("verify")
     report.target = tally(target)
     report.source = _with_rows(report.source, source)

@@ -178,6 +178,27 @@ def insert_row(
     return new_id
 
 
+_MESSAGE_IDS = "pg_get_serial_sequence('messages', 'id')::regclass"  # the identity column's sequence
+
+
+def highest_id_given(conn: Connection) -> int:
+    """The highest message id this store has given: its sequence's last value (a forgotten newest message's
+    id is never drawn again), or the highest stored where a copy set ids by hand."""
+    row = conn.execute(
+        "SELECT greatest(coalesce((SELECT max(id) FROM messages), 0),"
+        f" coalesce(pg_sequence_last_value({_MESSAGE_IDS}), 0))"
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def give_ids_above(conn: Connection, highest: int) -> None:
+    """Every message stored from now on gets an id above ``highest`` (a copy's source gave ids up to it)."""
+    conn.execute(
+        f"SELECT setval({_MESSAGE_IDS}, %(id)s) WHERE %(id)s > coalesce(pg_sequence_last_value({_MESSAGE_IDS}), 0)",
+        {"id": highest},
+    )
+
+
 def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_key: str) -> bool:
     """Whether a tombstone names this message: by its identity, or by its dated window key."""
     row = conn.execute(

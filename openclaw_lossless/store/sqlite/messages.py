@@ -141,6 +141,19 @@ def id_above_removed(conn: Connection) -> int | None:
     return None
 
 
+def highest_id_given(conn: Connection) -> int:
+    """The highest message id this store has given, stored or not (forgotten, archived): a copy's target
+    must give none of them again (``give_ids_above``)."""
+    top = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
+    return max(top, int(meta.get(conn, IDS_GIVEN) or 0))
+
+
+def give_ids_above(conn: Connection, highest: int) -> None:
+    """Every message stored from now on gets an id above ``highest`` (a copy's source gave ids up to it)."""
+    if highest > highest_id_given(conn):
+        meta.put(conn, IDS_GIVEN, str(highest))
+
+
 def message_values(
     session: SessionRef,
     record: MessageRecord,

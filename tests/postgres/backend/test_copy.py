@@ -14,13 +14,21 @@ import pytest
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.capture.redact import Redactor, Rule
 from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.copy import CopyMismatch, Side, copy_store, tally
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import messages as sqlite_messages
+from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.transfer import ExportScope
-from tests.postgres.backend.test_transfer import empty_sqlite, fill
+from tests.conversation import conversation
+from tests.helpers import make_settings
+from tests.postgres.backend.test_messages import commit as pg_commit
+from tests.postgres.backend.test_messages import said
+from tests.postgres.backend.test_transfer import MAIN, _commit, empty_sqlite, fill
 
 CHUNK = 4  # messages a chunk: the source's 21 messages make six
 
@@ -147,3 +155,37 @@ def test_a_copy_cut_short_while_taking_the_records_resumes_and_a_stranger_is_ref
     with empty_sqlite(tmp_path / "stranger" / "lossless.sqlite") as stranger, refused:
         copy_store(Side(stranger, sqlite_transfer), target, source_file[1])
     assert copy_store(lite_source, target, source_file[1], chunk=CHUNK).mismatches() == []
+
+
+def test_the_ids_the_source_gave_to_forgotten_messages_are_given_by_no_target(
+    tmp_path: Path, store: Database, empty_lite: Side
+) -> None:
+    """The source's newest messages forgotten before the copy: the message stored next in the PostgreSQL
+    copy, and in the SQLite copy made back from it, gets an id above theirs, as it would in the source."""
+    sidecar = Sidecar(make_settings(tmp_path / "source", embedding_provider="none"), start_worker=False)
+    try:
+        for turn in conversation(3):
+            _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
+        newest = int(sidecar.db.reader().execute("SELECT max(id) FROM messages").fetchone()[0])
+        gone = forget.run(sidecar.db, None, tmp_path / "archive", forget.Selector(ids=(newest - 1, newest)),
+                          dry_run=False)  # fmt: skip
+        assert gone.removed == 2
+        source = Side(sidecar.db, sqlite_transfer)
+        options = sidecar.capture_options
+
+        into_postgres = Side(store, pg_transfer)
+        assert copy_store(source, into_postgres, options).mismatches() == []
+        back_into_sqlite = copy_store(into_postgres, empty_lite, options)
+        assert back_into_sqlite.mismatches() == []
+    finally:
+        sidecar.close()
+
+    _, [on_postgres] = pg_commit(store, "after-copy", [said("Stored after the copy.")], session_id="s-main")
+    assert on_postgres == newest + 1
+    _, [on_sqlite] = empty_lite.db.write(
+        lambda conn: sqlite_messages.commit_turn(
+            conn, sqlite_sessions.ensure_session(conn, "s-main", MAIN), "after-copy",
+            sqlite_messages.turn_identities([said("Stored after the copy.")], "after-copy"), heartbeat=False,
+        )
+    )  # fmt: skip
+    assert on_sqlite == newest + 1

@@ -6,6 +6,7 @@ only what reads and writes PostgreSQL: ``export.py`` (one snapshot, streamed) an
 kept when free, with the sequences moved past them; batches safe to run again).
 """
 
+from openclaw_lossless.store.postgres.messages import give_ids_above, highest_id_given
 from openclaw_lossless.store.postgres.transfer.export import check_scope, export_store
 from openclaw_lossless.store.postgres.transfer.importing import import_jsonl
 from openclaw_lossless.store.sqlite.transfer import (
@@ -25,6 +26,8 @@ __all__ = [
     "Unreadable",
     "check_scope",
     "export_store",
+    "give_ids_above",
+    "highest_id_given",
     "import_jsonl",
     "write_jsonl",
 ]

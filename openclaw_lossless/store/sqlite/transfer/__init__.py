@@ -22,6 +22,7 @@ The package splits the job by direction: ``lines.py`` checks and captures one li
 reads the store out as lines, and ``importing.py`` writes checked lines back into a store.
 """
 
+from openclaw_lossless.store.sqlite.messages import give_ids_above, highest_id_given
 from openclaw_lossless.store.sqlite.transfer.export import (
     FORMAT,
     ExportScope,
@@ -41,6 +42,8 @@ __all__ = [
     "check_scope",
     "export_records",
     "export_store",
+    "give_ids_above",
+    "highest_id_given",
     "import_jsonl",
     "write_jsonl",
 ]
