@@ -78,10 +78,11 @@ def damaged_copy(pristine: Path, tmp_path: Path, damage: str) -> Path:
         for page in range(10, len(data) // PAGE, 7):
             data[page * PAGE : (page + 1) * PAGE] = rng.randbytes(PAGE)
         db.write_bytes(bytes(data))
-    elif damage == "one-message-page":  # one leaf of the messages table: the schema and the rest intact
+    elif damage in ("one-message-page", "newest-message-page"):  # one leaf of the messages table, the rest intact
         pages = PageFile.open(db)
         root = dict(schema_roots(pages))["messages"]
-        leaf = pages.leaves(root)[0][len(pages.leaves(root)[0]) // 2]
+        leaves = pages.leaves(root)[0]
+        leaf = leaves[len(leaves) // 2] if damage == "one-message-page" else leaves[-1]
         data[(leaf - 1) * PAGE : leaf * PAGE] = rng.randbytes(PAGE)
         db.write_bytes(bytes(data))
     elif damage == "newer":
@@ -192,6 +193,10 @@ def test_salvage_copies_back_exactly_what_was_readable_and_the_result_serves(
         some = next(iter(saved.values()))[2]
         hits = server.client.get("/v1/search", params={"q": some, "mode": "keyword", "k": 50}).json()["hits"]
         assert any(h["text"] == some for h in hits)
+        [turn] = conversation(1, session="s-after", seed=77)
+        assert server.post("commit-turn", commit_body(turn)).json()["status"] == "committed"
+    new_ids = set(originals(out)) - set(saved)
+    assert len(new_ids) == 2 and min(new_ids) > max(saved)
     conn = open_connection(out, readonly=True)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -199,6 +204,25 @@ def test_salvage_copies_back_exactly_what_was_readable_and_the_result_serves(
         conn.close()
     outcomes[f"salvage-{damage}"] = f"{len(saved)} of {len(truth)} messages back, byte-identical"
     record(f"salvage{damage.title()}", {"messages": len(truth), "salvaged": len(saved), "lost": lost})
+
+
+def test_the_citations_of_the_newest_messages_salvage_lost_are_not_given_again(pristine: Path, tmp_path: Path) -> None:
+    """The page holding the newest messages is lost, their witnesses (keyword index, vectors, turns) are not:
+    the salvaged store gives the next message an id above every one the damaged store had given."""
+    state = damaged_copy(pristine, tmp_path, "newest-message-page")
+    truth = originals(pristine / "lossless.sqlite")
+    out = tmp_path / "salvaged.sqlite"
+    done = cli(state, "salvage", "--out", str(out), "--json")
+    assert done.returncode == 1, done.stderr
+    saved = originals(out)
+    assert max(saved) < max(truth), "the damage took the newest messages"
+    assert json.loads(done.stdout)["messagesMissing"] == len(truth) - len(saved)
+
+    with live_sidecar(make_settings(tmp_path / "served", db_path=out), HashEmbedder()) as server:
+        [turn] = conversation(1, session="s-after", seed=77)
+        assert server.post("commit-turn", commit_body(turn)).json()["status"] == "committed"
+    new_ids = set(originals(out)) - set(saved)
+    assert len(new_ids) == 2 and min(new_ids) > max(truth), "a lost message's citation was given to a new one"
 
 
 def test_salvage_of_a_sound_database_is_complete_and_exit_0(pristine: Path, tmp_path: Path) -> None:

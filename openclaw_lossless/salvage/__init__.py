@@ -27,6 +27,7 @@ from openclaw_lossless.errors import BadRequest, StoreCorrupt
 from openclaw_lossless.salvage.pages import DamagedPage, PageFile, Row, schema_roots
 from openclaw_lossless.store.sqlite import message_days
 from openclaw_lossless.store.sqlite.connection import Connection, Database, checkpoint_fully
+from openclaw_lossless.store.sqlite.messages import give_ids_above
 from openclaw_lossless.store.sqlite.migrations import migrate
 from openclaw_lossless.store.sqlite.rebuild import (
     add_placeholder_sessions,
@@ -232,7 +233,34 @@ def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> i
         ]
         insert_rows(conn, table, [c.name for c in cols], rows)
     message_days.read_again(conn)  # derived from the messages: the server reads them again, not trusted here
+    give_ids_above(conn, _highest_id_given(scan))
     return add_placeholder_sessions(conn)
+
+
+@dataclass(frozen=True)
+class _Witnessed:
+    """What the surviving rows say of the messages the damaged store held above its archives."""
+
+    archived_through: int  # the highest archived id
+    newest: int  # the highest id read (``archived_through`` when none was)
+    lost: set[int]  # ids named by a gap or a witness that were not read (never a forgotten one)
+    forgotten: set[int]  # ids the tombstones name
+    unnamed_newer: int  # messages the turns after the newest read one stored that no id above it names
+
+
+def _witnessed(scan: Scan) -> _Witnessed:
+    messages, archives = scan.rows["messages"], scan.rows["archives"].values()
+    archived_through = max((int(v[4]) for v in archives), default=0)
+    forgotten = {int(v[4]) for v in scan.rows["forgotten"].values() if v[4] is not None}
+    newest = max((i for i in messages if i > archived_through), default=archived_through)
+    lost = set(range(archived_through + 1, newest + 1)) - messages.keys() - forgotten
+    lost |= {i for i in scan.witnessed if i > archived_through} - messages.keys()
+    after = messages[newest][3] if newest in messages else None
+    unnamed = 0
+    if after is not None:  # the turns after the newest read message's turn: all their messages are newer
+        newer = sum(int(values[4]) for rowid, values in scan.rows["turns"].items() if rowid > after)
+        unnamed = max(0, newer - sum(1 for i in lost | forgotten if i > newest))
+    return _Witnessed(archived_through, newest, lost, forgotten, unnamed)
 
 
 def _missing_messages(scan: Scan) -> int:
@@ -242,26 +270,24 @@ def _missing_messages(scan: Scan) -> int:
     message; the full-text index and the vectors name messages by id, so one they name that was not read is
     lost; and each recovered turn records how many messages it stored, so the turns committed after the one
     holding the newest message read lost all of theirs (the newest messages leave no gap), and a turn short
-    of its messages lost some. The ids each witness names are counted once, however many name them.
+    of its messages lost some. The ids each witness names are counted once, however many name them. (A store
+    salvaged before, whose lost ids were never given again, shows them as a gap: counted as lost again.)
     """
+    seen = _witnessed(scan)
     messages, archives = scan.rows["messages"], scan.rows["archives"].values()
-    archived_through = max((int(v[4]) for v in archives), default=0)
-    forgotten = {int(v[4]) for v in scan.rows["forgotten"].values() if v[4] is not None}
-    above = [i for i in messages if i > archived_through]
-    newest = max(above, default=archived_through)
-    lost = set(range(archived_through + 1, newest + 1)) - messages.keys() - forgotten
-    lost |= {i for i in scan.witnessed if i > archived_through} - messages.keys()
-    turns = {rowid: int(values[4]) for rowid, values in scan.rows["turns"].items()}
-    after = messages[newest][3] if newest in messages else None
-    if after is not None:  # the turns after the newest read message's turn: all their messages are newer
-        newer = sum(count for rowid, count in turns.items() if rowid > after)
-        named = sum(1 for i in lost | forgotten if i > newest)
-        lost_ids = len(lost) + max(0, newer - named)
-    else:
-        lost_ids = len(lost)
     held = Counter(int(v[3]) for v in messages.values() if v[3] is not None)
-    short = sum(max(0, count - held[rowid]) for rowid, count in turns.items())
-    return max(lost_ids, short - sum(int(v[5]) for v in archives) - len(forgotten))
+    short = sum(max(0, int(v[4]) - held[rowid]) for rowid, v in scan.rows["turns"].items())
+    lost_ids = len(seen.lost) + seen.unnamed_newer
+    return max(lost_ids, short - sum(int(v[5]) for v in archives) - len(seen.forgotten))
+
+
+def _highest_id_given(scan: Scan) -> int:
+    """The highest message id the damaged store is known to have given (read, witnessed, forgotten or
+    archived, and one more per newer message no id names), so the salvaged one gives none of them again: a
+    citation of a lost message must not come to name a new one."""
+    seen = _witnessed(scan)
+    named = max([seen.newest, *seen.lost, *seen.forgotten], default=0)
+    return named + seen.unnamed_newer
 
 
 def _report(source: Path, out: Path, pages: PageFile, scan: Scan, placeholders: int) -> dict[str, Any]:
