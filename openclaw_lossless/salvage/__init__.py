@@ -104,13 +104,14 @@ def salvage(source: Path, out: Path, progress: Progress | None = None) -> dict[s
                     " (a backup or an export is the only way back)"
                 )
             allow_dangling_references(db)  # a message may cite a turn that was lost: keep the message anyway
-            placeholders = db.write(lambda conn: _insert(conn, scan, columns))
+            seen = _witnessed(scan)
+            placeholders = db.write(lambda conn: _insert(conn, scan, seen, columns))
             checkpoint_fully(db)
         finally:
             db.close()
         os.replace(building, out)
         os.chmod(out, 0o600)
-    return _report(source, out, pages, scan, placeholders)
+    return _report(source, out, pages, scan, seen, placeholders)
 
 
 def _check_paths(source: Path, out: Path) -> None:
@@ -222,7 +223,7 @@ def _take(scan: Scan, table: str, rows: list[Row], columns: list[Column]) -> Non
             scan.bad_cells += 1
 
 
-def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> int:
+def _insert(conn: Connection, scan: Scan, seen: _Witnessed, columns: dict[str, list[Column]]) -> int:
     """Insert every recovered row under its own id; returns how many placeholder sessions were needed."""
     for table in TABLES:
         cols = columns[table]
@@ -233,7 +234,7 @@ def _insert(conn: Connection, scan: Scan, columns: dict[str, list[Column]]) -> i
         ]
         insert_rows(conn, table, [c.name for c in cols], rows)
     message_days.read_again(conn)  # derived from the messages: the server reads them again, not trusted here
-    give_ids_above(conn, _highest_id_given(scan))
+    give_ids_above(conn, seen.highest_given)
     return add_placeholder_sessions(conn)
 
 
@@ -246,6 +247,13 @@ class _Witnessed:
     lost: set[int]  # ids named by a gap or a witness that were not read (never a forgotten one)
     forgotten: set[int]  # ids the tombstones name
     unnamed_newer: int  # messages the turns after the newest read one stored that no id above it names
+
+    @property
+    def highest_given(self) -> int:
+        """The highest message id the damaged store is known to have given (read, witnessed, forgotten or
+        archived, and one more per newer message no id names), so the salvaged one gives none of them again: a
+        citation of a lost message must not come to name a new one."""
+        return max([self.newest, *self.lost, *self.forgotten], default=0) + self.unnamed_newer
 
 
 def _witnessed(scan: Scan) -> _Witnessed:
@@ -263,7 +271,7 @@ def _witnessed(scan: Scan) -> _Witnessed:
     return _Witnessed(archived_through, newest, lost, forgotten, unnamed)
 
 
-def _missing_messages(scan: Scan) -> int:
+def _missing_messages(scan: Scan, seen: _Witnessed) -> int:
     """An estimate of the messages lost (a lower bound), from witnesses that survive apart from the messages.
 
     Message ids are dense apart from archived and forgotten ones, so a gap above the archived range is a lost
@@ -273,7 +281,6 @@ def _missing_messages(scan: Scan) -> int:
     of its messages lost some. The ids each witness names are counted once, however many name them. (A store
     salvaged before, whose lost ids were never given again, shows them as a gap: counted as lost again.)
     """
-    seen = _witnessed(scan)
     messages, archives = scan.rows["messages"], scan.rows["archives"].values()
     held = Counter(int(v[3]) for v in messages.values() if v[3] is not None)
     short = sum(max(0, int(v[4]) - held[rowid]) for rowid, v in scan.rows["turns"].items())
@@ -281,17 +288,10 @@ def _missing_messages(scan: Scan) -> int:
     return max(lost_ids, short - sum(int(v[5]) for v in archives) - len(seen.forgotten))
 
 
-def _highest_id_given(scan: Scan) -> int:
-    """The highest message id the damaged store is known to have given (read, witnessed, forgotten or
-    archived, and one more per newer message no id names), so the salvaged one gives none of them again: a
-    citation of a lost message must not come to name a new one."""
-    seen = _witnessed(scan)
-    named = max([seen.newest, *seen.lost, *seen.forgotten], default=0)
-    return named + seen.unnamed_newer
-
-
-def _report(source: Path, out: Path, pages: PageFile, scan: Scan, placeholders: int) -> dict[str, Any]:
-    missing = _missing_messages(scan)
+def _report(
+    source: Path, out: Path, pages: PageFile, scan: Scan, seen: _Witnessed, placeholders: int
+) -> dict[str, Any]:
+    missing = _missing_messages(scan, seen)
     complete = pages.header_ok and not (scan.damaged_pages or scan.bad_cells or scan.stray_rows or missing)
     with contextlib.suppress(OSError):
         os.chmod(out, 0o600)

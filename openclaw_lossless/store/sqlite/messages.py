@@ -120,12 +120,9 @@ def keep_ids_given(conn: Connection, deleting: Sequence[int]) -> None:
     highest id given, so that ``insert_row`` never gives it again."""
     if not deleting:
         return
-    top = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
-    if top is None or max(deleting) < int(top):
-        return  # a newer message stays: SQLite's max + 1 is above every id given
-    known = meta.get(conn, IDS_GIVEN)
-    if known is None or int(known) < int(top):
-        meta.put(conn, IDS_GIVEN, str(int(top)))
+    top = _newest_id(conn)
+    if top and max(deleting) >= top:  # else a newer message stays: SQLite's max + 1 is above every id given
+        _remember_given(conn, top)
 
 
 def id_above_removed(conn: Connection) -> int | None:
@@ -134,8 +131,7 @@ def id_above_removed(conn: Connection) -> int | None:
     given = meta.get(conn, IDS_GIVEN)
     if given is None:
         return None
-    top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
-    if int(given) >= int(top):
+    if int(given) >= _newest_id(conn):
         return int(given) + 1
     meta.remove(conn, IDS_GIVEN)  # a newer message is stored: SQLite's max + 1 is above every id given again
     return None
@@ -144,13 +140,23 @@ def id_above_removed(conn: Connection) -> int | None:
 def highest_id_given(conn: Connection) -> int:
     """The highest message id this store has given, stored or not (forgotten, archived): a copy's target
     must give none of them again (``give_ids_above``)."""
-    top = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
-    return max(top, int(meta.get(conn, IDS_GIVEN) or 0))
+    return max(_newest_id(conn), int(meta.get(conn, IDS_GIVEN) or 0))
 
 
 def give_ids_above(conn: Connection, highest: int) -> None:
     """Every message stored from now on gets an id above ``highest`` (a copy's source gave ids up to it)."""
-    if highest > highest_id_given(conn):
+    if highest > _newest_id(conn):  # else SQLite's max + 1 is above it already
+        _remember_given(conn, highest)
+
+
+def _newest_id(conn: Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
+
+
+def _remember_given(conn: Connection, highest: int) -> None:
+    """Keep ``highest`` as the highest id given (``IDS_GIVEN``), unless a higher one is kept already."""
+    known = meta.get(conn, IDS_GIVEN)
+    if known is None or int(known) < highest:
         meta.put(conn, IDS_GIVEN, str(highest))
 
 
