@@ -23,7 +23,8 @@ most, through the messages' indexes):
   with pgvector 0.8's iterative scan (``ivfflat.iterative_scan = relaxed_order``): when those lists hold
   too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
   ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
-  ``k`` kept. Should it still fall short, the exact path answers.
+  ``k`` kept. Should it still fall short, the exact path answers. A search's later queries (assemble's
+  prompt alone, after the prompt in context) read ``LATER_READ`` of the first's lists: see below.
 
 Why IVFFlat, not HNSW (this table's index until migration m005): measured on one 1M-message store
 (``benchmarks/scale_data`` stand-in vectors: mixes of real all-MiniLM-L6-v2 vectors), 60 prompts, one agent
@@ -78,6 +79,23 @@ raise it past 0.908, nor did 500 or 1,000 candidates (0.73, 0.83). 384 signs ran
 coarsely for a re-rank of a few thousand to find them again; on 20,000 vectors, every bit read, 2,000
 candidates kept 0.992. It would take re-ranking many thousands of rows read from the table to pass 0.98.
 
+Why the later queries read a quarter of the lists: assemble asks twice when the prompt has context (the
+prompt in context, then the prompt alone) and takes only the latter's few best from its own ranking, as
+the SQLite index ranks the second query's shortlist a quarter the size. Measured on the scale benchmark's
+stores (2026-11-29; 60 prompts, each paired with another prompt as its context, for the overlap; 228
+prompts with its 200-message window, 4 rounds alternating which went first, for assemble):
+
+===========  ==================================  ==============================  ======================
+store        second query's top-20 overlap       assemble p50 ms                 assemble p95 ms
+             (every list / a quarter)            (every list / a quarter)        (every list / a quarter)
+===========  ==================================  ==============================  ======================
+100,000      0.993 / 0.966                       81.4 / 59.8 (lower in 4 of 4)   104.8 / 87.5 (3 of 4)
+1,000,000    0.987 / 0.978                       80.2 / 59.1 (4 of 4)            105.7 / 77.3 (4 of 4)
+===========  ==================================  ==============================  ======================
+
+Every one of those blocks kept the same messages both ways: the prompt's own places go to its best few,
+which a quarter of the lists still holds.
+
 Why two paths: the lists nearest the query hold few of a small scope's rows, so its search would read many
 lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms (measured at 60,000 and
 200,000 vectors, six agents holding 40/25/15/10/7/3 % of the rows) and is exact.
@@ -85,6 +103,7 @@ lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,6 +131,10 @@ READ_VECTORS = 50_000  # vectors a search reads, in whole lists: 200 lists up to
 PROBES = 100  # lists read per search at the least (beyond 1M, where lists hold more than 500 vectors)
 MAX_PROBES = 400  # lists an iterative scan may read for a scope whose rows are sparse in the nearest lists
 EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
+# The lists a search's later queries read, as a share of the first's: assemble asks with the prompt in
+# context, then with the prompt alone, and takes only the latter's few best from its own ranking (as the
+# SQLite index's ``LATER_SHORTLIST``); a scan's cost is the lists it reads.
+LATER_READ = 0.25
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
 _BLOCK = 10000  # rows per block of ``read_all``: ~8 MB of half floats at 384 dimensions
 _HALF = np.dtype(">f2")  # halfvec's binary form: dimension (uint16), unused (uint16), then big-endian halves
@@ -429,15 +452,25 @@ def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scop
     found: list[Found] = []
     with conn.transaction(), conn.cursor(binary=True) as cursor:
         small = _at_most(cursor, scope, EXACT_ROWS)
-        if not small:
-            cursor.execute(_SETTINGS, {"probes": PROBES, "read": READ_VECTORS, "max": str(MAX_PROBES), "index": INDEX})
-        for query in queries:
+        probes = None if small else _read_lists(cursor)
+        for n, query in enumerate(queries):
+            if n == 1 and probes is not None:  # the later queries read a share of the first's lists
+                cursor.execute(_LATER, (str(max(1, math.ceil(probes * LATER_READ))),))
             asked = {**params, "q": query.tolist(), "k": k, "fetch": k * OVERFETCH}
             rows = [] if small else cursor.execute(approximate, asked, prepare=False).fetchall()
             if len(rows) < k:  # a small scope, or one the scan gave up on: ranked whole
                 rows = cursor.execute(exact, asked, prepare=False).fetchall()
             found.append(([int(r[0]) for r in rows], _halves([r[1] for r in rows], len(query))))
     return found
+
+
+def _read_lists(cursor: Cursor[Any]) -> int:
+    """Set the scan's settings for this transaction (``_SETTINGS``); returns the lists a search reads."""
+    row = cursor.execute(
+        _SETTINGS, {"probes": PROBES, "read": READ_VECTORS, "max": str(MAX_PROBES), "index": INDEX}
+    ).fetchone()
+    assert row is not None  # one row: the settings are read from a one-row join
+    return int(row[0])
 
 
 def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
@@ -462,11 +495,12 @@ def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
 # ``READ_VECTORS`` at the rows a list held when the index was made (``_MADE``), at least ``PROBES``, at most
 # every list; ``PROBES`` without a valid index.
 _SETTINGS = (
-    "SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true),"
-    " set_config('ivfflat.probes', greatest(%(probes)s,"
+    "SELECT set_config('ivfflat.probes', greatest(%(probes)s,"
     " least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))::int::text, true),"
+    " set_config('ivfflat.iterative_scan', 'relaxed_order', true),"
     f" set_config('ivfflat.max_probes', %(max)s, true) FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true"
 )
+_LATER = "SELECT set_config('ivfflat.probes', %s, true)"  # the lists read for the queries after the first
 # The index's candidates in scope (in relaxed order), then the best ``k`` of them by their exact distance.
 _ANN = sql.SQL(
     "SELECT message_id, embedding FROM (SELECT v.message_id, v.embedding,"
