@@ -249,6 +249,14 @@ def test_a_keyword_index_made_without_btree_gin_is_a_note_whose_fix_adds_the_ids
     assert "no btree_gin" in note["detail"] and note["fix"].startswith("with the sidecars stopped")
     statements = note["fix"].split(": ", 1)[1].rsplit(" (~", 1)[0]
     assert statements.startswith("CREATE EXTENSION btree_gin; DROP INDEX lossless.messages_search;")
+    os.environ["LOSSLESS_DATABASE_URL"] = postgres_database.url
+    try:  # what a person reads: the note and, under it, the statements to run
+        assert main(["doctor", "--state-dir", str(tmp_path / "state"), "--port", "9"]) == 0
+    finally:
+        del os.environ["LOSSLESS_DATABASE_URL"]
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(f"note keyword_index: {note['detail']}")
+    assert lines[at + 1] == f"     fix: {note['fix']}" and statements in lines[at + 1]
     with psycopg.connect(postgres_database.url, autocommit=True) as admin:
         admin.execute(statements.encode())
 
