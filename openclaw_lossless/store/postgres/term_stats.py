@@ -129,12 +129,13 @@ class TermStats:
         row = fulltext.in_time(conn).execute(_SHARE, (term,)).fetchone()
         share = 0.0 if row is None or row[0] is None else float(row[0])
         window = math.ceil(PROBE_MARGIN * (self.limit + 1) / share) if share > 0 else newest
-        for since in dict.fromkeys((max(0, newest - window), 0)):
-            with conn.transaction():
-                fulltext.in_time(conn).execute(_BITMAPS_ONLY)
-                row = conn.execute(_PROBE, {"word": term, "from": since, "limit": self.limit}).fetchone()
-            if row is not None:
-                return int(row[0])
+        with conn.transaction():  # for ``_BITMAPS_ONLY``, one ``SET LOCAL`` for both windows
+            fulltext.in_time(conn).execute(_BITMAPS_ONLY)
+            for since in dict.fromkeys((max(0, newest - window), 0)):
+                found = fulltext.in_time(conn).execute(_PROBE, {"word": term, "from": since, "limit": self.limit})
+                row = found.fetchone()
+                if row is not None:
+                    return int(row[0])
         return 0
 
     def _known(self, cache: OrderedDict[Key, P], keys: list[Key], newest: int) -> dict[Key, P]:
