@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from openclaw_lossless.embed.index import LATER_SHORTLIST
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.postgres import vectors as stored
@@ -124,11 +125,12 @@ class DatabaseIndex:
 
     def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]:
         """The ``k`` nearest messages in ``scope`` of each query (a row), each with its cosine to every query,
-        ordered by the first query's cosine, best first (``VectorIndex.search_many``'s answer)."""
+        ordered by the first query's cosine, best first (``VectorIndex.search_many``'s answer). The queries
+        after the first search less of the store, by the same share as ``VectorIndex``'s (``LATER_SHORTLIST``)."""
         queries = np.asarray(queries, dtype=np.float32).reshape(-1, self.dimension)
         if k <= 0 or not len(queries):
             return []
-        found = stored.nearest_many(self.db.reader(), queries, scope, k)
+        found = stored.nearest_many(self.db.reader(), queries, scope, k, later_share=LATER_SHORTLIST)
         rows: dict[int, Vectors] = {}
         for ids, vectors in found:
             rows.update(zip(ids, vectors, strict=True))

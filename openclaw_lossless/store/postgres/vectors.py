@@ -24,7 +24,7 @@ most, through the messages' indexes):
   too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
   ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
   ``k`` kept. Should it still fall short, the exact path answers. A search's later queries (assemble's
-  prompt alone, after the prompt in context) read ``LATER_READ`` of the first's lists: see below.
+  prompt alone, after the prompt in context) read the caller's ``later_share`` of the first's lists: see below.
 
 Why IVFFlat, not HNSW (this table's index until migration m005): measured on one 1M-message store
 (``benchmarks/scale_data`` stand-in vectors: mixes of real all-MiniLM-L6-v2 vectors), 60 prompts, one agent
@@ -79,9 +79,9 @@ raise it past 0.908, nor did 500 or 1,000 candidates (0.73, 0.83). 384 signs ran
 coarsely for a re-rank of a few thousand to find them again; on 20,000 vectors, every bit read, 2,000
 candidates kept 0.992. It would take re-ranking many thousands of rows read from the table to pass 0.98.
 
-Why the later queries read a quarter of the lists: assemble asks twice when the prompt has context (the
-prompt in context, then the prompt alone) and takes only the latter's few best from its own ranking, as
-the SQLite index ranks the second query's shortlist a quarter the size. Measured on the scale benchmark's
+Why the later queries read a quarter of the lists (``DatabaseIndex`` passes ``LATER_SHORTLIST``, the share
+the SQLite index ranks for them): assemble asks twice when the prompt has context (the prompt in context,
+then the prompt alone) and takes only the latter's few best from its own ranking. Measured on the scale benchmark's
 stores (2026-11-29; 60 prompts, each paired with another prompt as its context, for the overlap; 228
 prompts with its 200-message window, 4 rounds alternating which went first, for assemble):
 
@@ -131,10 +131,6 @@ READ_VECTORS = 50_000  # vectors a search reads, in whole lists: 200 lists up to
 PROBES = 100  # lists read per search at the least (beyond 1M, where lists hold more than 500 vectors)
 MAX_PROBES = 400  # lists an iterative scan may read for a scope whose rows are sparse in the nearest lists
 EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
-# The lists a search's later queries read, as a share of the first's: assemble asks with the prompt in
-# context, then with the prompt alone, and takes only the latter's few best from its own ranking (as the
-# SQLite index's ``LATER_SHORTLIST``); a scan's cost is the lists it reads.
-LATER_READ = 0.25
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
 _BLOCK = 10000  # rows per block of ``read_all``: ~8 MB of half floats at 384 dimensions
 _HALF = np.dtype(">f2")  # halfvec's binary form: dimension (uint16), unused (uint16), then big-endian halves
@@ -434,8 +430,11 @@ def nearest(conn: Connection, query: npt.NDArray[np.float32], scope: Scope, k: i
 Found = tuple[list[int], npt.NDArray[np.float32]]  # message ids, best first, and their stored vectors
 
 
-def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scope, k: int) -> list[Found]:
-    """For each query (a row), its ``k`` nearest messages in ``scope``, best first, with their stored vectors.
+def nearest_many(
+    conn: Connection, queries: npt.NDArray[np.float32], scope: Scope, k: int, later_share: float = 1.0
+) -> list[Found]:
+    """For each query (a row), its ``k`` nearest messages in ``scope``, best first, with their stored vectors;
+    the queries after the first read ``later_share`` of the lists the first reads (rounded up).
 
     One transaction on ``conn`` for them all, for its ``SET LOCAL`` settings (a read connection is in
     autocommit; on a connection already inside a transaction they last until that one ends). The statements
@@ -455,7 +454,7 @@ def nearest_many(conn: Connection, queries: npt.NDArray[np.float32], scope: Scop
         probes = None if small else _read_lists(cursor)
         for n, query in enumerate(queries):
             if n == 1 and probes is not None:  # the later queries read a share of the first's lists
-                cursor.execute(_LATER, (str(max(1, math.ceil(probes * LATER_READ))),))
+                cursor.execute(_LATER, (str(max(1, math.ceil(probes * later_share))),))
             asked = {**params, "q": query.tolist(), "k": k, "fetch": k * OVERFETCH}
             rows = [] if small else cursor.execute(approximate, asked, prepare=False).fetchall()
             if len(rows) < k:  # a small scope, or one the scan gave up on: ranked whole

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from openclaw_lossless.embed.database_index import DatabaseIndex
+from openclaw_lossless.embed.index import LATER_SHORTLIST
 from openclaw_lossless.store.backend import postgres
 from openclaw_lossless.store.postgres import migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database
@@ -216,17 +217,21 @@ def test_the_later_queries_of_a_search_read_a_quarter_of_the_first_ones_lists(
     store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """assemble asks with the prompt in context, then with the prompt alone, and takes only the latter's few
-    best: the second query reads ``LATER_READ`` of the first's lists (rounded up), and still finds its own
-    nearest in scope, each query's answer its own."""
+    best: the second query reads ``LATER_SHORTLIST`` of the first's lists (rounded up), the share of its
+    shortlist the SQLite index ranks for it, and still finds its own nearest in scope, each answer its own."""
     ids, rows = add_vectors(store, "s1", 400, seed=12)
     monkeypatch.setattr(vectors, "READ_VECTORS", 10_000)  # the first query reads every list
     assert vectors.keep_index(store)
     assert lists_index(store) == (8, "400")
     scope = Scope(frozenset({"main"}))
-    with store.reader().transaction() as tx:
-        (first_ids, _), (later_ids, _) = vectors.nearest_many(tx.connection, rows[[0, 1]], scope, 5)
-        row = tx.connection.execute("SELECT current_setting('ivfflat.probes')").fetchone()
+    conn = store.reader()
+    with monkeypatch.context() as patched, conn.transaction():  # the search's SET LOCAL, read in its transaction
+        patched.setattr(store, "reader", lambda: conn)
+        DatabaseIndex(store, DIMENSION).search_many(rows[[0, 1]], scope, 5)  # as assemble asks
+        row = conn.execute("SELECT current_setting('ivfflat.probes')").fetchone()
     assert row is not None and int(row[0]) == 2  # a quarter of 8
+    found = vectors.nearest_many(store.reader(), rows[[0, 1]], scope, 5, later_share=LATER_SHORTLIST)
+    (first_ids, _), (later_ids, _) = found
     assert lists_read(store, rows) == 8  # one query alone reads them all
     # A stored vector's list is the one whose centre is nearest it, so each query finds itself first.
     assert (first_ids[0], later_ids[0]) == (ids[0], ids[1])
