@@ -201,6 +201,8 @@ def db_fingerprint(place: Settings | Path) -> dict[str, Any]:
             " AND name NOT LIKE '%_fts%' AND name NOT LIKE 'message_vectors%'"
             # The worker drains the backlog on its own; anything a write queues is a message, counted above.
             " AND name NOT IN ('embedding_backlog', 'embedding_cache')"
+            # vec0 numbers its chunks with AUTOINCREMENT: the worker's first vectors add rows here.
+            " AND name != 'sqlite_sequence'"
         )
         tables = [r[0] for r in listing]
         counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
