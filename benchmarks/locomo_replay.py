@@ -170,15 +170,17 @@ class Outcome:
     ms: float | None = None
 
 
+def _as_stored(s: Stored) -> StoredMessage:
+    """The fields ``render.line`` reads, as the product's message type."""
+    return StoredMessage(s.id, s.role, "message", s.created_at, s.text, 0, "", None, s.importance, "")
+
+
 def rendered_tokens(ids: Sequence[int], stored: dict[int, Stored], text_chars: int) -> int:
     """Tokens of a block of these messages rendered exactly as the product renders recalled lines."""
     if not ids:
         return 0
     chosen = sorted((stored[i] for i in ids if i in stored), key=lambda s: (s.created_at, s.id))
-    lines = [
-        render.line(StoredMessage(s.id, s.role, "message", s.created_at, s.text, 0, "", None, s.importance), text_chars)
-        for s in chosen
-    ]
+    lines = [render.line(_as_stored(s), text_chars) for s in chosen]
     return render.estimate_tokens(render.block(lines))
 
 

@@ -58,7 +58,7 @@ def test_neighbours_are_the_nearest_of_the_same_session_and_in_scope(tmp_path: P
     found = messages.neighbours(conn, [(31, 2), (4, 2)], 2, Scope(frozenset({"a"})))
     around = sorted((n.anchor, n.message.id) for n in found)
     assert around == [(4, 1), (4, 7), (4, 10), (31, 25), (31, 28), (31, 34), (31, 37)]
-    assert {n.window_key for n in found if n.message.id == 28} == {"k28"}
+    assert {n.message.window_key for n in found if n.message.id == 28} == {"k28"}
     # a scope without the agent but with the session still sees it; a scope with neither sees nothing
     assert len(messages.neighbours(conn, [(31, 2)], 2, Scope(frozenset({"b"}), frozenset({2})))) == 4
     assert messages.neighbours(conn, [(31, 2)], 2, Scope(frozenset({"b"}))) == []

@@ -124,7 +124,7 @@ def test_the_fake_entry_is_not_an_entry_of_its_own(sidecar: LiveSidecar) -> None
 
 
 def _stored(text: str, role: str = "user", at: float = BASE, message_id: int = 7) -> StoredMessage:
-    return StoredMessage(message_id, role, "message", at, text, 1, "main", None, 0.5)
+    return StoredMessage(message_id, role, "message", at, text, 1, "main", None, 0.5, "")
 
 
 def test_line_format() -> None:

@@ -281,7 +281,6 @@ class Assembler:
         if not found:
             return [], {}, room
         stored = self.ops.messages.fetch(conn, list(found))
-        keys = self.ops.messages.window_keys(conn, list(found))
         for candidate in found.values():
             message = stored.get(candidate.message_id)
             if message is None:
@@ -300,7 +299,7 @@ class Assembler:
                 recency_floor=request.settings.recency_floor,
                 lanes=result.lanes_ran,
             )
-            if keys.get(candidate.message_id) in window_keys:
+            if message.window_key in window_keys:
                 candidate.decision = "in_window"
             elif max(candidate.similarity, candidate.prompt_similarity or 0.0) < request.settings.min_similarity:
                 candidate.decision = "below_min_similarity"
@@ -368,7 +367,7 @@ class Assembler:
                     continue
                 candidate.lanes.add("neighbour")
                 candidate.neighbour_of = f"msg:{anchor}"
-                if row.window_key in window_keys:
+                if row.message.window_key in window_keys:
                     candidate.decision = "in_window"
                     continue
                 text = render.line(row.message, request.recalled_text_chars)

@@ -39,7 +39,9 @@ from openclaw_lossless.store.sqlite.messages import (
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 ID_ORDER_LOCK = 0x6C6F73736C657331  # a transaction-level advisory lock every message insert holds until commit
-_COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
+_COLUMNS = (
+    "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance, m.window_key"
+)
 _NEIGHBOUR = "id, role, kind, created_at, text, session_rowid, agent_id, cites, importance, window_key"
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -281,7 +283,7 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
     if not anchors or radius <= 0:
         return []
     rows = conn.execute(
-        f"SELECT a.anchor, {_COLUMNS}, m.window_key"
+        f"SELECT a.anchor, {_COLUMNS}"
         " FROM unnest(%s::bigint[], %s::bigint[]) AS a(anchor, session)"
         f" CROSS JOIN LATERAL (SELECT * FROM (SELECT {_NEIGHBOUR} FROM messages WHERE session_rowid = a.session"
         f" AND id < a.anchor ORDER BY id DESC LIMIT %s) before UNION ALL SELECT * FROM (SELECT {_NEIGHBOUR}"
@@ -294,11 +296,6 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
 def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     """The stored text of each message still stored."""
     rows = conn.execute("SELECT id, text FROM messages WHERE id = ANY(%s::bigint[])", (list(ids),))
-    return {int(r[0]): str(r[1]) for r in rows}
-
-
-def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
-    rows = conn.execute("SELECT id, window_key FROM messages WHERE id = ANY(%s::bigint[])", (list(ids),))
     return {int(r[0]): str(r[1]) for r in rows}
 
 

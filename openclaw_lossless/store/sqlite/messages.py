@@ -30,7 +30,9 @@ from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 CommitStatus = Literal["committed", "duplicate"]
 
-_COLUMNS = "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance"
+_COLUMNS = (
+    "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance, m.window_key"
+)
 
 
 IDS_GIVEN = "message_ids_given"  # meta: the highest message id given, while the newest ones are deleted
@@ -47,6 +49,7 @@ class StoredMessage:
     agent_id: str
     cites: int | None
     importance: float | None
+    window_key: str  # what the host's window holds of it (``capture.text.window_key``): recall skips those
 
     @property
     def citation(self) -> str:
@@ -64,6 +67,7 @@ def _stored(row: Sequence[Any]) -> StoredMessage:
         str(row[6]),
         None if row[7] is None else int(row[7]),
         None if row[8] is None else float(row[8]),
+        str(row[9]),
     )
 
 
@@ -328,7 +332,6 @@ def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
 class Neighbour:
     anchor: int
     message: StoredMessage
-    window_key: str
 
 
 def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int, scope: Scope) -> list[Neighbour]:
@@ -345,7 +348,7 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
     values = ",".join("(?, ?)" for _ in anchors)
     rows = conn.execute(
         f"WITH anchors(anchor, session) AS (VALUES {values})"
-        f" SELECT anchors.anchor, {_COLUMNS}, m.window_key FROM anchors CROSS JOIN messages m ON m.id IN ("
+        f" SELECT anchors.anchor, {_COLUMNS} FROM anchors CROSS JOIN messages m ON m.id IN ("
         " SELECT id FROM (SELECT id FROM messages WHERE session_rowid = anchors.session AND id < anchors.anchor"
         " ORDER BY id DESC LIMIT ?) UNION ALL"
         " SELECT id FROM (SELECT id FROM messages WHERE session_rowid = anchors.session AND id > anchors.anchor"
@@ -356,9 +359,9 @@ def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int
 
 
 def neighbours_in_scope(rows: Iterable[Sequence[Any]], scope: Scope) -> list[Neighbour]:
-    """``(anchor, message columns..., window_key)`` rows as neighbours, those out of scope left out: both
-    backends check the scope here rather than in SQL (``neighbours`` says why)."""
-    found = [Neighbour(int(row[0]), _stored(row[1:]), str(row[-1])) for row in rows]
+    """``(anchor, message columns...)`` rows as neighbours, those out of scope left out: both backends check
+    the scope here rather than in SQL (``neighbours`` says why)."""
+    found = [Neighbour(int(row[0]), _stored(row[1:])) for row in rows]
     return [n for n in found if scope.contains(n.message.agent_id, n.message.session_rowid)]
 
 
@@ -366,12 +369,6 @@ def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     """The stored text of each message still stored."""
     marks = ",".join("?" * len(ids))
     return {int(r[0]): str(r[1]) for r in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({marks})", ids)}
-
-
-def window_keys(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(f"SELECT id, window_key FROM messages WHERE id IN ({marks})", list(ids))
-    return {int(row[0]): str(row[1]) for row in rows}
 
 
 def newest_window_keys(conn: Connection, session_rowid: int, limit: int) -> list[tuple[int, str]]:
