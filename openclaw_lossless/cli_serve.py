@@ -7,6 +7,7 @@ JSON line) saying whether this store's own sidecar holds it (exit 0, nothing to 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -54,6 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(json.dumps(started), flush=True)
             sockets = [*tcp, *([unix.sock] if unix else []), *metrics.sockets]
             config = server_config(app, settings, log_level=args.log_level)
+            freeze_startup()
             listeners.Server(config, unix).run(sockets=sockets)
         finally:
             sidecar.close()
@@ -64,6 +66,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if unix:
             unix.remove()
     return EXIT_OK
+
+
+def freeze_startup() -> None:
+    """Put what start-up made (modules, the app, the store's and the model's objects) out of the collector's
+    reach, once, just before serving.
+
+    Why: CPython's full collection walks every object it tracks, and ~75,000 of a sidecar's are start-up's,
+    alive as long as the process. Each full collection paused the turn it fell in by ~45 ms (2 of 200 turns
+    on a 1M-message PostgreSQL store, the slowest 1 % of them); frozen, one walks what turns made since
+    (~14,000 objects). Garbage is collected first, so none of it is kept for good.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _port_taken(settings: Settings, as_json: bool) -> int:
