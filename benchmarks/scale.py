@@ -75,6 +75,7 @@ from benchmarks.scale_measure import (  # noqa: E402
     query_plans,
     timed,
 )
+from openclaw_lossless.cli_serve import freeze_startup  # noqa: E402
 from openclaw_lossless.config import Settings  # noqa: E402
 from openclaw_lossless.embed.provider import Vectors  # noqa: E402
 from openclaw_lossless.sidecar import Sidecar  # noqa: E402
@@ -155,6 +156,7 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
     began = time.monotonic()
     sidecar = Sidecar(settings, start_worker=False)
     result["in_process_open_s"] = round(time.monotonic() - began, 2)
+    freeze_startup()  # as ``serve`` does before its first request
     try:
         generator = ChatGenerator(seed=size + 11)
         history = host_history(ChatGenerator(seed=99))
