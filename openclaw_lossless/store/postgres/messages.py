@@ -39,10 +39,10 @@ from openclaw_lossless.store.sqlite.messages import (
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 ID_ORDER_LOCK = 0x6C6F73736C657331  # a transaction-level advisory lock every message insert holds until commit
-_COLUMNS = (
-    "m.id, m.role, m.kind, m.created_at, m.text, m.session_rowid, m.agent_id, m.cites, m.importance, m.window_key"
-)
+# A ``StoredMessage``'s columns, in its fields' order: bare where the neighbours' ranges select them, then
+# under the alias ``m`` where they are read
 _NEIGHBOUR = "id, role, kind, created_at, text, session_rowid, agent_id, cites, importance, window_key"
+_COLUMNS = ", ".join(f"m.{column}" for column in _NEIGHBOUR.split(", "))
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")  # fmt: skip
