@@ -65,6 +65,7 @@ class Sidecar:
         self.started = time.monotonic()
         self.metrics = Metrics()
         self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []  # start-up's own threads: close() waits for each
         self.store = _open_store(settings)
         # The backend's Database, typed Any: a test or tool that knows the backend hands it to that backend's
         # modules; the package itself goes through ``self.store`` (``store.db`` + ``store.ops``).
@@ -90,7 +91,9 @@ class Sidecar:
         self.size_cap = SizeCap(self.store, settings, self.metrics, self.index, terms)
         self._wire_jobs()
         if background_load and self.ops.message_days.backfill_pending(self.db.reader()):
-            threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True).start()
+            backfill = threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True)
+            self._threads.append(backfill)
+            backfill.start()
 
     def _wire_jobs(self) -> None:
         """Give each job the parts it uses, and no more."""
@@ -164,6 +167,7 @@ class Sidecar:
             target=self._load_index, args=(start_worker,), name="lossless-index-load", daemon=True
         )
         if background:
+            self._threads.append(loader)
             loader.start()
         else:
             loader.run()
@@ -192,7 +196,7 @@ class Sidecar:
         assert self.index is not None and self.worker is not None
         began = time.monotonic()
         try:
-            self.index.load(self.ops, self.db.reader())
+            self.index.load(self.ops, self.db.reader(), stop=self._closing)
         except self.db.module.DatabaseError as exc:  # a damaged page: keyword search goes on, the log says why
             log.error(
                 "the vector index could not be loaded, recall uses keyword search only: %s",
@@ -202,13 +206,22 @@ class Sidecar:
         except Exception:  # the thread's edge: keyword search goes on, and the log says why
             log.exception("vector index could not be loaded, recall uses keyword search only")
             return
+        if self._closing.is_set():  # stopped part-way: close() is under way and stops the worker
+            return
         self.metrics.counters["index_load_ms"] = round((time.monotonic() - began) * 1000)
         if start_worker:
             self.worker.start()
 
     def close(self) -> None:
-        """Stop the threads, then close the embedder and the store; a size check under way finishes first."""
+        """Stop the threads, then close the embedder and the store; a size check under way finishes first.
+
+        Start-up's threads are waited for before anything closes: the index load reads on a connection of
+        its own, and closing that connection while it reads crashed the process (a server stopped during
+        its first seconds); the load stops at its next block once ``_closing`` is set.
+        """
         self._closing.set()
+        for thread in self._threads:
+            thread.join()
         self.size_cap.close()
         self.catch_up.close()
         if self.worker is not None:

@@ -8,9 +8,11 @@ the index is still loading, over real HTTP.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.sqlite import vectors as stored_vectors
 from openclaw_lossless.store.sqlite.connection import open_connection
 from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.helpers import HashEmbedder, live_sidecar, make_settings
@@ -254,6 +257,32 @@ def test_the_server_loads_the_index_in_the_background_then_embeds(tmp_path: Path
         assert len(background.index) == 31  # the worker runs once the load is done
     finally:
         background.close()
+
+
+@pytest.mark.sqlite_only  # the in-memory index's load; on PostgreSQL there is nothing to read at start
+def test_a_server_stopped_while_its_index_loads_waits_for_the_load_before_closing_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server stopped in its first seconds: the load read on a connection that close() then closed under
+    it (the process crashed), and a load that finished after close() started the worker on a closed store."""
+    sidecar, _ = _filled(tmp_path)
+    settings = sidecar.settings
+    sidecar.close()
+    reading = threading.Event()
+    read_all = stored_vectors.read_all
+
+    def slow_read_all(conn: Any, dimension: int) -> Iterator[object]:
+        for block in read_all(conn, dimension):
+            yield block
+            reading.set()
+            time.sleep(0.5)  # the next block of a large store is still being read
+
+    monkeypatch.setattr(stored_vectors, "read_all", slow_read_all)
+    before = set(threading.enumerate())
+    background = Sidecar(settings, provider=HashEmbedder(), background_load=True)
+    assert reading.wait(30)
+    background.close()
+    assert not [t.name for t in set(threading.enumerate()) - before if t.name.startswith("lossless-")]  # nor the worker
 
 
 def test_a_shortlist_of_many_blocks_ranks_exactly(corpus: Vectors, questions: Vectors) -> None:

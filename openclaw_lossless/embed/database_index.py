@@ -62,7 +62,7 @@ class DatabaseIndex:
         """Memory this index holds in the process: none (the vectors stay in the database)."""
         return 0
 
-    def load(self, ops: Backend, conn: Any) -> None:
+    def load(self, ops: Backend, conn: Any, stop: threading.Event | None = None) -> None:
         """Nothing to read: the store answers each search. Whether its index is due is checked (a store moved
         here by ``migrate-store`` or import holds vectors and no index yet)."""
         self.loaded.set()

@@ -99,7 +99,7 @@ class Nearest(Protocol):
     @property
     def nbytes(self) -> int: ...
 
-    def load(self, ops: Backend, conn: Any) -> None: ...
+    def load(self, ops: Backend, conn: Any, stop: threading.Event | None = None) -> None: ...
 
     def add(self, ids: Sequence[int], vectors: Vectors, agents: Sequence[str], sessions: Sequence[int]) -> None: ...
 
@@ -150,13 +150,16 @@ class VectorIndex:
         arrays = (self._ids, self._codes, self._scales, self._bits, self._agents, self._sessions, self._slots)
         return sum(array.nbytes for array in arrays)
 
-    def load(self, ops: Backend, conn: Any) -> None:
-        """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded."""
+    def load(self, ops: Backend, conn: Any, stop: threading.Event | None = None) -> None:
+        """Read every stored vector (at start, possibly in a thread of its own), then mark the index loaded;
+        once ``stop`` is set it returns at the next block, unloaded (the sidecar is closing)."""
         agents = ops.agents.agents_by_session(conn)
         span = ops.vectors.id_range(conn)
         if span is not None:
             self._reserve(span[1] - span[0] + 1, span[1])
         for block in ops.vectors.read_all(conn, self.dimension):
+            if stop is not None and stop.is_set():
+                return
             if not len(block.ids):
                 continue
             sessions = block.sessions.tolist()
