@@ -222,12 +222,19 @@ class Sidecar:
         self._closing.set()
         for thread in self._threads:
             thread.join()
-        self.size_cap.close()
-        self.catch_up.close()
+        stopped = {"archiving": self.size_cap.close(), "catch-up": self.catch_up.close()}
         if self.worker is not None:
-            self.worker.stop()
+            stopped["embedding"] = self.worker.stop()
         self.assembler.close()
         self.embedding.close()
+        running = [name for name, done in stopped.items() if not done]
+        if running:  # closing the store under a thread that still reads would crash the process
+            log.warning(
+                "%s still running at close: the store is left open until the process exits (what was committed"
+                " stays committed; what that work had not committed is done again at the next start)",
+                " and ".join(running),
+            )
+            return
         with contextlib.suppress(LosslessError):
             self.db.close()
 

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
 WINDOW_BATCHES = 8  # batches of the backlog read at once and regrouped by length: see _next_batch
+STOP_WAIT_S = 10.0  # stop() waits this long at most for a batch under way (an embedding API's request)
 SHARED_PIECE = 2  # messages an extra drain thread embeds between its checks that no request is running
 
 
@@ -103,13 +104,15 @@ class EmbeddingWorker:
         """Wake the worker: new messages are on the backlog."""
         self._wake.set()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self) -> bool:
+        """Stop the thread, waiting up to ``STOP_WAIT_S`` for a batch under way; whether it has ended."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join(STOP_WAIT_S)
         if self._helpers is not None:
             self._helpers.shutdown(wait=False, cancel_futures=True)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         delay = 0.0

@@ -61,6 +61,7 @@ SETTLE_S = 2.0  # transcript files changed this recently are looked at again by 
 SUBAGENT_DELAY_S = 5.0  # after a subagent ends: time for the parent's announce turn to be written
 WINDOW_KEYS = 32  # the newest host messages an assemble's check compares: an outage's turns are the newest
 STORED_SLACK = 64  # stored messages read past that many when comparing
+STOP_WAIT_S = 10.0  # close() waits this long at most for the batch under way
 SUMMARY_ROLES = frozenset({"compactionSummary", "branchSummary"})  # made by the host from entries, not messages
 MAX_UNFIXABLE = 4096
 MAX_TARGETS = 1024
@@ -203,12 +204,14 @@ class CatchUp:
     def _state(self) -> str:
         return "off" if not self.enabled else ("running" if self.running else "idle")
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop the thread, waiting up to ``STOP_WAIT_S`` for the batch under way; whether it has ended."""
         self._stop.set()
         with self._lock:
             self._lock.notify_all()
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(STOP_WAIT_S)
+        return self._thread is None or not self._thread.is_alive()
 
     # -- the thread ----------------------------------------------------------------------------------------
 

@@ -97,8 +97,11 @@ class SizeCap:
         if self.terms is not None:
             self.terms.clear()
 
-    def close(self) -> None:
-        """A check under way finishes first (bounded): its thread must not reopen the closed store."""
+    def close(self) -> bool:
+        """A check under way finishes first (bounded): its thread must not reopen the closed store; whether
+        none is under way now."""
         self._closing.set()
         if self._lock.acquire(timeout=CLOSE_WAIT_S):
             self._lock.release()
+            return True
+        return False
