@@ -230,9 +230,9 @@ def test_where_the_newest_matches_start_is_kept_until_the_store_grows(twins: Twi
 
 
 def test_where_the_newest_matches_start_is_found_even_when_the_word_grew_rarer_lately(twins: Twins) -> None:
-    """The start is looked for among the newest messages that the word's share (ANALYZE's) says hold twice the
-    limit of its matches; a word that was everywhere once and is rare lately has fewer there, and its start
-    is then found in the whole history: the newest ``limit`` matches are ranked either way."""
+    """The start is looked for among the newest messages that the word's share (ANALYZE's) says hold 1.25 times
+    the limit of its matches; a word that was everywhere once and is rare lately has fewer there, and its start
+    is then found further back: the newest ``limit`` matches are ranked either way."""
     limit = 5
     old = twins.add([("s0", f"budget report number {n}") for n in range(60)])
     twins.add([("s0", f"weather note number {n}") for n in range(150)])
@@ -245,6 +245,22 @@ def test_where_the_newest_matches_start_is_found_even_when_the_word_grew_rarer_l
     twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
 
     assert sorted(search(twins, ["budget"], TermStats(limit))) == steady[-limit:]
+
+
+@pytest.mark.parametrize("limit", [3, 9, 25, 60])
+def test_where_the_newest_matches_start_is_exact_however_the_word_spreads_over_time(twins: Twins, limit: int) -> None:
+    """Dense early, a burst in the middle, sparse lately: whatever the share ANALYZE gives the word, the start is
+    the one after which exactly its newest ``limit`` matches lie (the whole history is probed when the window
+    probed first holds fewer), or none when the word is in fewer messages."""
+    every = [1] * 40 + [5] * 120 + [1] * 30 + [9] * 150 + [25] * 200  # a match every n messages, by era
+    texts = [f"budget review number {n}" if n % gap == 0 else f"weather note number {n}" for n, gap in enumerate(every)]
+    ids = twins.add([("s0", text) for text in texts])
+    twins.postgres.write(lambda conn: conn.execute("ANALYZE messages"))
+    budget = [i for i, text in zip(ids, texts, strict=True) if text.startswith("budget")]
+
+    narrowed = TermStats(limit).narrow(twins.postgres.reader(), expression(["budget"]))
+
+    assert narrowed == ('"budget"', budget[-limit - 1] if len(budget) > limit else 0)
 
 
 def test_where_the_newest_matches_start_is_found_on_the_keyword_index_not_row_by_row(twins: Twins) -> None:
