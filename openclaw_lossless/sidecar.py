@@ -226,15 +226,16 @@ class Sidecar:
         if self.worker is not None:
             stopped["embedding"] = self.worker.stop()
         self.assembler.close()
-        self.embedding.close()
         running = [name for name, done in stopped.items() if not done]
-        if running:  # closing the store under a thread that still reads would crash the process
+        if running:  # closing the store (or the embedder) under a thread still using it would crash the process
             log.warning(
-                "%s still running at close: the store is left open until the process exits (what was committed"
-                " stays committed; what that work had not committed is done again at the next start)",
+                "%s still running at close: the store and the embedder are left open until the process exits"
+                " (what was committed stays committed; what that work had not committed is done again at the"
+                " next start)",
                 " and ".join(running),
             )
             return
+        self.embedding.close()
         with contextlib.suppress(LosslessError):
             self.db.close()
 

@@ -25,11 +25,15 @@ class HeldEmbedder(HashEmbedder):
         super().__init__()
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.closed = False
 
     def embed(self, texts: list[str]) -> Vectors:
         self.entered.set()
         assert self.release.wait(30)
         return super().embed(texts)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _threads(name: str) -> list[threading.Thread]:
@@ -52,6 +56,7 @@ def test_a_batch_still_embedding_at_close_is_stored_once_it_answers(
         assert provider.entered.wait(30)
         sidecar.close()  # the batch is still with the embedder
         assert "embedding still running at close" in caplog.text
+        assert not provider.closed  # the batch still needs it
         provider.release.set()
         for thread in set(_threads("lossless-embed")) - before:
             thread.join(30)
