@@ -53,9 +53,9 @@ _COUNTS = (
 # The window probed holds this many times ``limit`` matches at the word's estimated share. ANALYZE's share is
 # within a few percent for a word this common (and errs low: the window is then longer), so the margin is for
 # a word rarer lately than on average; one rarer than ``1 / PROBE_MARGIN`` of it is probed again whole.
-# Measured at 1M (60 of the store's common words, every probe the same start, four forms alternating): a
-# margin of 2 took p50 25.7-27.3 ms, mean 27.4-31.5; 1.25 took p50 18.6-19.6, mean 22.3-23.6, its p95 and
-# maximum no higher, the words probed again whole included. Widening the window step by step instead of
+# Measured at 1M (63 of the store's common words, every probe the same start, the two alternating, two quiet
+# runs): a margin of 2 took p50 28.5-34.3 ms, p95 55.4-80.8, mean 30.8-45.3; 1.25 took p50 21.1-24.1, p95
+# 48.7-54.8, mean 23.3-28.6, the words probed again whole included. Widening the window step by step instead of
 # probing the whole history lost (spans with an upper end, bounded as ``bigint`` in the keyword index, which
 # read every id entry below each span's end).
 PROBE_MARGIN = 1.25
