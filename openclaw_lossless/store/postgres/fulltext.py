@@ -70,9 +70,10 @@ CORPUS_TTL_S = 600.0
 GROWTH_MEASURED = 5_000  # messages added since the last query measured alone; more: the whole store
 CACHE_WORDS = 20_000  # word counts kept per process
 ESTIMATED_ABOVE = 10_000  # a word's count taken from ANALYZE beyond this many messages (see ``ESTIMATES``)
-# A match's row costs about this many id entries of the keyword index (``bound_in_index``): ~1.2 µs against
-# ~0.15 at 1M, both read from memory, so the ratio holds more than either figure does from machine to machine.
-ROWS_PER_ID = 8
+# Reading a match's row costs about as much as reading this many id entries of the keyword index
+# (``bound_in_index``): ~1.2 µs against ~0.15 at 1M, both from memory, so the ratio holds across machines
+# better than either figure does.
+IDS_PER_ROW = 8
 _EXPRESSION = re.compile(r'"((?:[^"]|"")*)"(?: OR "((?:[^"]|"")*)")*')
 _WORD = re.compile(r'"((?:[^"]|"")*)"')
 # A vector's count of positions (its tokens), in C: ``ts_rank`` divided by itself normalised by length
@@ -169,7 +170,7 @@ def newer_than(alias: str, in_index: bool = True) -> str:
     parameter that fits ``integer`` is sent as one): at 1M messages a common word's newest 5,000 in ~5 ms
     where its bitmap of ~100,000 and the primary key's range took ~25. But the index reads one entry per id
     above the bound, whatever the word (~0.15 µs each), and the row of each match costs ~1.2 µs: when the
-    ids above the bound outnumber the word's matches in the whole history ``ROWS_PER_ID`` times, the row
+    ids above the bound outnumber the word's matches in the whole history ``IDS_PER_ROW`` times, the row
     test is cheaper (``bound_in_index``). Only for a real bound: ``id > 0`` in the index would read every id.
     """
     if in_index:
@@ -185,7 +186,7 @@ def bound_in_index(ids_above: int, matches: int) -> bool:
     of the messages (10,000; 500,000 ids above its start) 102.0 ms in the index against 31.3 on the rows; in
     2 % (20,713; 250,039 ids) 40.9 against 33.1; in 10 % (105,231; 48,266 ids) 34.2 against 152.3.
     """
-    return ids_above <= ROWS_PER_ID * matches
+    return ids_above <= IDS_PER_ROW * matches
 
 
 def _best_matches_sql(count: int, where: str) -> str:
