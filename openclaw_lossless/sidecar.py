@@ -225,6 +225,8 @@ class Sidecar:
         stopped = {"archiving": self.size_cap.close(), "catch-up": self.catch_up.close()}
         if self.worker is not None:
             stopped["embedding"] = self.worker.stop()
+        if self.index is not None:
+            stopped["vector index upkeep"] = self.index.close()
         self.assembler.close()
         running = [name for name, done in stopped.items() if not done]
         if running:  # closing the store (or the embedder) under a thread still using it would crash the process

@@ -15,11 +15,14 @@ because it is a copy (``load``, ``add``, ``forget_ids``, ``forget_through``) doe
 One thing the store cannot do for itself is decide when its index should be made (again): the lists of an
 IVFFlat index are learnt from the vectors there are. So ``load`` (at start) and ``add`` (after the worker's
 writes, at most every ``UPKEEP_S``) ask ``vectors.keep_index`` in a thread of their own, which makes the
-index when it is due, one sidecar at a time; neither the turn nor the worker waits for it.
+index when it is due, one sidecar at a time; neither the turn nor the worker waits for it. ``close`` (the
+sidecar's) cancels a build under way and waits for the thread: a build takes minutes of the server at 1M, and
+a cancelled one is left for the next start, which finds the index still due and makes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -27,17 +30,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 
 from openclaw_lossless.embed.index import LATER_SHORTLIST
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.postgres import vectors as stored
-from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite.sessions import Scope
 
 log = logging.getLogger(__name__)
 UPKEEP_S = 60.0  # the least time between two checks of whether the index is due (one count of the vectors)
 RETRY_AFTER_FAILURE_S = 1800.0  # after a build failed (the server short of memory): a build reads every vector
+STOP_WAIT_S = 10.0  # close() waits this long at most for the upkeep thread once its build is cancelled
 
 
 class DatabaseIndex:
@@ -51,6 +56,8 @@ class DatabaseIndex:
         self.searches_while_loading = 0  # always 0: there is no loading to search through
         self._upkeep_lock = threading.Lock()
         self._upkeep: threading.Thread | None = None
+        self._building: Connection | None = None  # the upkeep's build connection while it is open
+        self._closing = False
         self._next_check = 0.0  # monotonic
 
     def __len__(self) -> int:
@@ -80,22 +87,45 @@ class DatabaseIndex:
         with self._upkeep_lock:
             now = time.monotonic()
             running = self._upkeep is not None and self._upkeep.is_alive()
-            if running or (not force and now < self._next_check):
+            if self._closing or running or (not force and now < self._next_check):
                 return None
             self._next_check = now + UPKEEP_S
             self._upkeep = threading.Thread(target=self._keep_index, name="lossless-vector-lists", daemon=True)
             self._upkeep.start()
             return self._upkeep
 
+    def close(self) -> bool:
+        """Stop the upkeep: no check starts from now on, a build under way is cancelled on the server, and the
+        thread is waited for (up to ``STOP_WAIT_S``); whether it has ended. The sidecar closes the store after."""
+        with self._upkeep_lock:
+            self._closing = True
+            building, thread = self._building, self._upkeep
+        if building is not None:
+            with contextlib.suppress(psycopg.Error):  # the build may have just ended and closed its connection
+                building.cancel_safe(timeout=STOP_WAIT_S)
+        if thread is not None:
+            thread.join(STOP_WAIT_S)
+        return thread is None or not thread.is_alive()
+
     def _keep_index(self) -> None:
         began = time.monotonic()
         try:
-            if stored.keep_index(self.db):
+            if stored.keep_index(self.db, building=self._hold):
                 log.info("the vector index was made in %.1f s", time.monotonic() - began)
         except Exception:  # the thread's edge: searches go on (through the old index, or the table)
+            if self._closing:
+                log.info("the vector index being made was left at shutdown; the next start makes it")
+                return
             with self._upkeep_lock:
                 self._next_check = time.monotonic() + RETRY_AFTER_FAILURE_S
             log.exception("the vector index could not be made; tried again in %.0f minutes", RETRY_AFTER_FAILURE_S / 60)
+
+    def _hold(self, conn: Connection | None) -> None:
+        """Keep the build's connection for ``close`` to cancel; once closing, no build starts."""
+        with self._upkeep_lock:
+            self._building = conn
+            if conn is not None and self._closing:
+                raise InterruptedError("the sidecar is closing")
 
     def forget_ids(self, ids: Sequence[int]) -> None:
         """Nothing to do: forgetting a message deletes its vector in the same transaction (foreign key)."""

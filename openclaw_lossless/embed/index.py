@@ -115,6 +115,8 @@ class Nearest(Protocol):
 
     def search_many(self, queries: Vectors, scope: Scope, k: int) -> list[tuple[int, Vectors]]: ...
 
+    def close(self) -> bool: ...
+
 
 class VectorIndex:
     """The in-memory copy of ``message_vectors``: codes, sign bits, and each row's agent and session.
@@ -216,6 +218,10 @@ class VectorIndex:
         bits = np.zeros((self._words, capacity), dtype=np.uint64)
         bits[:, :n] = self._bits[:, :n]
         self._bits = bits
+
+    def close(self) -> bool:
+        """Nothing runs on its own here (``load`` runs in the sidecar's thread, which the sidecar waits for)."""
+        return True
 
     def forget_through(self, last_id: int) -> None:
         """Forget every message up to ``last_id`` (archived): their slots stay but can match no scope."""

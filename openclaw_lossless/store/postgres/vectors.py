@@ -104,7 +104,7 @@ lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,9 +199,10 @@ def lists_for(rows: int) -> int:
     return max(1, min(MAX_LISTS, rows // LIST_ROWS))
 
 
-def keep_index(db: Database, force: bool = False) -> bool:
+def keep_index(db: Database, force: bool = False, building: Callable[[Connection | None], None] | None = None) -> bool:
     """Make the IVFFlat index if it is due (``IndexState.due``), or at once with ``force`` (a bulk load just
-    ended); True when this call made one.
+    ended); True when this call made one. ``building`` is handed the build's connection when it opens, and
+    None when it closes, so a sidecar shutting down can cancel the build (``Connection.cancel_safe``).
 
     Whether it is due is read on a pooled connection (the check runs every minute a sidecar writes). The
     build runs on a connection of its own, outside any transaction (``CONCURRENTLY``: commits and searches go
@@ -214,19 +215,29 @@ def keep_index(db: Database, force: bool = False) -> bool:
     if not exists(reader) or not (force or index_state(reader).due):
         return False
     with psycopg.connect(db.url, autocommit=True) as conn:
-        set_search_path(conn, db.schema)
-        key = (LOCK_KEY, db.schema)
-        row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
-        if row is None or not row[0]:
-            return False
+        if building is not None:
+            building(conn)
         try:
-            state = index_state(conn)  # again under the lock: another sidecar may have just made it
-            if not (force or state.due):
-                return False
-            make_index(conn, state.rows)
-            return True
+            return _build_under_lock(conn, db.schema, force)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", key)
+            if building is not None:
+                building(None)
+
+
+def _build_under_lock(conn: Connection, schema: str, force: bool) -> bool:
+    set_search_path(conn, schema)
+    key = (LOCK_KEY, schema)
+    row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
+    if row is None or not row[0]:
+        return False
+    try:
+        state = index_state(conn)  # again under the lock: another sidecar may have just made it
+        if not (force or state.due):
+            return False
+        make_index(conn, state.rows)
+        return True
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", key)
 
 
 def make_index(conn: Connection, rows: int) -> None:

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.index import LATER_SHORTLIST
+from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import postgres
 from openclaw_lossless.store.postgres import migrations, vectors
-from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.postgres.connection import Database, set_search_path
 from openclaw_lossless.store.sqlite.sessions import Scope
+from tests.helpers import HashEmbedder, make_settings
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_vectors import DIMENSION, clustered, stored_messages, unit, vector_indexes, write
 
@@ -236,3 +240,58 @@ def test_the_later_queries_of_a_search_read_a_quarter_of_the_first_ones_lists(
     # A stored vector's list is the one whose centre is nearest it, so each query finds itself first.
     assert (first_ids[0], later_ids[0]) == (ids[0], ids[1])
     assert len(later_ids) == 5 and set(later_ids) <= set(ids)
+
+
+def test_a_sidecar_stopped_while_its_index_is_made_cancels_the_build_and_the_next_start_makes_it(
+    place: Place, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A build takes minutes of the server at 1M messages, and a supervisor stops a sidecar at any moment:
+    closing cancels the build on the server and waits for its thread (none is left writing to a store this
+    process has closed), says nothing alarming, and the next start finds the index still due and makes it."""
+    settings = make_settings(
+        tmp_path / "state", database_url=place.url, database_schema=place.schema, embedding_provider="none"
+    )
+    Sidecar(settings, start_worker=False, provider=HashEmbedder(DIMENSION)).close()  # the store and its tables
+    db = Database(place.url, schema=place.schema, write_pool_size=2, read_pool_size=2)
+    blocker = psycopg.connect(place.url)
+    try:
+        add_vectors(db, "s1", 300, seed=13)
+        set_search_path(blocker, place.schema)
+        # Taken by another session: a build (its lock) waits behind it, as one would be busy learning lists.
+        blocker.execute(f"LOCK TABLE {vectors.TABLE} IN SHARE UPDATE EXCLUSIVE MODE")
+        sidecar = Sidecar(settings, start_worker=False, provider=HashEmbedder(DIMENSION))
+        deadline = time.monotonic() + 30
+        while not build_waiting(db) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert build_waiting(db)
+
+        sidecar.close()
+
+        assert not [thread for thread in threading.enumerate() if thread.name == "lossless-vector-lists"]
+        assert not build_waiting(db)  # cancelled on the server, not left waiting for the lock
+        assert "could not be made" not in caplog.text and "still running at close" not in caplog.text
+        blocker.rollback()
+        assert lists_index(db) is None
+        again = Sidecar(settings, start_worker=False, provider=HashEmbedder(DIMENSION))
+        deadline = time.monotonic() + 60
+        while lists_index(db) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        again.close()
+        assert lists_index(db) == (6, "300")
+    finally:
+        blocker.close()
+        db.close()
+
+
+def build_waiting(db: Database) -> bool:
+    """Whether a session is making the vector index (its ``CREATE INDEX``) or waiting to."""
+    row = (
+        db.reader()
+        .execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE %s"
+            " AND state = 'active' AND pid <> pg_backend_pid()",
+            (f"CREATE INDEX CONCURRENTLY%{vectors.NEXT_INDEX}%",),
+        )
+        .fetchone()
+    )
+    return row is not None and int(row[0]) > 0
