@@ -274,6 +274,18 @@ def m006_words_by_id(conn: Connection) -> None:
     conn.execute(f"CREATE INDEX messages_search ON messages {WORDS_BY_ID}")
 
 
+def m007_keyword_vectors_in_the_row(conn: Connection) -> None:
+    """Keep a message's keyword vector in its row (``STORAGE MAIN``): when a row outgrows PostgreSQL's 2 kB
+    the text goes to TOAST first, not the vector. The ranking reads the vector of each of a word's newest
+    5,000 matches, twice (two ``ts_rank``); a common word's matches are mostly the long messages, and 59 % of
+    them had their vector out of the row (1M store, a word in 10 % of the messages), each read a TOAST index
+    lookup and a chunk: 39,565 buffers for 4,999 matches. The ranking of 200,000 messages copied both ways,
+    10 common words, 5 rounds alternating: p50 31.8 → 17.9 ms, the same size on disk (320 MB); the text it
+    moves out instead is read for the few messages a turn shows. Existing rows keep their layout until
+    rewritten (``reindex --fts`` rewrites every vector): only the catalog changes, at once, at any size."""
+    conn.execute("ALTER TABLE messages ALTER COLUMN search SET STORAGE MAIN")
+
+
 MIGRATIONS: list[Migration] = [
     m001_extensions_and_text_search,
     m002_sessions_turns_messages,
@@ -281,6 +293,7 @@ MIGRATIONS: list[Migration] = [
     m004_history,
     m005_vectors_in_lists,
     m006_words_by_id,
+    m007_keyword_vectors_in_the_row,
 ]
 
 

@@ -3,13 +3,16 @@ by a newer version is refused before anything is written to it."""
 
 from __future__ import annotations
 
+import random
+import string
+
 import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
-from openclaw_lossless.store.postgres import migrations, vectors
+from openclaw_lossless.store.postgres import fulltext, migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
@@ -140,7 +143,7 @@ def test_a_store_of_the_words_only_keyword_index_gets_the_ids_beside_them(
         monkeypatch.undo()
         assert keyword_index(db).endswith("USING gin (search) WITH (fastupdate=off)")
 
-        assert migrations.migrate(db) == ["m006_words_by_id"]
+        assert migrations.migrate(db)[0] == "m006_words_by_id"
 
         assert keyword_index(db).endswith("USING gin (id, search) WITH (fastupdate=off)")
         found = db.reader().execute(
@@ -167,5 +170,50 @@ def test_a_server_without_btree_gin_still_gives_a_working_store(
         assert "btree_gin_not_installed_here could not be created" in caplog.text and "README" in caplog.text
         found = db.reader().execute("SELECT id FROM messages WHERE search @@ to_tsquery('lossless', 'ferry')")
         assert found.fetchall() == [(ids[0],)]
+    finally:
+        db.close()
+
+
+def long_text(seed: int, words: int = 500) -> str:
+    """Text whose keyword vector outgrows a row's 2 kB: distinct made-up words, so neither compresses much."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(5, 9))) for _ in range(words))
+
+
+def vector_out_of_row(db: Database, message_id: int) -> bool:
+    row = (
+        db.reader()
+        .execute("SELECT pg_column_toast_chunk_id(search) IS NOT NULL FROM messages WHERE id = %s", (message_id,))
+        .fetchone()
+    )
+    assert row is not None
+    return bool(row[0])
+
+
+def test_a_long_message_keeps_its_keyword_vector_in_its_row_and_reindex_moves_older_ones_there(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """m007: the ranking reads each match's vector, so a long message's text leaves the row, not its vector.
+    A message stored before keeps its layout until ``reindex --fts`` rewrites it; every one is found alike."""
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:6])
+        migrations.migrate(db)
+        _, (before,) = commit(db, "k1", [said("the ferry to Lisbon " + long_text(1))])
+        monkeypatch.undo()
+        assert vector_out_of_row(db, before)
+
+        assert migrations.migrate(db) == ["m007_keyword_vectors_in_the_row"]
+
+        _, (after,) = commit(db, "k2", [said("a ferry timetable " + long_text(2))])
+        assert not vector_out_of_row(db, after)
+        assert vector_out_of_row(db, before)  # only the catalog changed
+        db.write(lambda conn: list(fulltext.rebuild(conn, 100)))
+        assert not vector_out_of_row(db, before)
+        found = db.reader().execute(
+            "SELECT id, text LIKE 'the ferry%%' FROM messages"
+            " WHERE search @@ to_tsquery('lossless', 'ferry') ORDER BY id"
+        )
+        assert found.fetchall() == [(before, True), (after, False)]
     finally:
         db.close()
