@@ -42,6 +42,12 @@ from openclaw_lossless.store.sqlite.sessions import Scope
 log = logging.getLogger(__name__)
 UPKEEP_S = 60.0  # the least time between two checks of whether the index is due (one count of the vectors)
 RETRY_AFTER_FAILURE_S = 1800.0  # after a build failed (the server short of memory): a build reads every vector
+# A scope found larger than ``vectors.EXACT_ROWS`` is taken as large for this long without counting again
+# (the count reads up to 20,001 index entries: ~2.5 ms a search at 1M). Only archiving or forgetting makes a
+# scope smaller, and a search of a scope taken as large while it is not is still answered, ranked whole when
+# the lists hold fewer than ``k`` of it: it can cost time for a minute, never a result.
+LARGE_SCOPE_TTL_S = 60.0
+LARGE_SCOPES_KEPT = 1024  # scopes remembered at most (a sidecar serves a few agents and subagents)
 STOP_WAIT_S = 10.0  # close() waits this long at most for the upkeep thread once its build is cancelled
 
 
@@ -59,6 +65,7 @@ class DatabaseIndex:
         self._building: Connection | None = None  # the upkeep's build connection while it is open
         self._closing = False
         self._next_check = 0.0  # monotonic
+        self._large_until: dict[Scope, float] = {}  # monotonic: until when a scope is taken as large
 
     def __len__(self) -> int:
         """Vectors stored (every sidecar's): one count on the server, for the status page."""
@@ -160,7 +167,9 @@ class DatabaseIndex:
         queries = np.asarray(queries, dtype=np.float32).reshape(-1, self.dimension)
         if k <= 0 or not len(queries):
             return []
-        found = stored.nearest_many(self.db.reader(), queries, scope, k, later_share=LATER_SHORTLIST)
+        conn = self.db.reader()
+        small = self._is_small(conn, scope)
+        found = stored.nearest_many(conn, queries, scope, k, later_share=LATER_SHORTLIST, small=small)
         rows: dict[int, Vectors] = {}
         for ids, vectors in found:
             rows.update(zip(ids, vectors, strict=True))
@@ -170,3 +179,15 @@ class DatabaseIndex:
         cosines = np.stack([rows[i] for i in ids]) @ queries.T
         order = np.argsort(-cosines[:, 0], kind="stable")
         return [(ids[i], cosines[i]) for i in order]
+
+    def _is_small(self, conn: Connection, scope: Scope) -> bool:
+        """``vectors.scope_is_small``, not counted again for ``LARGE_SCOPE_TTL_S`` once a scope was large."""
+        now = time.monotonic()
+        if self._large_until.get(scope, 0.0) > now:
+            return False
+        small = stored.scope_is_small(conn, scope)
+        if not small:
+            if len(self._large_until) >= LARGE_SCOPES_KEPT:
+                self._large_until.clear()
+            self._large_until[scope] = now + LARGE_SCOPE_TTL_S
+        return small

@@ -442,10 +442,16 @@ Found = tuple[list[int], npt.NDArray[np.float32]]  # message ids, best first, an
 
 
 def nearest_many(
-    conn: Connection, queries: npt.NDArray[np.float32], scope: Scope, k: int, later_share: float = 1.0
+    conn: Connection,
+    queries: npt.NDArray[np.float32],
+    scope: Scope,
+    k: int,
+    later_share: float = 1.0,
+    small: bool | None = None,
 ) -> list[Found]:
     """For each query (a row), its ``k`` nearest messages in ``scope``, best first, with their stored vectors;
-    the queries after the first read ``later_share`` of the lists the first reads (rounded up).
+    the queries after the first read ``later_share`` of the lists the first reads (rounded up). ``small``:
+    whether the scope holds at most ``EXACT_ROWS`` messages (``scope_is_small``), counted here when None.
 
     One transaction on ``conn`` for them all, for its ``SET LOCAL`` settings (a read connection is in
     autocommit; on a connection already inside a transaction they last until that one ends). The statements
@@ -461,7 +467,8 @@ def nearest_many(
     exact = _EXACT.format(table=sql.Identifier(TABLE), scope=on_messages)
     found: list[Found] = []
     with conn.transaction(), conn.cursor(binary=True) as cursor:
-        small = _at_most(cursor, scope, EXACT_ROWS)
+        if small is None:
+            small = _at_most(cursor, scope, EXACT_ROWS)
         probes = None if small else _read_lists(cursor)
         for n, query in enumerate(queries):
             if n == 1 and probes is not None:  # the later queries read a share of the first's lists
@@ -481,6 +488,12 @@ def _read_lists(cursor: Cursor[Any]) -> int:
     ).fetchone()
     assert row is not None  # one row: the settings are read from a one-row join
     return int(row[0])
+
+
+def scope_is_small(conn: Connection, scope: Scope) -> bool:
+    """Whether ``scope`` holds at most ``EXACT_ROWS`` messages, so that its searches are ranked whole."""
+    with conn.cursor() as cursor:
+        return _at_most(cursor, scope, EXACT_ROWS)
 
 
 def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:

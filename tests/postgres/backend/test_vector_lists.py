@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -295,3 +296,54 @@ def build_waiting(db: Database) -> bool:
         .fetchone()
     )
     return row is not None and int(row[0]) > 0
+
+
+class Clock:
+    """``time`` for ``database_index``, running ``ahead`` seconds ahead of the real one."""
+
+    ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+def test_a_large_scope_is_counted_once_a_minute_and_still_answered_after_it_shrank(
+    store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a scope is small enough to rank whole is counted (up to ``EXACT_ROWS`` + 1 index entries) once,
+    then taken as large for ``LARGE_SCOPE_TTL_S``; a scope forgetting shrank meanwhile is still answered, from
+    what is left of it, and counted again once the time is up."""
+    from openclaw_lossless.embed import database_index
+
+    monkeypatch.setattr(vectors, "EXACT_ROWS", 300)
+    ids, rows = add_vectors(store, "s1", 400, seed=14)
+    assert vectors.keep_index(store)
+    counted: list[bool] = []
+    real = vectors.scope_is_small
+
+    def counting(conn: Any, scope: Scope) -> bool:
+        counted.append(real(conn, scope))
+        return counted[-1]
+
+    monkeypatch.setattr(vectors, "scope_is_small", counting)
+    clock = Clock()
+    monkeypatch.setattr(database_index, "time", clock)
+    index = DatabaseIndex(store, DIMENSION)
+    scope = Scope(frozenset({"main"}))
+
+    assert index.search(rows[5], scope, 5)[0][0] == ids[5]
+    assert index.search(rows[6], scope, 5)[0][0] == ids[6]
+    assert counted == [False]  # large, counted once
+
+    gone = ids[:350]
+    store.write(lambda conn: conn.execute("DELETE FROM messages WHERE id = ANY(%s)", (gone,)))
+    found = index.search(rows[380], scope, 20)
+    assert found[0][0] == ids[380] and not set(gone) & {ident for ident, _ in found}
+    assert counted == [False]
+    counted.clear()
+
+    clock.ahead = database_index.LARGE_SCOPE_TTL_S + 1
+    index.search(rows[381], scope, 5)  # the minute is up: counted again
+    found = index.search(rows[390], scope, 50)
+    assert counted == [True, True]  # 50 left: small now, counted and ranked whole every time
+    assert sorted(ident for ident, _ in found) == ids[350:]
