@@ -39,6 +39,7 @@ from benchmarks import scale_data, scale_postgres_fill
 from benchmarks.harness import SidecarProcess
 from benchmarks.scale_data import AGENT, ChatGenerator, FillReport, Message, agent_message
 from benchmarks.scale_measure import Vec0Lane, percentiles
+from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Backend
@@ -371,10 +372,11 @@ def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> 
     try:
         for name, probes, exact_rows in [*((str(n), n, default_exact) for n in PROBES_SWEEP), ("exact", 0, 10**9)]:
             vectors.PROBES, vectors.EXACT_ROWS = probes or default_probes, exact_rows
+            index = DatabaseIndex(sidecar.db, sidecar.index.dimension)  # its own memory of which scopes are large
             shares, times = [], []
             for query, truth in zip(queries, truths, strict=True):
                 began = time.perf_counter()
-                found = {i for i, _ in sidecar.index.search(query, scope, 20)}
+                found = {i for i, _ in index.search(query, scope, 20)}
                 times.append(time.perf_counter() - began)
                 shares.append(len(truth & found) / max(1, len(truth)))
             out[name] = {"top20": round(float(np.mean(shares)), 4), "p50_ms": percentiles(times)["p50"]}
