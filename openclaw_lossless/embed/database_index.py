@@ -130,9 +130,9 @@ class DatabaseIndex:
     def _hold(self, conn: Connection | None) -> None:
         """Keep the build's connection for ``close`` to cancel; once closing, no build starts."""
         with self._upkeep_lock:
-            self._building = conn
             if conn is not None and self._closing:
                 raise InterruptedError("the sidecar is closing")
+            self._building = conn
 
     def forget_ids(self, ids: Sequence[int]) -> None:
         """Nothing to do: forgetting a message deletes its vector in the same transaction (foreign key)."""
