@@ -103,6 +103,7 @@ lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -114,10 +115,12 @@ import psycopg
 from psycopg import Cursor, sql
 
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.postgres import list_reads
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path
 from openclaw_lossless.store.sqlite.sessions import Scope
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
 
+log = logging.getLogger(__name__)
 TABLE = "message_vectors"
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
 NEXT_INDEX = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
@@ -160,6 +163,13 @@ class IndexState:
     made_for: int | None  # the vectors the valid index was made for (its comment); None without one
     lists: int | None  # the valid index's lists; None without one
     unfinished: bool  # a next index is there, not yet valid: a build under way, or one cut short
+    reads: int | None = None  # the lists a search reads, measured on the index (``list_reads``); None before
+
+    @property
+    def unmeasured(self) -> bool:
+        """Whether the valid index is not measured yet for the lists a search reads (``measure_reads``): made
+        before its sidecar had searched enough, by an earlier version, or its measure was cut short."""
+        return self.lists is not None and self.reads is None
 
     @property
     def due(self) -> bool:
@@ -169,11 +179,13 @@ class IndexState:
         return self.made_for is None or self.rows >= REBUILD_GROWTH * max(self.made_for, 1)
 
 
-# The valid index's lists (its option) and the vectors it was made for (its comment): one row, NULLs without
-# a valid index. Read by ``index_state`` and by every search's settings (how many lists to read).
+# The valid index's lists (its option), the vectors it was made for and the lists a search reads (its comment:
+# "<made for>", then "<made for> <reads>" once measured): one row, NULLs without a valid index. Read by
+# ``index_state`` and by every search's settings (how many lists to read).
 _MADE = (
     "SELECT (SELECT substr(o, 7)::int FROM unnest(c.reloptions) o WHERE starts_with(o, 'lists=')) AS lists,"
-    " CASE WHEN d ~ '^[0-9]+$' THEN d::bigint END AS made_for FROM pg_class c"
+    " CASE WHEN d ~ '^[0-9]+( [0-9]+)?$' THEN split_part(d, ' ', 1)::bigint END AS made_for,"
+    " CASE WHEN d ~ '^[0-9]+ [0-9]+$' THEN split_part(d, ' ', 2)::int END AS reads FROM pg_class c"
     " JOIN pg_index x ON x.indexrelid = c.oid AND x.indisvalid CROSS JOIN obj_description(c.oid, 'pg_class') d"
     " WHERE c.oid = to_regclass(%(index)s)"
 )
@@ -182,7 +194,7 @@ _MADE = (
 def index_state(conn: Connection) -> IndexState:
     """The vectors, the valid index's comment and lists, and whether a next one is there: one statement."""
     row = conn.execute(
-        f"SELECT (SELECT count(*) FROM {TABLE}), i.made_for, i.lists, to_regclass(%(next)s) IS NOT NULL"
+        f"SELECT (SELECT count(*) FROM {TABLE}), i.made_for, i.lists, to_regclass(%(next)s) IS NOT NULL, i.reads"
         f" FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true",
         {"index": INDEX, "next": NEXT_INDEX},
     ).fetchone()
@@ -192,6 +204,7 @@ def index_state(conn: Connection) -> IndexState:
         made_for=None if row[1] is None else int(row[1]),
         lists=None if row[2] is None else int(row[2]),
         unfinished=bool(row[3]),
+        reads=None if row[4] is None else int(row[4]),
     )
 
 
@@ -199,10 +212,17 @@ def lists_for(rows: int) -> int:
     return max(1, min(MAX_LISTS, rows // LIST_ROWS))
 
 
-def keep_index(db: Database, force: bool = False, building: Callable[[Connection | None], None] | None = None) -> bool:
+def keep_index(
+    db: Database,
+    force: bool = False,
+    building: Callable[[Connection | None], None] | None = None,
+    asked: Sequence[npt.NDArray[np.float32]] = (),
+) -> bool:
     """Make the IVFFlat index if it is due (``IndexState.due``), or at once with ``force`` (a bulk load just
-    ended); True when this call made one. ``building`` is handed the build's connection when it opens, and
-    None when it closes, so a sidecar shutting down can cancel the build (``Connection.cancel_safe``).
+    ended), and measure the lists a search of it reads (``measure_reads``) with ``asked``, the caller's last
+    searches, once there are ``list_reads.QUERIES`` of them and it is not measured yet; True when this call
+    made or measured one. ``building`` is handed the build's connection when it opens, and None when it
+    closes, so a sidecar shutting down can cancel the build or the measure (``Connection.cancel_safe``).
 
     Whether it is due is read on a pooled connection (the check runs every minute a sidecar writes). The
     build runs on a connection of its own, outside any transaction (``CONCURRENTLY``: commits and searches go
@@ -212,19 +232,23 @@ def keep_index(db: Database, force: bool = False, building: Callable[[Connection
     process killed) leaves an invalid ``NEXT_INDEX``, dropped by the next build.
     """
     reader = db.reader()
-    if not exists(reader) or not (force or index_state(reader).due):
+    if not exists(reader):
+        return False
+    state = index_state(reader)
+    enough = len(asked) >= list_reads.QUERIES
+    if not (force or state.due or (enough and state.unmeasured)):
         return False
     with psycopg.connect(db.url, autocommit=True) as conn:
         if building is not None:
             building(conn)
         try:
-            return _build_under_lock(conn, db.schema, force)
+            return _build_under_lock(conn, db.schema, force, asked if enough else ())
         finally:
             if building is not None:
                 building(None)
 
 
-def _build_under_lock(conn: Connection, schema: str, force: bool) -> bool:
+def _build_under_lock(conn: Connection, schema: str, force: bool, asked: Sequence[npt.NDArray[np.float32]]) -> bool:
     set_search_path(conn, schema)
     key = (LOCK_KEY, schema)
     row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
@@ -232,9 +256,12 @@ def _build_under_lock(conn: Connection, schema: str, force: bool) -> bool:
         return False
     try:
         state = index_state(conn)  # again under the lock: another sidecar may have just made it
-        if not (force or state.due):
+        if force or state.due:
+            make_index(conn, state.rows)
+        elif not (asked and state.unmeasured):
             return False
-        make_index(conn, state.rows)
+        if asked:
+            measure_reads(conn, asked)
         return True
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", key)
@@ -253,6 +280,28 @@ def make_index(conn: Connection, rows: int) -> None:
     conn.execute(sql.SQL("COMMENT ON INDEX {} IS {}").format(following, sql.Literal(str(rows))))
     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(index))
     conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(following, index))
+
+
+def measure_reads(conn: Connection, asked: Sequence[npt.NDArray[np.float32]]) -> list_reads.Reads | None:
+    """Measure how many lists a search of the valid index reads for queries like ``asked`` (``list_reads``:
+    at most what the ``READ_VECTORS`` rule reads) and keep it in the index's comment, beside the vectors it
+    was made for; what was measured, None without a valid index made here (nothing is kept).
+    ``conn`` is in autocommit, with the store's search path, holding the build's lock."""
+    row = conn.execute(
+        f"SELECT i.made_for, least(i.lists, {_RULE})::int FROM ({_MADE}) i",
+        {"probes": PROBES, "read": READ_VECTORS, "index": INDEX},
+    ).fetchone()
+    if row is None or row[0] is None:  # no valid index, or one this code did not make: made again when due
+        return None
+    made_for, most = int(row[0]), int(row[1])
+    reads = list_reads.measure(conn, TABLE, asked, most)
+    comment = f"{made_for} {reads.lists}"
+    conn.execute(sql.SQL("COMMENT ON INDEX {} IS {}").format(sql.Identifier(INDEX), sql.Literal(comment)))
+    log.info(
+        "a vector search reads %d lists: %d kept %.3f of the exact top %d for the last %d searches (the rule: %d)",
+        reads.lists, reads.measured, reads.recall, list_reads.TOP, reads.queries, most,
+    )  # fmt: skip
+    return reads
 
 
 def recreate(conn: Connection, dimension: int) -> None:
@@ -514,12 +563,14 @@ def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
     return total <= limit
 
 
-# ``SET LOCAL`` of the scan's settings, as one statement with parameters. The lists read: enough for
-# ``READ_VECTORS`` at the rows a list held when the index was made (``_MADE``), at least ``PROBES``, at most
-# every list; ``PROBES`` without a valid index.
+# The ``READ_VECTORS`` rule: lists enough for ``READ_VECTORS`` at the rows a list held when the index was made
+# (``_MADE``), at least ``PROBES``, at most every list; ``PROBES`` without a valid index.
+_RULE = "greatest(%(probes)s, least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))"
+# ``SET LOCAL`` of the scan's settings, as one statement with parameters. The lists read: the measured ones
+# (``measure_reads``, never more than the rule) once the index was measured, the rule's before (``least``
+# passes over a NULL).
 _SETTINGS = (
-    "SELECT set_config('ivfflat.probes', greatest(%(probes)s,"
-    " least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))::int::text, true),"
+    f"SELECT set_config('ivfflat.probes', least(i.reads, {_RULE})::int::text, true),"
     " set_config('ivfflat.iterative_scan', 'relaxed_order', true),"
     f" set_config('ivfflat.max_probes', %(max)s, true) FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true"
 )
