@@ -20,10 +20,10 @@ sidecar's) cancels a build under way and waits for the thread: a build takes min
 a cancelled one is left for the next start, which finds the index still due and makes it.
 
 How many of the index's lists a search reads is measured with the queries the store is asked
-(``store/postgres/list_reads.py``), so this index keeps the vectors of its last ``list_reads.QUERIES`` searches
-through the lists (in memory, never stored), hands them to each check, and asks for a check as soon as it
-holds that many for the first time: the first sidecar to have searched enough measures an index not measured
-yet, once.
+(``store/postgres/list_reads.py``), so this index keeps the vectors and scopes of its last
+``list_reads.QUERIES`` searches through the lists (in memory, never stored), hands them to each check, and
+asks for a check as soon as it holds that many for the first time: the first sidecar to have searched enough
+measures an index not measured yet, once.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class DatabaseIndex:
         self._next_check = 0.0  # monotonic
         self._failed_until = 0.0  # monotonic: no check before, after a failed build
         self._asked_lock = threading.Lock()
-        self._asked: deque[Vectors] = deque(maxlen=list_reads.QUERIES)  # the last searches' first queries
+        self._asked: deque[stored.Asked] = deque(maxlen=list_reads.QUERIES)  # the last searches' first queries
         self._asked_enough = False  # whether ``_asked`` has been full once (and a check asked for)
         self._large_until: dict[Scope, float] = {}  # monotonic: until when a scope is taken as large
 
@@ -186,7 +186,7 @@ class DatabaseIndex:
         small = self._is_small(conn, scope)
         found = stored.nearest_many(conn, queries, scope, k, later_share=LATER_SHORTLIST, small=small)
         if not small:
-            self._remember(queries[0])
+            self._remember(queries[0], scope)
         rows: dict[int, Vectors] = {}
         for ids, vectors in found:
             rows.update(zip(ids, vectors, strict=True))
@@ -197,10 +197,11 @@ class DatabaseIndex:
         order = np.argsort(-cosines[:, 0], kind="stable")
         return [(ids[i], cosines[i]) for i in order]
 
-    def _remember(self, query: Vectors) -> None:
-        """Keep a search's first query for ``list_reads``; the first time there are enough, check at once."""
+    def _remember(self, query: Vectors, scope: Scope) -> None:
+        """Keep a search's first query and its scope for ``list_reads``; the first time there are enough, check
+        at once."""
         with self._asked_lock:
-            self._asked.append(np.array(query, dtype=np.float32))
+            self._asked.append((np.array(query, dtype=np.float32), scope))
             first_time = len(self._asked) == self._asked.maxlen and not self._asked_enough
             self._asked_enough = self._asked_enough or first_time
         if first_time and time.monotonic() >= self._failed_until:  # not while a failed build waits to retry

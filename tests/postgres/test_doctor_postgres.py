@@ -26,6 +26,7 @@ from psycopg import sql
 from openclaw_lossless.cli import main
 from openclaw_lossless.store.postgres import list_reads, migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, live_sidecar, make_settings
 from tests.openclaw_state import use_linked_openclaw
@@ -229,7 +230,7 @@ def test_a_store_holding_enough_vectors_and_no_index_fails_until_a_sidecar_makes
     )
 
     asked = unit(np.random.default_rng(4).standard_normal((list_reads.QUERIES, DIMENSION)).astype(np.float32))
-    assert vectors.keep_index(store, asked=list(asked))
+    assert vectors.keep_index(store, asked=[(query, Scope(frozenset({"main"}))) for query in asked])
     code, found = doctor(capsys, store.url, tmp_path / "state")
 
     reads = found["vector_index"]["data"]["listsRead"]

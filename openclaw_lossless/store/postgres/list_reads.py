@@ -4,12 +4,15 @@ An IVFFlat search reads the lists whose centres are nearest the query, and how m
 nearest neighbours depends on how the vectors crowd around the queries, which only the store and its queries
 can tell: on the scale benchmark's chat, 2 % of the lists kept 0.987 of the exact top 20 at 1M messages
 (2,000 lists), while at 100k (400 lists) 20 % kept 0.933 and 40 % 0.990. A rule fitted to one such chat would
-read too few lists of another's, or too many. So ``measure`` asks the index itself, with the vectors of the
-last ``QUERIES`` searches a sidecar made through it (``DatabaseIndex`` keeps them, in memory only): each is
-searched for exactly (every vector, half precision), then through the index reading 1, 2, 3, 4, 6, 8, 11,
+read too few lists of another's, or too many. So ``measure`` asks the index itself, with the last
+``QUERIES`` searches a sidecar made through it, each with its scope (``DatabaseIndex`` keeps them, in memory
+only; ``vectors.measure_reads`` runs them): each is searched for exactly (every vector of its scope, half
+precision), then as a search runs it (the scope's filter, the iterative scan) reading 1, 2, 3, 4, 6, 8, 11,
 ... lists (steps of about √2), until the index's top ``TOP`` keeps ``TARGET`` of the exact one on average; a
 search then reads ``MARGIN`` times that many, never more than the caller's ``most`` (the ``READ_VECTORS``
 rule, which a search reads until then: so the measure only ever makes a search cheaper than the rule).
+Searched with their own scopes, an agent's queries in a store several agents share are measured on what they
+look for: the agent's nearest, further apart in the lists than the whole store's.
 
 Why the queries asked, not stored vectors: a stored vector sits in the list made around it, with its
 neighbours, and is easier to find than a prompt. On the scale benchmark's first 100,000 vectors (400 lists),
@@ -27,14 +30,8 @@ upkeep's thread, on its connection.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
-import numpy.typing as npt
-from psycopg import sql
-
-from openclaw_lossless.store.postgres.connection import Connection
 
 QUERIES = 100  # the searches measured with: the last ones a sidecar made through the index
 TOP = 20  # the top measured: recall's vector lane keeps its best 20 (``retrievalCount``)
@@ -62,42 +59,22 @@ def steps(most: int) -> list[int]:
     return [*tried, most]
 
 
-def measure(conn: Connection, table: str, queries: Sequence[npt.NDArray[np.float32]], most: int) -> Reads:
-    """The lists a search of ``table``'s index should read for queries like ``queries``, at most ``most``.
-    ``conn`` is in autocommit, with the store's search path; each step is a transaction of its own, its
-    settings local to it, its statements never prepared (a plan cached from the exact searches, made with the
-    index scans off, would be used for the index's too)."""
-    exact = _search_all(conn, table, queries, index=False)
+# The searches measured with, for a number of lists read (None: exactly, every vector of each query's scope):
+# each query's ``TOP`` nearest distances, nearest first.
+Search = Callable[[int | None], list[list[float]]]
+
+
+def measure(search: Search, queries: int, most: int) -> Reads:
+    """The lists a search should read for ``queries`` queries like those ``search`` runs, at most ``most``."""
+    exact = search(None)
     for lists in steps(most):
-        recall = _recall(exact, _search_all(conn, table, queries, index=True, lists=lists))
+        recall = _recall(exact, search(lists))
         if recall >= TARGET or lists == most:
-            return Reads(min(most, math.ceil(lists * MARGIN)), lists, recall, len(queries))
+            return Reads(min(most, math.ceil(lists * MARGIN)), lists, recall, queries)
     raise AssertionError("steps() ends with most")  # pragma: no cover
 
 
-Answer = list[float]  # the cosine distances of a query's nearest, nearest first
-
-
-def _search_all(
-    conn: Connection, table: str, queries: Sequence[npt.NDArray[np.float32]], index: bool, lists: int = 0
-) -> list[Answer]:
-    statement = sql.SQL(
-        "SELECT embedding <=> %(q)s::real[]::halfvec FROM {} ORDER BY embedding <=> %(q)s::real[]::halfvec LIMIT %(k)s"
-    ).format(sql.Identifier(table))
-    answers: list[Answer] = []
-    with conn.transaction():
-        if index:
-            conn.execute("SELECT set_config('ivfflat.probes', %s, true)", (str(lists),))
-            conn.execute("SELECT set_config('ivfflat.iterative_scan', 'off', true)")
-        else:
-            conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-        for query in queries:
-            rows = conn.execute(statement, {"q": query.tolist(), "k": TOP}, prepare=False).fetchall()
-            answers.append([float(r[0]) for r in rows])
-    return answers
-
-
-def _recall(exact: list[Answer], found: list[Answer]) -> float:
+def _recall(exact: list[list[float]], found: list[list[float]]) -> float:
     """The mean share of each exact top ``TOP`` the index found: a found vector counts when it is as near as
     the exact answer's farthest (ties are not misses)."""
     shares = []

@@ -18,8 +18,9 @@ most, through the messages' indexes):
 - a scope of at most ``EXACT_ROWS`` messages (a subagent's sessions, an agent's first months) is ranked
   whole and exactly: the distance of each of its vectors, found by key from its messages;
 - a larger one through an IVFFlat index (``INDEX``): the vectors are kept in lists around k-means centres,
-  and a search reads the lists whose centres are nearest the query (as many as hold ``READ_VECTORS``
-  vectors, at least ``PROBES``), under the scope's filter,
+  and a search reads the lists whose centres are nearest the query (as many as measured with the queries
+  asked, ``measure_reads``; until then, as many as hold ``READ_VECTORS`` vectors, at least ``PROBES``),
+  under the scope's filter,
   with pgvector 0.8's iterative scan (``ivfflat.iterative_scan = relaxed_order``): when those lists hold
   too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
   ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
@@ -55,11 +56,17 @@ lists              40 read                 80 read                 120 read
 
 Finer lists cost less for the same share kept, so a list holds ``LIST_ROWS`` 250 vectors, up to
 ``MAX_LISTS`` (2,000, from 500,000 vectors on: beyond, k-means's memory grows with the square of the lists),
-and a search reads as many lists as hold ``READ_VECTORS`` 50,000 vectors, by the rows a list held when the
-index was made (at least ``PROBES`` 100): 100 lists at 1M (2,000 lists), which keeps the 0.986 ceiling for
-p50 ~30 ms, and 200 of the 400 lists at 100k. A fixed 100 lists read at 100k kept 0.973-0.983 of the exact top
-20 over four builds of the index on the same vectors (k-means starts from a random sample), and 0.970 in one
-benchmark run; 200 kept 0.985-0.994 (the exact path's ceiling there: 0.994) for p50 ~28 ms against ~16.
+and until the index is measured (below) a search reads as many lists as hold ``READ_VECTORS`` 50,000 vectors,
+by the rows a list held when the index was made (at least ``PROBES`` 100): 100 lists at 1M (2,000 lists),
+which keeps the 0.986 ceiling for p50 ~30 ms, and 200 of the 400 lists at 100k. A fixed 100 lists read at 100k
+kept 0.973-0.983 of the exact top 20 over four builds of the index on the same vectors (k-means starts from a
+random sample), and 0.970 in one benchmark run; 200 kept 0.985-0.994 (the exact path's ceiling there: 0.994)
+for p50 ~28 ms against ~16.
+
+That rule reads what the hardest of these stores needs everywhere: at 1M the same chat keeps 0.987 reading 40
+lists (p50 12.7 ms). How many a store needs depends on its vectors and its queries, so a sidecar measures it
+once it has made ``list_reads.QUERIES`` searches through the index (``measure_reads``, ``list_reads``), and a
+search reads that from then on, never more than the rule; the index's comment keeps it for every sidecar.
 
 HNSW's graph loses neighbours in dense regions, which conversations are full of, and no ``ef_search``
 pgvector allows finds them again. IVFFlat reads whole lists, so a search costs about the same
@@ -103,6 +110,7 @@ lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -122,6 +130,7 @@ from openclaw_lossless.store.sqlite.vectors import StoredVectors
 
 log = logging.getLogger(__name__)
 TABLE = "message_vectors"
+Asked = tuple[npt.NDArray[np.float32], Scope]  # a search's query and scope, as ``measure_reads`` takes them
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
 NEXT_INDEX = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
 LIST_ROWS = 250  # vectors per list when the index is made, up to MAX_LISTS (finer lists: see above)
@@ -216,7 +225,7 @@ def keep_index(
     db: Database,
     force: bool = False,
     building: Callable[[Connection | None], None] | None = None,
-    asked: Sequence[npt.NDArray[np.float32]] = (),
+    asked: Sequence[Asked] = (),
 ) -> bool:
     """Make the IVFFlat index if it is due (``IndexState.due``), or at once with ``force`` (a bulk load just
     ended), and measure the lists a search of it reads (``measure_reads``) with ``asked``, the caller's last
@@ -248,7 +257,7 @@ def keep_index(
                 building(None)
 
 
-def _build_under_lock(conn: Connection, schema: str, force: bool, asked: Sequence[npt.NDArray[np.float32]]) -> bool:
+def _build_under_lock(conn: Connection, schema: str, force: bool, asked: Sequence[Asked]) -> bool:
     set_search_path(conn, schema)
     key = (LOCK_KEY, schema)
     row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
@@ -282,7 +291,7 @@ def make_index(conn: Connection, rows: int) -> None:
     conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(following, index))
 
 
-def measure_reads(conn: Connection, asked: Sequence[npt.NDArray[np.float32]]) -> list_reads.Reads | None:
+def measure_reads(conn: Connection, asked: Sequence[Asked]) -> list_reads.Reads | None:
     """Measure how many lists a search of the valid index reads for queries like ``asked`` (``list_reads``:
     at most what the ``READ_VECTORS`` rule reads) and keep it in the index's comment, beside the vectors it
     was made for; what was measured, None without a valid index made here (nothing is kept).
@@ -294,7 +303,7 @@ def measure_reads(conn: Connection, asked: Sequence[npt.NDArray[np.float32]]) ->
     if row is None or row[0] is None:  # no valid index, or one this code did not make: made again when due
         return None
     made_for, most = int(row[0]), int(row[1])
-    reads = list_reads.measure(conn, TABLE, asked, most)
+    reads = list_reads.measure(functools.partial(_measured, conn, asked), len(asked), most)
     comment = f"{made_for} {reads.lists}"
     conn.execute(sql.SQL("COMMENT ON INDEX {} IS {}").format(sql.Identifier(INDEX), sql.Literal(comment)))
     log.info(
@@ -302,6 +311,26 @@ def measure_reads(conn: Connection, asked: Sequence[npt.NDArray[np.float32]]) ->
         reads.lists, reads.measured, reads.recall, list_reads.TOP, reads.queries, most,
     )  # fmt: skip
     return reads
+
+
+def _measured(conn: Connection, asked: Sequence[Asked], lists: int | None) -> list[list[float]]:
+    """``list_reads.Search``: each asked query's ``list_reads.TOP`` nearest distances in its scope, exactly
+    (``lists`` None: the index scans off, every vector of the table read) or as ``nearest_many`` searches
+    reading ``lists`` lists. One transaction, its settings local to it; statements never prepared (a plan
+    cached from the exact searches would be used for the index's too)."""
+    answers: list[list[float]] = []
+    with conn.transaction(), conn.cursor(binary=True) as cursor:
+        if lists is None:
+            cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
+        else:
+            cursor.execute(_SETTINGS, {"probes": PROBES, "read": READ_VECTORS, "max": str(MAX_PROBES), "index": INDEX})
+            cursor.execute(_LATER, (str(lists),))
+        for query, scope in asked:
+            condition, params = scope_filter(scope, "v")
+            statement = _DISTANCES.format(table=sql.Identifier(TABLE), scope=condition)
+            asking = {**params, "q": query.tolist(), "k": list_reads.TOP, "fetch": list_reads.TOP * OVERFETCH}
+            answers.append([float(r[0]) for r in cursor.execute(statement, asking, prepare=False).fetchall()])
+    return answers
 
 
 def recreate(conn: Connection, dimension: int) -> None:
@@ -580,6 +609,11 @@ _ANN = sql.SQL(
     "SELECT message_id, embedding FROM (SELECT v.message_id, v.embedding,"
     " v.embedding <=> %(q)s::real[]::halfvec AS distance FROM {table} v WHERE {scope}"
     " ORDER BY v.embedding <=> %(q)s::real[]::halfvec LIMIT %(fetch)s) c ORDER BY distance, message_id LIMIT %(k)s"
+)
+# ``_ANN``'s distances alone, for ``list_reads``: through the index, or every vector with the index scans off.
+_DISTANCES = sql.SQL(
+    "SELECT distance FROM (SELECT v.embedding <=> %(q)s::real[]::halfvec AS distance FROM {table} v WHERE {scope}"
+    " ORDER BY v.embedding <=> %(q)s::real[]::halfvec LIMIT %(fetch)s) c ORDER BY distance LIMIT %(k)s"
 )
 # Every vector of the scope, exactly: its messages through ``messages``' indexes (by agent, by session), each
 # vector found by its key and its distance taken; the best ``k`` then fetched again with their vectors (the

@@ -74,7 +74,8 @@ def test_a_search_reads_the_lists_measured_with_the_queries_asked_and_keeps_thei
     rng = np.random.default_rng(21)
     assert lists_read(store, clustered(1, rng, topics)) == 80  # not measured yet: the rule, every list
 
-    asked = list(clustered(list_reads.QUERIES, rng, topics))  # queries about the same topics as the messages
+    # Queries about the topics of the messages, searched in the agent's scope.
+    asked = [(query, SCOPE) for query in clustered(list_reads.QUERIES, rng, topics)]
     assert vectors.keep_index(store, asked=asked)
 
     made = lists_index(store)
@@ -93,12 +94,12 @@ def test_queries_the_lists_serve_worse_make_a_search_read_more_of_them(store: Da
     one topic: made again and measured with them, the index is read further."""
     topics = filled(store)
     rng = np.random.default_rng(22)
-    assert vectors.keep_index(store, asked=list(clustered(list_reads.QUERIES, rng, topics)))
+    assert vectors.keep_index(store, asked=[(query, SCOPE) for query in clustered(list_reads.QUERIES, rng, topics)])
     on_topic = vectors.index_state(store.reader()).reads
 
     pairs = rng.integers(len(topics), size=(list_reads.QUERIES, 2))
     between = unit(topics[pairs[:, 0]] + topics[pairs[:, 1]] + 0.8 * rng.standard_normal((len(pairs), DIMENSION)))
-    assert vectors.keep_index(store, force=True, asked=list(between.astype(np.float32)))
+    assert vectors.keep_index(store, force=True, asked=[(query, SCOPE) for query in between.astype(np.float32)])
 
     further = vectors.index_state(store.reader()).reads
     assert on_topic is not None and further is not None and further > on_topic
