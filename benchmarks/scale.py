@@ -168,7 +168,6 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
         else:
             result["size"] = scale_postgres.measure_size(sidecar.db, report.messages)
             result["probes_sweep"] = scale_postgres.probes_sweep(sidecar, baseline, prompts[: args.overlap_queries])
-            result["list_reads"] = scale_postgres.measure_list_reads(sidecar, generator)
         result["overlap"] = measure_overlap(sidecar, baseline, prompts[: args.overlap_queries])
         result["assemble"] = measure_assemble(sidecar, prompts, [])
         result["assemble_window"] = measure_assemble(sidecar, [generator.prompt() for _ in prompts], history)

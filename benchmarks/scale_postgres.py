@@ -43,7 +43,7 @@ from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Backend
-from openclaw_lossless.store.postgres import list_reads, vectors
+from openclaw_lossless.store.postgres import vectors
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.sqlite.sessions import Scope
@@ -383,40 +383,3 @@ def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> 
     finally:
         vectors.PROBES, vectors.EXACT_ROWS, vectors.READ_VECTORS = default_probes, default_exact, default_read
     return out
-
-
-def measure_list_reads(sidecar: Sidecar, generator: ChatGenerator) -> dict[str, Any]:
-    """The sidecar's measure of how many lists a search reads (``store/postgres/list_reads.py``), as a serving
-    sidecar makes it: after its first ``list_reads.QUERIES`` searches through the index, here fresh prompts
-    (none of those the overlap and timings use) through the vector lane alone (assemble's keyword caches stay
-    as cold as before), waited for. Before it, a search reads the ``READ_VECTORS`` rule's lists; the overlap
-    and every timing after it, the measured ones."""
-    assert isinstance(sidecar.index, DatabaseIndex) and sidecar.embedding.provider is not None
-    scope = Scope(agent_ids=frozenset({AGENT}))
-    prompts = [generator.prompt() for _ in range(list_reads.QUERIES)]
-    vectors_of = sidecar.embedding.provider.embed(prompts)
-    before = _lists_read(sidecar.db, vectors_of[0], scope)
-    for vector in vectors_of[:-1]:
-        sidecar.index.search(vector, scope, 20)
-    began = time.monotonic()
-    sidecar.index.search(vectors_of[-1], scope, 20)  # the one that completes the queries measured with
-    for thread in threading.enumerate():
-        if thread.name == "lossless-vector-lists":
-            thread.join()
-    seconds = time.monotonic() - began
-    return {
-        "searches": len(prompts),
-        "lists": vectors.index_state(sidecar.db.reader()).lists,
-        "lists_read_before": before,
-        "lists_read": _lists_read(sidecar.db, vectors_of[0], scope),
-        "seconds": round(seconds, 1),
-    }
-
-
-def _lists_read(db: Database, query: Vectors, scope: Scope) -> int:
-    """The lists a search is set to read (its ``SET LOCAL``, seen inside the same transaction)."""
-    with db.reader().transaction() as tx:
-        vectors.nearest(tx.connection, query, scope, 5)
-        row = tx.connection.execute("SELECT current_setting('ivfflat.probes')").fetchone()
-    assert row is not None
-    return int(row[0])

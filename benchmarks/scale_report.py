@@ -81,12 +81,6 @@ def server_rows(sizes: dict[str, Any]) -> list[tuple[str, tuple[str, ...], tuple
         for name in sorted({n for r in sizes.values() for n in r.get("secondary_index_build_s", {})})
     ]
     rows.append(("  vector index build s (after the fill; IVFFlat)", ("index_build_s",), None, ""))
-    rows += [
-        ("lists a search reads: the rule's, before the measure", ("list_reads", "lists_read_before"), None, ""),
-        ("  measured after the sidecar's first searches (of the index's lists)", ("list_reads", "lists_read"), None,
-         ""),
-        ("  the measure's s (exact searches of every vector, then the index's)", ("list_reads", "seconds"), None, ""),
-    ]  # fmt: skip
     writers = sorted({int(n) for r in sizes.values() for n in r.get("concurrent_commits", {})})
     for n in writers:
         rows += [

@@ -29,7 +29,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.doctor.store_checks import Check, disk, embedder, permissions, store_checks
 from openclaw_lossless.store.backend import postgres
-from openclaw_lossless.store.postgres import checks, list_reads, vectors
+from openclaw_lossless.store.postgres import checks, vectors
 from openclaw_lossless.store.postgres.connection import Connection, set_search_path
 from openclaw_lossless.store.postgres.migrations import IDS_BESIDE_WORDS, MIGRATIONS, WORDS_BY_ID, m006_words_by_id
 
@@ -104,13 +104,7 @@ def _vector_index(conn: Connection) -> Finding:
         return Finding("vector_index", True, "no vector table yet", code="vector_index_not_due")
     state = vectors.index_state(conn)
     lists = state.lists
-    data = {
-        "vectors": state.rows,
-        "lists": lists,
-        "madeFor": state.made_for,
-        "listsRead": state.reads,
-        "nextUnfinished": state.unfinished,
-    }
+    data = {"vectors": state.rows, "lists": lists, "madeFor": state.made_for, "nextUnfinished": state.unfinished}
     unfinished = (
         f"; {vectors.NEXT_INDEX} is there unfinished (a sidecar making it now, or a build cut short, which the next"
         " one drops)"
@@ -126,12 +120,7 @@ def _vector_index(conn: Connection) -> Finding:
             f" them all{unfinished}"
         )
         return Finding("vector_index", False, detail, BUILD_FIX, code="vector_index_missing", data=data)
-    reads = (
-        f"a search reads {state.reads} of them, as measured on the index"
-        if state.reads is not None
-        else f"the lists a search reads are measured once a sidecar has searched through it {list_reads.QUERIES} times"
-    )
-    detail = f"IVFFlat, {lists} lists made for {state.made_for} vectors ({reads}); {state.rows} now{unfinished}"
+    detail = f"IVFFlat, {lists} lists made for {state.made_for} vectors; {state.rows} now{unfinished}"
     if state.due:
         return Finding("vector_index", True, detail + " (due again)", BUILD_FIX, code="vector_index_due", data=data)
     return Finding("vector_index", True, detail, code="vector_index_ok", data=data)

@@ -18,12 +18,6 @@ writes, at most every ``UPKEEP_S``) ask ``vectors.keep_index`` in a thread of th
 index when it is due, one sidecar at a time; neither the turn nor the worker waits for it. ``close`` (the
 sidecar's) cancels a build under way and waits for the thread: a build takes minutes of the server at 1M, and
 a cancelled one is left for the next start, which finds the index still due and makes it.
-
-How many of the index's lists a search reads is measured with the queries the store is asked
-(``store/postgres/list_reads.py``), so this index keeps the vectors and scopes of its last
-``list_reads.QUERIES`` searches through the lists (in memory, never stored), hands them to each check, and
-asks for a check as soon as it holds that many for the first time: the first sidecar to have searched enough
-measures an index not measured yet, once.
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +35,6 @@ import psycopg
 from openclaw_lossless.embed.index import LATER_SHORTLIST
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store.backend import Backend
-from openclaw_lossless.store.postgres import list_reads
 from openclaw_lossless.store.postgres import vectors as stored
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite.sessions import Scope
@@ -73,10 +65,6 @@ class DatabaseIndex:
         self._building: Connection | None = None  # the upkeep's build connection while it is open
         self._closing = False
         self._next_check = 0.0  # monotonic
-        self._failed_until = 0.0  # monotonic: no check before, after a failed build
-        self._asked_lock = threading.Lock()
-        self._asked: deque[stored.Asked] = deque(maxlen=list_reads.QUERIES)  # the last searches' first queries
-        self._asked_enough = False  # whether ``_asked`` has been full once (and a check asked for)
         self._large_until: dict[Scope, float] = {}  # monotonic: until when a scope is taken as large
 
     def __len__(self) -> int:
@@ -100,10 +88,9 @@ class DatabaseIndex:
         self.keep_index()
 
     def keep_index(self, force: bool = False) -> threading.Thread | None:
-        """Check in the background whether the store's index is due, and make it if so (or measure the lists
-        a search reads, ``vectors.keep_index``); returns the thread started (None when one is running, or,
-        unless ``force``, the last check was less than ``UPKEEP_S`` ago or a build failed less than
-        ``RETRY_AFTER_FAILURE_S`` ago: each try reads every vector)."""
+        """Check in the background whether the store's index is due, and make it if so; returns the thread
+        started (None when one is running, or the last check was less than ``UPKEEP_S`` ago, or a build failed
+        less than ``RETRY_AFTER_FAILURE_S`` ago: each try reads every vector)."""
         with self._upkeep_lock:
             now = time.monotonic()
             running = self._upkeep is not None and self._upkeep.is_alive()
@@ -129,17 +116,15 @@ class DatabaseIndex:
 
     def _keep_index(self) -> None:
         began = time.monotonic()
-        with self._asked_lock:
-            asked = list(self._asked)
         try:
-            if stored.keep_index(self.db, building=self._hold, asked=asked):
-                log.info("the vector index was made or measured in %.1f s", time.monotonic() - began)
+            if stored.keep_index(self.db, building=self._hold):
+                log.info("the vector index was made in %.1f s", time.monotonic() - began)
         except Exception:  # the thread's edge: searches go on (through the old index, or the table)
             if self._closing:
                 log.info("the vector index being made was left at shutdown; the next start makes it")
                 return
             with self._upkeep_lock:
-                self._next_check = self._failed_until = time.monotonic() + RETRY_AFTER_FAILURE_S
+                self._next_check = time.monotonic() + RETRY_AFTER_FAILURE_S
             log.exception("the vector index could not be made; tried again in %.0f minutes", RETRY_AFTER_FAILURE_S / 60)
 
     def _hold(self, conn: Connection | None) -> None:
@@ -185,8 +170,6 @@ class DatabaseIndex:
         conn = self.db.reader()
         small = self._is_small(conn, scope)
         found = stored.nearest_many(conn, queries, scope, k, later_share=LATER_SHORTLIST, small=small)
-        if not small:
-            self._remember(queries[0], scope)
         rows: dict[int, Vectors] = {}
         for ids, vectors in found:
             rows.update(zip(ids, vectors, strict=True))
@@ -196,16 +179,6 @@ class DatabaseIndex:
         cosines = np.stack([rows[i] for i in ids]) @ queries.T
         order = np.argsort(-cosines[:, 0], kind="stable")
         return [(ids[i], cosines[i]) for i in order]
-
-    def _remember(self, query: Vectors, scope: Scope) -> None:
-        """Keep a search's first query and its scope for ``list_reads``; the first time there are enough, check
-        at once."""
-        with self._asked_lock:
-            self._asked.append((np.array(query, dtype=np.float32), scope))
-            first_time = len(self._asked) == self._asked.maxlen and not self._asked_enough
-            self._asked_enough = self._asked_enough or first_time
-        if first_time and time.monotonic() >= self._failed_until:  # not while a failed build waits to retry
-            self.keep_index(force=True)
 
     def _is_small(self, conn: Connection, scope: Scope) -> bool:
         """``vectors.scope_is_small``, not counted again for ``LARGE_SCOPE_TTL_S`` once a scope was large."""

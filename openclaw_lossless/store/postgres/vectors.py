@@ -18,9 +18,8 @@ most, through the messages' indexes):
 - a scope of at most ``EXACT_ROWS`` messages (a subagent's sessions, an agent's first months) is ranked
   whole and exactly: the distance of each of its vectors, found by key from its messages;
 - a larger one through an IVFFlat index (``INDEX``): the vectors are kept in lists around k-means centres,
-  and a search reads the lists whose centres are nearest the query (as many as measured with the queries
-  asked, ``measure_reads``; until then, as many as hold ``READ_VECTORS`` vectors, at least ``PROBES``),
-  under the scope's filter,
+  and a search reads the lists whose centres are nearest the query (as many as hold ``READ_VECTORS``
+  vectors, at least ``PROBES``), under the scope's filter,
   with pgvector 0.8's iterative scan (``ivfflat.iterative_scan = relaxed_order``): when those lists hold
   too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
   ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
@@ -56,17 +55,23 @@ lists              40 read                 80 read                 120 read
 
 Finer lists cost less for the same share kept, so a list holds ``LIST_ROWS`` 250 vectors, up to
 ``MAX_LISTS`` (2,000, from 500,000 vectors on: beyond, k-means's memory grows with the square of the lists),
-and until the index is measured (below) a search reads as many lists as hold ``READ_VECTORS`` 50,000 vectors,
-by the rows a list held when the index was made (at least ``PROBES`` 100): 100 lists at 1M (2,000 lists),
-which keeps the 0.986 ceiling for p50 ~30 ms, and 200 of the 400 lists at 100k. A fixed 100 lists read at 100k
-kept 0.973-0.983 of the exact top 20 over four builds of the index on the same vectors (k-means starts from a
-random sample), and 0.970 in one benchmark run; 200 kept 0.985-0.994 (the exact path's ceiling there: 0.994)
-for p50 ~28 ms against ~16.
+and a search reads as many lists as hold ``READ_VECTORS`` 50,000 vectors, by the rows a list held when the
+index was made (at least ``PROBES`` 100): 100 lists at 1M (2,000 lists), which keeps the 0.986 ceiling for
+p50 ~30 ms, and 200 of the 400 lists at 100k. A fixed 100 lists read at 100k kept 0.973-0.983 of the exact top
+20 over four builds of the index on the same vectors (k-means starts from a random sample), and 0.970 in one
+benchmark run; 200 kept 0.985-0.994 (the exact path's ceiling there: 0.994) for p50 ~28 ms against ~16.
 
-That rule reads what the hardest of these stores needs everywhere: at 1M the same chat keeps 0.987 reading 40
-lists (p50 12.7 ms). How many a store needs depends on its vectors and its queries, so a sidecar measures it
-once it has made ``list_reads.QUERIES`` searches through the index (``measure_reads``, ``list_reads``), and a
-search reads that from then on, never more than the rule; the index's comment keeps it for every sidecar.
+Why a fixed share, not one measured per store: the lists a store needs depend on its vectors and its
+queries (2 % of the lists keep 0.987 at 1M in one build, 40 % are needed at 100k), so a sidecar measured it
+once (2026-11-29, reverted): after its first 100 searches through a new index, each searched exactly in its
+scope and then through the index reading 1, 2, 3, 4, 6, ... lists, until the index kept 0.99 of the exact
+(half precision) top 20 on average; a search then read 1.5 times that, never more than the rule. In the scale
+benchmark it kept the rule at 100k (200 lists, 14 s of measuring), and at 1M chose 68 of 2,000 lists (48 s):
+the vector lane's p50 27.3 -> 19.9 ms, but ``assemble`` p95 58.8 ms against 58.8-63.4 in the runs before
+(within their scatter), and the top-20 overlap with exact float32 fell to 0.973, one prompt to 0.3. That
+build's lists kept 0.970 at 40 read and 0.988 at 80, where the build before kept 0.987 at 40: k-means starts
+from a random sample, and a few prompts whose neighbours lie in far lists make the curve a step that moves
+between builds, which 100 prompts measure too coarsely. 50,000 vectors read kept 0.988 in both builds.
 
 HNSW's graph loses neighbours in dense regions, which conversations are full of, and no ``ef_search``
 pgvector allows finds them again. IVFFlat reads whole lists, so a search costs about the same
@@ -110,8 +115,6 @@ lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -123,14 +126,11 @@ import psycopg
 from psycopg import Cursor, sql
 
 from openclaw_lossless.store import quantize
-from openclaw_lossless.store.postgres import list_reads
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path
 from openclaw_lossless.store.sqlite.sessions import Scope
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
 
-log = logging.getLogger(__name__)
 TABLE = "message_vectors"
-Asked = tuple[npt.NDArray[np.float32], Scope]  # a search's query and scope, as ``measure_reads`` takes them
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
 NEXT_INDEX = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
 LIST_ROWS = 250  # vectors per list when the index is made, up to MAX_LISTS (finer lists: see above)
@@ -172,13 +172,6 @@ class IndexState:
     made_for: int | None  # the vectors the valid index was made for (its comment); None without one
     lists: int | None  # the valid index's lists; None without one
     unfinished: bool  # a next index is there, not yet valid: a build under way, or one cut short
-    reads: int | None = None  # the lists a search reads, measured on the index (``list_reads``); None before
-
-    @property
-    def unmeasured(self) -> bool:
-        """Whether the valid index is not measured yet for the lists a search reads (``measure_reads``): made
-        before its sidecar had searched enough, by an earlier version, or its measure was cut short."""
-        return self.lists is not None and self.reads is None
 
     @property
     def due(self) -> bool:
@@ -188,13 +181,11 @@ class IndexState:
         return self.made_for is None or self.rows >= REBUILD_GROWTH * max(self.made_for, 1)
 
 
-# The valid index's lists (its option), the vectors it was made for and the lists a search reads (its comment:
-# "<made for>", then "<made for> <reads>" once measured): one row, NULLs without a valid index. Read by
-# ``index_state`` and by every search's settings (how many lists to read).
+# The valid index's lists (its option) and the vectors it was made for (its comment): one row, NULLs without
+# a valid index. Read by ``index_state`` and by every search's settings (how many lists to read).
 _MADE = (
     "SELECT (SELECT substr(o, 7)::int FROM unnest(c.reloptions) o WHERE starts_with(o, 'lists=')) AS lists,"
-    " CASE WHEN d ~ '^[0-9]+( [0-9]+)?$' THEN split_part(d, ' ', 1)::bigint END AS made_for,"
-    " CASE WHEN d ~ '^[0-9]+ [0-9]+$' THEN split_part(d, ' ', 2)::int END AS reads FROM pg_class c"
+    " CASE WHEN d ~ '^[0-9]+$' THEN d::bigint END AS made_for FROM pg_class c"
     " JOIN pg_index x ON x.indexrelid = c.oid AND x.indisvalid CROSS JOIN obj_description(c.oid, 'pg_class') d"
     " WHERE c.oid = to_regclass(%(index)s)"
 )
@@ -203,7 +194,7 @@ _MADE = (
 def index_state(conn: Connection) -> IndexState:
     """The vectors, the valid index's comment and lists, and whether a next one is there: one statement."""
     row = conn.execute(
-        f"SELECT (SELECT count(*) FROM {TABLE}), i.made_for, i.lists, to_regclass(%(next)s) IS NOT NULL, i.reads"
+        f"SELECT (SELECT count(*) FROM {TABLE}), i.made_for, i.lists, to_regclass(%(next)s) IS NOT NULL"
         f" FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true",
         {"index": INDEX, "next": NEXT_INDEX},
     ).fetchone()
@@ -213,7 +204,6 @@ def index_state(conn: Connection) -> IndexState:
         made_for=None if row[1] is None else int(row[1]),
         lists=None if row[2] is None else int(row[2]),
         unfinished=bool(row[3]),
-        reads=None if row[4] is None else int(row[4]),
     )
 
 
@@ -221,17 +211,10 @@ def lists_for(rows: int) -> int:
     return max(1, min(MAX_LISTS, rows // LIST_ROWS))
 
 
-def keep_index(
-    db: Database,
-    force: bool = False,
-    building: Callable[[Connection | None], None] | None = None,
-    asked: Sequence[Asked] = (),
-) -> bool:
+def keep_index(db: Database, force: bool = False, building: Callable[[Connection | None], None] | None = None) -> bool:
     """Make the IVFFlat index if it is due (``IndexState.due``), or at once with ``force`` (a bulk load just
-    ended), and measure the lists a search of it reads (``measure_reads``) with ``asked``, the caller's last
-    searches, once there are ``list_reads.QUERIES`` of them and it is not measured yet; True when this call
-    made or measured one. ``building`` is handed the build's connection when it opens, and None when it
-    closes, so a sidecar shutting down can cancel the build or the measure (``Connection.cancel_safe``).
+    ended); True when this call made one. ``building`` is handed the build's connection when it opens, and
+    None when it closes, so a sidecar shutting down can cancel the build (``Connection.cancel_safe``).
 
     Whether it is due is read on a pooled connection (the check runs every minute a sidecar writes). The
     build runs on a connection of its own, outside any transaction (``CONCURRENTLY``: commits and searches go
@@ -241,23 +224,19 @@ def keep_index(
     process killed) leaves an invalid ``NEXT_INDEX``, dropped by the next build.
     """
     reader = db.reader()
-    if not exists(reader):
-        return False
-    state = index_state(reader)
-    enough = len(asked) >= list_reads.QUERIES
-    if not (force or state.due or (enough and state.unmeasured)):
+    if not exists(reader) or not (force or index_state(reader).due):
         return False
     with psycopg.connect(db.url, autocommit=True) as conn:
         if building is not None:
             building(conn)
         try:
-            return _build_under_lock(conn, db.schema, force, asked if enough else ())
+            return _build_under_lock(conn, db.schema, force)
         finally:
             if building is not None:
                 building(None)
 
 
-def _build_under_lock(conn: Connection, schema: str, force: bool, asked: Sequence[Asked]) -> bool:
+def _build_under_lock(conn: Connection, schema: str, force: bool) -> bool:
     set_search_path(conn, schema)
     key = (LOCK_KEY, schema)
     row = conn.execute("SELECT pg_try_advisory_lock(%s::int, hashtext(%s))", key).fetchone()
@@ -265,12 +244,9 @@ def _build_under_lock(conn: Connection, schema: str, force: bool, asked: Sequenc
         return False
     try:
         state = index_state(conn)  # again under the lock: another sidecar may have just made it
-        if force or state.due:
-            make_index(conn, state.rows)
-        elif not (asked and state.unmeasured):
+        if not (force or state.due):
             return False
-        if asked:
-            measure_reads(conn, asked)
+        make_index(conn, state.rows)
         return True
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s::int, hashtext(%s))", key)
@@ -289,48 +265,6 @@ def make_index(conn: Connection, rows: int) -> None:
     conn.execute(sql.SQL("COMMENT ON INDEX {} IS {}").format(following, sql.Literal(str(rows))))
     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(index))
     conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(following, index))
-
-
-def measure_reads(conn: Connection, asked: Sequence[Asked]) -> list_reads.Reads | None:
-    """Measure how many lists a search of the valid index reads for queries like ``asked`` (``list_reads``:
-    at most what the ``READ_VECTORS`` rule reads) and keep it in the index's comment, beside the vectors it
-    was made for; what was measured, None without a valid index made here (nothing is kept).
-    ``conn`` is in autocommit, with the store's search path, holding the build's lock."""
-    row = conn.execute(
-        f"SELECT i.made_for, least(i.lists, {_RULE})::int FROM ({_MADE}) i",
-        {"probes": PROBES, "read": READ_VECTORS, "index": INDEX},
-    ).fetchone()
-    if row is None or row[0] is None:  # no valid index, or one this code did not make: made again when due
-        return None
-    made_for, most = int(row[0]), int(row[1])
-    reads = list_reads.measure(functools.partial(_measured, conn, asked), len(asked), most)
-    comment = f"{made_for} {reads.lists}"
-    conn.execute(sql.SQL("COMMENT ON INDEX {} IS {}").format(sql.Identifier(INDEX), sql.Literal(comment)))
-    log.info(
-        "a vector search reads %d lists: %d kept %.3f of the exact top %d for the last %d searches (the rule: %d)",
-        reads.lists, reads.measured, reads.recall, list_reads.TOP, reads.queries, most,
-    )  # fmt: skip
-    return reads
-
-
-def _measured(conn: Connection, asked: Sequence[Asked], lists: int | None) -> list[list[float]]:
-    """``list_reads.Search``: each asked query's ``list_reads.TOP`` nearest distances in its scope, exactly
-    (``lists`` None: the index scans off, every vector of the table read) or as ``nearest_many`` searches
-    reading ``lists`` lists. One transaction, its settings local to it; statements never prepared (a plan
-    cached from the exact searches would be used for the index's too)."""
-    answers: list[list[float]] = []
-    with conn.transaction(), conn.cursor(binary=True) as cursor:
-        if lists is None:
-            cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
-        else:
-            cursor.execute(_SETTINGS, {"probes": PROBES, "read": READ_VECTORS, "max": str(MAX_PROBES), "index": INDEX})
-            cursor.execute(_LATER, (str(lists),))
-        for query, scope in asked:
-            condition, params = scope_filter(scope, "v")
-            statement = _DISTANCES.format(table=sql.Identifier(TABLE), scope=condition)
-            asking = {**params, "q": query.tolist(), "k": list_reads.TOP, "fetch": list_reads.TOP * OVERFETCH}
-            answers.append([float(r[0]) for r in cursor.execute(statement, asking, prepare=False).fetchall()])
-    return answers
 
 
 def recreate(conn: Connection, dimension: int) -> None:
@@ -592,14 +526,12 @@ def _at_most(cursor: Cursor[Any], scope: Scope, limit: int) -> bool:
     return total <= limit
 
 
-# The ``READ_VECTORS`` rule: lists enough for ``READ_VECTORS`` at the rows a list held when the index was made
-# (``_MADE``), at least ``PROBES``, at most every list; ``PROBES`` without a valid index.
-_RULE = "greatest(%(probes)s, least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))"
-# ``SET LOCAL`` of the scan's settings, as one statement with parameters. The lists read: the measured ones
-# (``measure_reads``, never more than the rule) once the index was measured, the rule's before (``least``
-# passes over a NULL).
+# ``SET LOCAL`` of the scan's settings, as one statement with parameters. The lists read: enough for
+# ``READ_VECTORS`` at the rows a list held when the index was made (``_MADE``), at least ``PROBES``, at most
+# every list; ``PROBES`` without a valid index.
 _SETTINGS = (
-    f"SELECT set_config('ivfflat.probes', least(i.reads, {_RULE})::int::text, true),"
+    "SELECT set_config('ivfflat.probes', greatest(%(probes)s,"
+    " least(i.lists, ceil(%(read)s::float8 * i.lists / nullif(i.made_for, 0))))::int::text, true),"
     " set_config('ivfflat.iterative_scan', 'relaxed_order', true),"
     f" set_config('ivfflat.max_probes', %(max)s, true) FROM (SELECT 1) one LEFT JOIN ({_MADE}) i ON true"
 )
@@ -609,11 +541,6 @@ _ANN = sql.SQL(
     "SELECT message_id, embedding FROM (SELECT v.message_id, v.embedding,"
     " v.embedding <=> %(q)s::real[]::halfvec AS distance FROM {table} v WHERE {scope}"
     " ORDER BY v.embedding <=> %(q)s::real[]::halfvec LIMIT %(fetch)s) c ORDER BY distance, message_id LIMIT %(k)s"
-)
-# ``_ANN``'s distances alone, for ``list_reads``: through the index, or every vector with the index scans off.
-_DISTANCES = sql.SQL(
-    "SELECT distance FROM (SELECT v.embedding <=> %(q)s::real[]::halfvec AS distance FROM {table} v WHERE {scope}"
-    " ORDER BY v.embedding <=> %(q)s::real[]::halfvec LIMIT %(fetch)s) c ORDER BY distance LIMIT %(k)s"
 )
 # Every vector of the scope, exactly: its messages through ``messages``' indexes (by agent, by session), each
 # vector found by its key and its distance taken; the best ``k`` then fetched again with their vectors (the
