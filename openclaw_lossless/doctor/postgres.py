@@ -5,7 +5,9 @@ nothing is migrated, created or written, also where the role could (a superuser'
 EXTENSION amcheck`` is refused too, so only an amcheck already installed checks the indexes). The store's
 schema comes first on its search path, as on the sidecar's connections, so the backend's modules
 (``store/postgres/checks.py``, ``vectors.py``, ``forget.py``, ``backlog.py``, ``meta.py``) answer the shared
-checks of ``doctor/store.py``; one check is PostgreSQL's own, ``vector_index`` (the index a sidecar makes).
+checks of ``doctor/store.py``; three checks are PostgreSQL's own: ``vector_index`` (the index a sidecar
+makes), ``keyword_index`` (the ids beside the words, m006) and ``keyword_vectors`` (the vectors in their rows,
+m007).
 A lock held by a migration or a forget's index rebuild is waited for at most ``LOCK_TIMEOUT``, then
 reported, rather than hanging the run.
 
@@ -31,7 +33,13 @@ from openclaw_lossless.doctor.store_checks import Check, disk, embedder, permiss
 from openclaw_lossless.store.backend import postgres
 from openclaw_lossless.store.postgres import checks, vectors
 from openclaw_lossless.store.postgres.connection import Connection, set_search_path
-from openclaw_lossless.store.postgres.migrations import IDS_BESIDE_WORDS, MIGRATIONS, WORDS_BY_ID, m006_words_by_id
+from openclaw_lossless.store.postgres.migrations import (
+    IDS_BESIDE_WORDS,
+    MIGRATIONS,
+    WORDS_BY_ID,
+    m006_words_by_id,
+    m007_keyword_vectors_in_the_row,
+)
 
 CONNECT_TIMEOUT_S = 10  # unless the URL sets connect_timeout: a host that drops packets is not waited on for ever
 LOCK_TIMEOUT = "10s"
@@ -89,6 +97,7 @@ def _store_findings(conn: Connection, settings: Settings, url: str, local: list[
         *store_checks(postgres(), settings, known, _integrity),
         ("vector_index", _vector_index),
         ("keyword_index", _keyword_index),
+        ("keyword_vectors", _keyword_vectors),
     ]:
         finding = _guarded(name, check, conn, url)
         findings.append(finding)
@@ -151,6 +160,36 @@ def _keyword_index(conn: Connection) -> Finding:
         f"with the sidecars stopped, as a superuser (or the service's admin role) in this database: {create}{rebuild}"
         " (~12 s at 1M messages)",
         code="keyword_index_words_only",
+        data=data,
+    )
+
+
+def _keyword_vectors(conn: Connection) -> Finding:
+    """Whether messages stored before m007 keep their keyword vectors out of their rows: the migration changes
+    only the catalog, and each such message costs the keyword ranking a TOAST read, twice, until
+    ``reindex --fts`` rewrites it (a common word's ranking at 1M messages: p50 31.8 ms against 17.9). Counted
+    on a sample of the messages; a note with the fix, never a failure."""
+    if m007_keyword_vectors_in_the_row.__name__ not in (checks.applied_migrations(conn) or set()):
+        detail = "the store is not at m007 yet: a sidecar of this version migrates it at its start"
+        return Finding("keyword_vectors", True, detail, code="keyword_vectors_not_due")
+    counted = checks.keyword_vectors_out_of_row(conn)
+    if counted is None:
+        detail = "a server before PostgreSQL 17 cannot tell where a message's keyword vector is stored"
+        return Finding("keyword_vectors", True, detail, code="keyword_vectors_unknown")
+    sampled, out, estimated = counted
+    data = {"sampled": sampled, "outOfRow": out, "messages": estimated}
+    if out == 0:
+        detail = f"in their rows (a sample of {sampled} messages)"
+        return Finding("keyword_vectors", True, detail, code="keyword_vectors_ok", data=data)
+    share = out / max(sampled, 1)
+    return Finding(
+        "keyword_vectors",
+        True,
+        f"{out} of {sampled} messages sampled ({share:.1%}; ~{round(share * estimated)} of the store's) keep their"
+        " keyword vector out of their row, as stored before m007: keyword recall reads each back from TOAST",
+        "with the sidecars quiet, run `openclaw-lossless reindex --fts` (it rewrites every message's keyword"
+        " vector into its row: one write of every message, in one transaction)",
+        code="keyword_vectors_out_of_row",
         data=data,
     )
 

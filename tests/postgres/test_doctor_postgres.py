@@ -31,6 +31,7 @@ from tests.helpers import HashEmbedder, live_sidecar, make_settings
 from tests.openclaw_state import use_linked_openclaw
 from tests.postgres import conftest as fixtures
 from tests.postgres.backend.test_messages import commit, said
+from tests.postgres.backend.test_migrations import long_text
 from tests.postgres.backend.test_vectors import DIMENSION, stored_messages, unit, write
 from tests.postgres.server import PostgresServer
 
@@ -265,6 +266,49 @@ def test_a_keyword_index_made_without_btree_gin_is_a_note_whose_fix_adds_the_ids
     assert code == 0 and found["keyword_index"]["code"] == "keyword_index_ok", found
     assert found["keyword_index"]["data"] == {"columns": ["id", "search"]}
     assert found["integrity"]["code"].startswith("integrity_ok") and found["fts"]["ok"]
+
+
+def test_messages_stored_before_m007_with_their_keyword_vectors_out_of_their_rows_are_a_note_reindex_clears(
+    capsys: pytest.CaptureFixture[str],
+    postgres_database: fixtures.Database,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """m007 changes only the catalog: a long message stored before keeps its keyword vector in TOAST, which
+    the ranking reads back for every match, until ``reindex --fts`` rewrites it. doctor says how many of a
+    sample are so, and the fix; one stored since (text out of the row, the vector in it) is not counted."""
+    db = Database(postgres_database.url, schema=SCHEMA, write_pool_size=1, read_pool_size=1)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:6])
+            migrations.migrate(db)
+            commit(db, "k1", [said("the ferry to Lisbon " + long_text(1)), said("a short one")])
+        code, found = doctor(capsys, postgres_database.url, tmp_path / "state")
+        assert code == 0 and found["keyword_vectors"]["code"] == "keyword_vectors_not_due", found
+        migrations.migrate(db)
+        commit(db, "k2", [said("a ferry timetable " + long_text(2))], session_id="s2")
+    finally:
+        db.close()
+
+    code, found = doctor(capsys, postgres_database.url, tmp_path / "state")
+
+    assert code == 0 and not bad(found), found
+    note = found["keyword_vectors"]
+    assert note["code"] == "keyword_vectors_out_of_row" and note["data"]["sampled"] == 3, note
+    assert note["data"]["outOfRow"] == 1 and note["detail"].startswith("1 of 3 messages sampled (33.3%")
+    assert "openclaw-lossless reindex --fts" in note["fix"]
+    os.environ["LOSSLESS_DATABASE_URL"] = postgres_database.url
+    try:
+        assert main(["reindex", "--fts", "--json", "--state-dir", str(tmp_path / "state"), "--port", "9"]) == 0
+    finally:
+        del os.environ["LOSSLESS_DATABASE_URL"]
+    capsys.readouterr()
+
+    code, found = doctor(capsys, postgres_database.url, tmp_path / "state")
+
+    assert code == 0 and found["keyword_vectors"]["code"] == "keyword_vectors_ok", found["keyword_vectors"]
+    assert found["keyword_vectors"]["data"]["outOfRow"] == 0
 
 
 def test_a_vector_index_being_made_is_not_taken_for_damage(

@@ -88,6 +88,34 @@ def keyword_index_columns(conn: Connection) -> list[str] | None:
     return None if row is None or row[0] is None else [str(name) for name in row[0]]
 
 
+# A ``STORAGE MAIN`` value leaves its row only when the row still outgrows this after everything else has
+# (``TOAST_TUPLE_TARGET_MAIN``: 8,160 bytes on the default 8 kB pages), stored size, compressed.
+MAIN_LIMIT = 8000
+
+
+def keyword_vectors_out_of_row(conn: Connection, sample: int = 20_000) -> tuple[int, int, int] | None:
+    """Of about ``sample`` messages (whole pages, ``TABLESAMPLE SYSTEM``), how many keep a keyword vector
+    smaller than ``MAIN_LIMIT`` out of their row: the layout of a long message stored before m007, whose row
+    outgrew 2 kB (since, a vector is moved out only when it alone outgrows a page, and ``reindex --fts`` would
+    leave such a one where it is). (sampled, so stored, the messages the statistics count); None on a server
+    before PostgreSQL 17, which cannot tell (no ``pg_column_toast_chunk_id``)."""
+    known = conn.execute("SELECT to_regprocedure('pg_column_toast_chunk_id(\"any\")') IS NOT NULL").fetchone()
+    if known is None or not known[0]:
+        return None
+    row = conn.execute(
+        "SELECT greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = to_regclass('messages')"
+    ).fetchone()
+    estimated = 0 if row is None else int(row[0])
+    share = 100.0 if estimated <= sample else 100.0 * sample / estimated
+    counted = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE pg_column_toast_chunk_id(search) IS NOT NULL"
+        " AND pg_column_size(search) < %s) FROM messages TABLESAMPLE SYSTEM (%s)",
+        (MAIN_LIMIT, share),
+    ).fetchone()
+    assert counted is not None
+    return int(counted[0]), int(counted[1]), estimated
+
+
 # -- integrity -------------------------------------------------------------------------------------------------
 
 
