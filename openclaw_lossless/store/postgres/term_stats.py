@@ -106,6 +106,11 @@ class TermStats:
             self._starts.clear()
         fulltext.forget_counts()
 
+    def learnt(self) -> tuple[int, int]:
+        """The words whose counts it holds, and those whose newest matches' start it holds (every store's)."""
+        with self._lock:
+            return len(self._cache), len(self._starts)
+
     def narrow(self, conn: Connection, expression: str) -> tuple[str, int]:
         """The expression to run and the id the matches must exceed (0: the whole history)."""
         terms = fulltext.words_of(expression)
