@@ -167,7 +167,6 @@ def run_size(size: int, real: Vectors, args: argparse.Namespace, work: Path) -> 
             result["plans"] = query_plans(sidecar.db.reader())
         else:
             result["size"] = scale_postgres.measure_size(sidecar.db, report.messages)
-            result["word_learning"] = scale_postgres.learn_words(sidecar)
             result["probes_sweep"] = scale_postgres.probes_sweep(sidecar, baseline, prompts[: args.overlap_queries])
         result["overlap"] = measure_overlap(sidecar, baseline, prompts[: args.overlap_queries])
         result["assemble"] = measure_assemble(sidecar, prompts, [])

@@ -41,7 +41,6 @@ from benchmarks.scale_data import AGENT, ChatGenerator, FillReport, Message, age
 from benchmarks.scale_measure import Vec0Lane, percentiles
 from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.provider import Vectors
-from openclaw_lossless.recall import learn
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.postgres import vectors
@@ -384,14 +383,3 @@ def probes_sweep(sidecar: Sidecar, baseline: Connection, prompts: list[str]) -> 
     finally:
         vectors.PROBES, vectors.EXACT_ROWS, vectors.READ_VECTORS = default_probes, default_exact, default_read
     return out
-
-
-def learn_words(sidecar: Sidecar) -> dict[str, Any]:
-    """What ``serve`` does in the background as it starts (``recall/learn.py``), done here before the timings:
-    the in-process sidecar is made as a tool makes it (no background threads). Its time and what it learnt."""
-    terms = sidecar.assembler.terms
-    assert terms is not None
-    began = time.monotonic()
-    prompts = learn.learn_words(sidecar.ops, sidecar.db.reader(), terms, threading.Event())
-    counts, starts = terms.learnt()
-    return {"prompts": prompts, "seconds": round(time.monotonic() - began, 2), "counts": counts, "starts": starts}

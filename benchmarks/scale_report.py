@@ -81,8 +81,6 @@ def server_rows(sizes: dict[str, Any]) -> list[tuple[str, tuple[str, ...], tuple
         for name in sorted({n for r in sizes.values() for n in r.get("secondary_index_build_s", {})})
     ]
     rows.append(("  vector index build s (after the fill; IVFFlat)", ("index_build_s",), None, ""))
-    rows.append(("words of the newest prompts learnt at start, s (as serve does)", ("word_learning", "seconds"), None,
-                 ""))  # fmt: skip
     writers = sorted({int(n) for r in sizes.values() for n in r.get("concurrent_commits", {})})
     for n in writers:
         rows += [

@@ -30,13 +30,11 @@ from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import Assembler
-from openclaw_lossless.recall.learn import learn_words
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.ingest import Ingest
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.service.status import Parts, Rebuild, Status
-from openclaw_lossless.store.api import KeywordStats
 from openclaw_lossless.store.backend import SQLITE, Place, Store, connect
 from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_module
 
@@ -92,11 +90,6 @@ class Sidecar:
         self.assembler = Assembler(self.ops, self.index, self.embedding, terms, clean=clean)
         self.size_cap = SizeCap(self.store, settings, self.metrics, self.index, terms)
         self._wire_jobs()
-        if background_load and self.store.backend == "postgresql":  # recall/learn.py: why not on SQLite
-            learning = threading.Thread(target=self._learn_words, args=(terms,), name="lossless-word-learning")
-            learning.daemon = True
-            self._threads.append(learning)
-            learning.start()
         if background_load and self.ops.message_days.backfill_pending(self.db.reader()):
             backfill = threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True)
             self._threads.append(backfill)
@@ -197,15 +190,6 @@ class Sidecar:
         except Exception:  # the thread's edge: recall goes on without those days, and the log says why
             if not self._closing.is_set():
                 log.exception("the days older messages refer to could not be read")
-
-    def _learn_words(self, terms: KeywordStats[Any]) -> None:
-        """The words of the store's recent prompts, learnt before the first turns ask for them
-        (``recall/learn.py``); stops at close, between two prompts."""
-        try:
-            learn_words(self.ops, self.db.reader(), terms, self._closing)
-        except Exception:  # the thread's edge: the turns learn their words as they come, as before
-            if not self._closing.is_set():
-                log.exception("the words of the recent prompts could not be learnt; the turns learn them")
 
     def _load_index(self, start_worker: bool) -> None:
         """Read the stored vectors into the index, then start the worker (never before: see ``__init__``)."""

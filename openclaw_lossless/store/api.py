@@ -204,10 +204,6 @@ class MessageReads(Protocol[C]):
 
     def texts(self, conn: C, ids: Sequence[int]) -> dict[int, str]: ...
 
-    def recent_prompts(self, conn: C, limit: int) -> list[str]:
-        """The texts of the store's newest ``limit`` user messages with text, newest first, every session's."""
-        ...
-
     def newest_window_keys(self, conn: C, session_rowid: int, limit: int) -> list[tuple[int, str]]:
         """The session's newest ``limit`` messages as (id, window key), newest first."""
         ...
@@ -269,10 +265,6 @@ class KeywordStats(Protocol[C]):
 
     def clear(self) -> None:
         """Forget every count (messages were archived or forgotten: counts went down)."""
-        ...
-
-    def learnt(self) -> tuple[int, int]:
-        """The words whose counts it holds, and those whose newest matches' start it holds."""
         ...
 
 

@@ -299,14 +299,6 @@ def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     return {int(r[0]): str(r[1]) for r in rows}
 
 
-def recent_prompts(conn: Connection, limit: int) -> list[str]:
-    """The texts of the newest ``limit`` user messages with text, newest first: the primary key walked back."""
-    rows = conn.execute(
-        "SELECT text FROM messages WHERE role = 'user' AND text <> '' ORDER BY id DESC LIMIT %s", (limit,)
-    )
-    return [str(row[0]) for row in rows]
-
-
 def newest_window_keys(conn: Connection, session_rowid: int, limit: int) -> list[tuple[int, str]]:
     rows = conn.execute(
         "SELECT id, window_key FROM messages WHERE session_rowid = %s ORDER BY id DESC LIMIT %s",

@@ -371,14 +371,6 @@ def texts(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     return {int(r[0]): str(r[1]) for r in conn.execute(f"SELECT id, text FROM messages WHERE id IN ({marks})", ids)}
 
 
-def recent_prompts(conn: Connection, limit: int) -> list[str]:
-    """The texts of the newest ``limit`` user messages with text, newest first: the primary key walked back."""
-    rows = conn.execute(
-        "SELECT text FROM messages WHERE role = 'user' AND text <> '' ORDER BY id DESC LIMIT ?", (limit,)
-    )
-    return [str(row[0]) for row in rows]
-
-
 def newest_window_keys(conn: Connection, session_rowid: int, limit: int) -> list[tuple[int, str]]:
     """``(id, window_key)`` of the session's ``limit`` newest messages: one short range of messages_by_session."""
     rows = conn.execute(

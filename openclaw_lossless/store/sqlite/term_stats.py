@@ -71,11 +71,6 @@ class TermStats:
         with self._lock:
             self._cache.clear()
 
-    def learnt(self) -> tuple[int, int]:
-        """The words whose counts it holds; no starts (FTS5 finds a word's newest matches on each query)."""
-        with self._lock:
-            return len(self._cache), 0
-
     def narrow(self, conn: Connection, expression: str) -> tuple[str, int]:
         """The MATCH expression to run and the rowid the matches must exceed (0: the whole history)."""
         terms = _QUOTED.findall(expression)
