@@ -84,6 +84,16 @@ def doctor(capsys: pytest.CaptureFixture[str], url: str, state: Path, *flags: st
     return code, {f["check"]: f for f in json.loads(out)["findings"]}
 
 
+def reindex_fts(capsys: pytest.CaptureFixture[str], url: str, state: Path) -> None:
+    """``openclaw-lossless reindex --fts`` on the store at ``url``, as an operator runs it; its output dropped."""
+    os.environ["LOSSLESS_DATABASE_URL"] = url
+    try:
+        assert main(["reindex", "--fts", "--json", "--state-dir", str(state), "--port", "9"]) == 0
+    finally:
+        del os.environ["LOSSLESS_DATABASE_URL"]
+    capsys.readouterr()
+
+
 def bad(found: dict[str, Any]) -> list[str]:
     return [check for check, f in found.items() if not f["ok"]]
 
@@ -156,12 +166,7 @@ def test_a_keyword_entry_out_of_step_with_its_text_is_named_and_reindex_mends_it
         f"1 of the messages' keyword entries differ from what their text gives now (msg:{herons})"
         in (found["fts"]["detail"])
     )
-    os.environ["LOSSLESS_DATABASE_URL"] = store.url
-    try:
-        assert main(["reindex", "--fts", "--json", "--state-dir", str(tmp_path / "state"), "--port", "9"]) == 0
-    finally:
-        del os.environ["LOSSLESS_DATABASE_URL"]
-    capsys.readouterr()
+    reindex_fts(capsys, store.url, tmp_path / "state")
     code, found = doctor(capsys, store.url, tmp_path / "state")
     assert code == 0 and found["fts"]["code"] == "fts_ok", found["fts"]
 
@@ -298,12 +303,7 @@ def test_messages_stored_before_m007_with_their_keyword_vectors_out_of_their_row
     assert note["code"] == "keyword_vectors_out_of_row" and note["data"]["sampled"] == 3, note
     assert note["data"]["outOfRow"] == 1 and note["detail"].startswith("1 of 3 messages sampled (33.3%")
     assert "openclaw-lossless reindex --fts" in note["fix"]
-    os.environ["LOSSLESS_DATABASE_URL"] = postgres_database.url
-    try:
-        assert main(["reindex", "--fts", "--json", "--state-dir", str(tmp_path / "state"), "--port", "9"]) == 0
-    finally:
-        del os.environ["LOSSLESS_DATABASE_URL"]
-    capsys.readouterr()
+    reindex_fts(capsys, postgres_database.url, tmp_path / "state")
 
     code, found = doctor(capsys, postgres_database.url, tmp_path / "state")
 
