@@ -37,6 +37,7 @@ from openclaw_lossless.store.postgres.migrations import (
     IDS_BESIDE_WORDS,
     MIGRATIONS,
     WORDS_BY_ID,
+    Migration,
     m006_words_by_id,
     m007_keyword_vectors_in_the_row,
 )
@@ -146,7 +147,7 @@ def _keyword_index(conn: Connection) -> Finding:
     if columns[0] == "id":
         detail = "GIN on (id, search): a common word's newest matches are read alone"
         return Finding("keyword_index", True, detail, code="keyword_index_ok", data=data)
-    if m006_words_by_id.__name__ not in (checks.applied_migrations(conn) or set()):
+    if not _migrated(conn, m006_words_by_id):
         detail = "on the words alone until a sidecar of this version starts: it adds the ids (~12 s at 1M messages)"
         return Finding("keyword_index", True, detail, code="keyword_index_not_due", data=data)
     schema = checks.store_schema(conn)
@@ -164,12 +165,17 @@ def _keyword_index(conn: Connection) -> Finding:
     )
 
 
+def _migrated(conn: Connection, migration: Migration) -> bool:
+    """Whether the store records ``migration`` as applied."""
+    return migration.__name__ in (checks.applied_migrations(conn) or set())
+
+
 def _keyword_vectors(conn: Connection) -> Finding:
     """Whether messages stored before m007 keep their keyword vectors out of their rows: the migration changes
     only the catalog, and each such message costs the keyword ranking a TOAST read, twice, until
     ``reindex --fts`` rewrites it (a common word's ranking at 1M messages: p50 31.8 ms against 17.9). Counted
     on a sample of the messages; a note with the fix, never a failure."""
-    if m007_keyword_vectors_in_the_row.__name__ not in (checks.applied_migrations(conn) or set()):
+    if not _migrated(conn, m007_keyword_vectors_in_the_row):
         detail = "the store is not at m007 yet: a sidecar of this version migrates it at its start"
         return Finding("keyword_vectors", True, detail, code="keyword_vectors_not_due")
     counted = checks.keyword_vectors_out_of_row(conn)

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 import psycopg
 from psycopg import pq, sql
 
-from openclaw_lossless.store.postgres import vectors
+from openclaw_lossless.store.postgres import fulltext, vectors
 from openclaw_lossless.store.postgres.connection import Connection, translate_error
 
 # The store's own schema is the first one on every connection's search path (``connection.set_search_path``).
@@ -97,16 +97,12 @@ def keyword_vectors_out_of_row(conn: Connection, sample: int = 20_000) -> tuple[
     """Of about ``sample`` messages (whole pages, ``TABLESAMPLE SYSTEM``), how many keep a keyword vector
     smaller than ``MAIN_LIMIT`` out of their row: the layout of a long message stored before m007, whose row
     outgrew 2 kB (since, a vector is moved out only when it alone outgrows a page, and ``reindex --fts`` would
-    leave such a one where it is). (sampled, so stored, the messages the statistics count); None on a server
-    before PostgreSQL 17, which cannot tell (no ``pg_column_toast_chunk_id``)."""
+    leave such a one where it is). Returns (messages sampled, of them so stored, messages stored); None on a
+    server before PostgreSQL 17, which cannot tell (no ``pg_column_toast_chunk_id``)."""
     known = conn.execute("SELECT to_regprocedure('pg_column_toast_chunk_id(\"any\")') IS NOT NULL").fetchone()
     if known is None or not known[0]:
         return None
-    row = conn.execute(
-        "SELECT greatest(c.reltuples, 0)::bigint FROM pg_class c WHERE c.oid = to_regclass('messages')"
-    ).fetchone()
-    estimated = 0 if row is None else int(row[0])
-    share = 100.0 if estimated <= sample else 100.0 * sample / estimated
+    estimated, share = fulltext.sample_of(conn, sample)
     counted = conn.execute(
         "SELECT count(*), count(*) FILTER (WHERE pg_column_toast_chunk_id(search) IS NOT NULL"
         " AND pg_column_size(search) < %s) FROM messages TABLESAMPLE SYSTEM (%s)",

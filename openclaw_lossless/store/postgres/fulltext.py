@@ -342,13 +342,19 @@ def _measure(conn: Connection, key: tuple[object, ...], newest: int) -> Corpus:
     if capped <= EXACT_CORPUS:
         average = _scalar(conn, f"SELECT coalesce(avg({_TOKENS.format(v='search')}), 0) FROM messages", ())
         return Corpus(key, int(capped), average, newest, time.time())
-    rows = _scalar(conn, "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass", ())
-    if rows <= EXACT_CORPUS:  # never analysed (-1), or analysed while still small
-        rows = _scalar(conn, "SELECT count(*) FROM messages", ())
-    percent = min(100.0, 100.0 * SAMPLE_ROWS / rows)
+    rows, percent = sample_of(conn, SAMPLE_ROWS)
     sql = f"SELECT coalesce(avg({_TOKENS.format(v='search')}), 0) FROM messages TABLESAMPLE SYSTEM (%s)"
     average = _scalar(conn, sql, (percent,))
-    return Corpus(key, int(rows), average or 1.0, newest, time.time())
+    return Corpus(key, rows, average or 1.0, newest, time.time())
+
+
+def sample_of(conn: Connection, wanted: int) -> tuple[int, float]:
+    """The messages stored, as the planner's statistics count them (counted when they have not, or counted no
+    more than ``wanted``), and the percent of pages a ``TABLESAMPLE SYSTEM`` reads to see about ``wanted``."""
+    rows = _scalar(conn, "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass", ())
+    if rows <= wanted:  # never analysed (-1), or analysed while still small
+        rows = _scalar(conn, "SELECT count(*) FROM messages", ())
+    return int(rows), min(100.0, 100.0 * wanted / max(rows, 1.0))
 
 
 def _scalar(conn: Connection, query: str, params: tuple[object, ...]) -> float:
