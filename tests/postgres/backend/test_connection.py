@@ -7,11 +7,13 @@ arriving through the driver as they would from a full disk or a deadlock, or a r
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from openclaw_lossless.errors import StorageFull, StoreReadOnly, StoreUnavailable
 from openclaw_lossless.store.postgres import connection
 from openclaw_lossless.store.postgres.connection import Connection, Database
+from tests.postgres.backend.conftest import Place
 
 NOTE = "INSERT INTO meta (key, value) VALUES ('note', %s)"
 
@@ -100,3 +102,20 @@ def test_the_store_reports_its_size_and_takes_maintenance_outside_a_transaction(
         conn.execute("VACUUM meta")  # refused inside a transaction block
 
     assert 0 < empty < store.file_bytes()
+
+
+def test_the_turns_statements_are_never_compiled_whatever_the_servers_default(store: Database, place: Place) -> None:
+    """A server built with LLVM compiles any statement priced above ``jit_above_cost`` first; the store's
+    connections turn that off, for reads and writes, and so does the connection that replaces a dropped one."""
+
+    def jit(conn: Connection) -> object:
+        row = conn.execute("SHOW jit").fetchone()
+        return None if row is None else row[0]
+
+    with psycopg.connect(place.url, autocommit=True) as admin:
+        assert jit(admin) == "on"  # the server's default
+        assert jit(store.reader()) == "off"
+        assert store.write(jit) == "off"
+        # waits (up to 10 s) until the backend has gone: its goodbye is on the client's socket
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (store.reader().info.backend_pid,))
+        assert jit(store.reader()) == "off"
