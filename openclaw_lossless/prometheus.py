@@ -274,7 +274,11 @@ def _recall(sidecar: Sidecar) -> Iterator[Metric]:
 def _vector_index(sidecar: Sidecar) -> Iterator[Metric]:
     index = sidecar.index
     loaded = index is not None and index.loaded.is_set()
-    yield _gauge("lossless_vector_index_vectors", "Vectors in the in-memory index.", len(index) if index else 0)
+    yield _gauge(
+        "lossless_vector_index_vectors",
+        "Vectors in the index (on PostgreSQL beyond 100,000: the server's estimate).",
+        index.estimated_len() if index else 0,
+    )
     yield _gauge("lossless_vector_index_loaded", "1 once the vector index is loaded (until then: keyword).", loaded)
     yield _gauge("lossless_vector_index_bytes", "Memory the vector index holds.", index.nbytes if index else 0)
     yield _gauge(

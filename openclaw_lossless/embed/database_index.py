@@ -71,6 +71,10 @@ class DatabaseIndex:
         """Vectors stored (every sidecar's): one count on the server, for the status page."""
         return stored.count(self.db.reader())
 
+    def estimated_len(self) -> int:
+        """Vectors stored, the server's estimate beyond ``COUNTED_EXACTLY``: what a poll of ``/healthz`` costs."""
+        return stored.estimated_count(self.db.reader())
+
     @property
     def nbytes(self) -> int:
         """Memory this index holds in the process: none (the vectors stay in the database)."""

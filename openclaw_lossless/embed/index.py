@@ -96,6 +96,10 @@ class Nearest(Protocol):
 
     def __len__(self) -> int: ...
 
+    def estimated_len(self) -> int:
+        """``len``, or an estimate where counting costs the store a scan (for ``/healthz`` and metrics)."""
+        ...
+
     @property
     def nbytes(self) -> int: ...
 
@@ -144,6 +148,10 @@ class VectorIndex:
         self._agent_codes: dict[str, int] = {}
 
     def __len__(self) -> int:
+        return self._size
+
+    def estimated_len(self) -> int:
+        """Exact: the count is held in memory."""
         return self._size
 
     @property

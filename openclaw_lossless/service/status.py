@@ -215,7 +215,7 @@ class Status:
         index = self.parts.index
         if index is None:
             return None
-        return IndexState(index.loaded.is_set(), len(index), index.searches_while_loading)
+        return IndexState(index.loaded.is_set(), index.estimated_len(), index.searches_while_loading)
 
     def _embedder_view(self) -> EmbedderState:
         p = self.parts

@@ -255,3 +255,24 @@ def test_two_sidecars_preparing_a_new_store_at_once_recreate_its_vector_table_on
 
     assert second == [False]
     assert vectors.count(store.reader()) == 1
+
+
+def test_the_health_checks_count_is_exact_for_a_small_store_and_the_servers_estimate_for_a_large_one(
+    store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/healthz`` and the metrics ask for ``estimated_count``: a poll must not read every vector's entry."""
+    rowid, ids = stored_messages(store, "main", "s1", 300)
+    write(
+        store, ids, unit(np.random.default_rng(3).standard_normal((300, DIMENSION)).astype(np.float32)), [rowid] * 300
+    )
+    with store.writer() as conn:
+        conn.execute("ALTER TABLE message_vectors SET (autovacuum_enabled = false)")  # no ANALYZE but this one
+        conn.execute("ANALYZE message_vectors")  # what autovacuum does as a table grows
+    store.write(lambda conn: conn.execute("DELETE FROM message_vectors WHERE message_id = ANY(%s)", (ids[:100],)))
+    reader = store.reader()
+
+    assert vectors.estimated_count(reader) == vectors.count(reader) == 200  # below the bar: counted
+
+    monkeypatch.setattr(vectors, "COUNTED_EXACTLY", 150)
+    assert vectors.count(reader) == 200
+    assert 280 <= vectors.estimated_count(reader) <= 320  # the rows ANALYZE saw per page, times the pages now
