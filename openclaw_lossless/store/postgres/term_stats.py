@@ -37,6 +37,12 @@ turns/s at 1M instead of ~265 and ~232 (p95 64 and 241 ms) while they learnt, an
 ``assemble`` p95 over HTTP rose 89.6 -> 108.1 ms; the in-process p95 after learning, 57.8 ms, was within the
 runs' scatter. What was learnt would have to be shared between sidecars (kept in the store), or learnt at a
 pace the server does not feel, to be worth it.
+
+Taking a start off the turn was tried too (2026-11-29, not kept): on a miss, the turn ranked the matches in the
+newest ids its share says hold ``PROBE_MARGIN × limit`` of them and a background thread probed the exact start
+for the turns after. Over a fresh process's first 100 turns at 1M (the same prompts, two rounds each way,
+alternating) ``assemble`` p95 was 83.4 and 88.6 ms against 83.7 and 88.9: back to back, the background probe
+took the next turns' cores, and the turn ranked a quarter more matches.
 """
 
 from __future__ import annotations
