@@ -18,7 +18,7 @@ from openclaw_lossless.recall.search import MAX_QUERY_TERMS, fts_query
 from openclaw_lossless.recall.window import Descriptor, query_text, window_start
 from openclaw_lossless.store.sqlite.connection import Connection, Database, open_connection
 from openclaw_lossless.store.sqlite.migrations import migrate
-from tests.helpers import HashEmbedder, LiveSidecar
+from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 
 
 def d(role: str, tokens: int, text: str | None = None) -> Descriptor:
@@ -253,8 +253,19 @@ def test_any_text_gives_none_or_a_valid_match(fts_db: Connection, text: str) -> 
         _match(fts_db, expression)
 
 
+@pytest.fixture
+def unhurried(tmp_path: Path, embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveSidecar]:
+    """A sidecar, and a CLI, whose searches have 20 s rather than the turn's 400 ms: a search's first keyword
+    query in a new process (a cold server connection, on a loaded machine) may take longer than the turn's
+    deadline, and then answers nothing, by design. What is tested here is what hostile text finds."""
+    monkeypatch.setenv("LOSSLESS_ASSEMBLE_DEADLINE_MS", "20000")
+    with live_sidecar(make_settings(tmp_path / "state", assemble_deadline_ms=20000), embedder) as server:
+        yield server
+
+
 @pytest.mark.parametrize("text", HOSTILE, ids=[f"hostile-{i}" for i in range(len(HOSTILE))])
-def test_hostile_search_over_http_answers_a_list(sidecar: LiveSidecar, text: str) -> None:
+def test_hostile_search_over_http_answers_a_list(unhurried: LiveSidecar, text: str) -> None:
+    sidecar = unhurried
     turn = [{"role": "user", "content": "zephyr deploy to staging", "timestamp": 1767225600000}]
     sidecar.post("commit-turn", {"sessionId": "s-fts", "advancementKey": "t1", "messages": turn})
     for mode in ("keyword", "hybrid"):
@@ -280,9 +291,10 @@ def test_hostile_prompt_in_assemble_still_recalls(sidecar: LiveSidecar) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE, ids=[f"hostile-{i}" for i in range(len(HOSTILE))])
 def test_hostile_search_through_the_cli_answers_hits_or_none(
-    sidecar: LiveSidecar, capsys: pytest.CaptureFixture[str], text: str
+    unhurried: LiveSidecar, capsys: pytest.CaptureFixture[str], text: str
 ) -> None:
     """Both ways the CLI searches: through the running sidecar (its port) and on the database file directly."""
+    sidecar = unhurried
     turn = [{"role": "user", "content": "zephyr deploy to staging", "timestamp": 1767225600000}]
     sidecar.post("commit-turn", {"sessionId": "s-cli", "advancementKey": "t1", "messages": turn})
     state = str(sidecar.settings.state_dir)
