@@ -351,11 +351,11 @@ def count(conn: Connection) -> int:
 # Counted exactly up to this many vectors; beyond, estimated (``estimated_count``).
 COUNTED_EXACTLY = 100_000
 # The planner's own estimate of a table's rows: its rows per page at the last ANALYZE (autovacuum's or a
-# manual one) times its pages now, so it follows the growth since.
+# manual one) times its pages now, so it follows the growth since. No row without the table.
 _ESTIMATE = (
     "SELECT CASE WHEN c.relpages > 0 AND c.reltuples >= 0"
     " THEN round(c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::int))"
-    f" END FROM pg_class c WHERE c.oid = '{TABLE}'::regclass"
+    f" END FROM pg_class c WHERE c.oid = to_regclass('{TABLE}')"
 )
 
 
@@ -364,10 +364,10 @@ def estimated_count(conn: Connection) -> int:
     it or before the table's first ANALYZE. What a health check can afford: an exact count reads every row's
     entry (at 1M, ~45 ms of a server core), and ``/healthz`` is polled by supervisors and monitors, of each
     sidecar."""
-    if not exists(conn):
-        return 0
     row = conn.execute(_ESTIMATE).fetchone()
-    if row is not None and row[0] is not None and int(row[0]) > COUNTED_EXACTLY:
+    if row is None:
+        return 0
+    if row[0] is not None and int(row[0]) > COUNTED_EXACTLY:
         return int(row[0])
     return count(conn)
 
