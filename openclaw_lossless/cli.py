@@ -85,7 +85,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         settings,
         "/v1/search",
         params,
-        lambda s: wire(SearchResponse, _search_answer(s, args.query, params["scope"], params["k"], args.mode)),
+        lambda s: wire(SearchResponse, s.queries.search(args.query, params["scope"], params["k"], args.mode)),
     )
     hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
     if filtered and len(hits) < args.k and _pool_may_be_cut(len(data["hits"])):
@@ -94,12 +94,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             " narrow the query, --agent or --session to reach older matches",
             file=sys.stderr,
         )
-    emit({"query": args.query, "hits": hits}, args.json, readable.hits)
+    missed = readable.lanes_missed(data, args.mode)
+    if missed is not None:
+        print(f"openclaw-lossless: note: {missed}", file=sys.stderr)
+    answer = {"query": args.query, "hits": hits} | {key: data[key] for key in ("lanesRan", "skipped") if key in data}
+    emit(answer, args.json, readable.hits)
     return EXIT_OK
-
-
-def _search_answer(sidecar: Any, query: str, scope: str, k: int, mode: str) -> dict[str, Any]:
-    return {"query": query, "scope": scope, "mode": mode, "hits": sidecar.queries.search(query, scope, k, mode)}
 
 
 def _filtered(args: argparse.Namespace) -> bool:

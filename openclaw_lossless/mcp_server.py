@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openclaw_lossless import __version__, store_access
+from openclaw_lossless import __version__, readable, store_access
 from openclaw_lossless.api.responses import SearchResponse, wire
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider
@@ -89,6 +89,11 @@ class SearchResult(BaseModel):
     mode: Mode
     source: Source
     hits: list[Hit]
+    note: str | None = Field(
+        None,
+        description="What the hits may lack: a lane that ran out of time or could not run (no hits then does"
+        " not mean nothing matches).",
+    )
 
 
 class MemorySearch:
@@ -98,16 +103,16 @@ class MemorySearch:
         self.settings = settings
         self.provider_factory = provider_factory
 
-    def search(self, query: str, scope: str, k: int, mode: Mode) -> tuple[Source, list[dict[str, Any]]]:
-        """The hits for the query (``/v1/search``'s shape) and where they came from. A session the store has
-        never seen has no history: no hits (nothing else in a search is "not found")."""
+    def search(self, query: str, scope: str, k: int, mode: Mode) -> tuple[Source, list[dict[str, Any]], str | None]:
+        """The hits for the query (``/v1/search``'s shape), where they came from, and what a lane that gave
+        nothing leaves out. A session the store has never seen has no history: no hits (nothing else in a
+        search is "not found")."""
         path = self.settings.database_path
         params = {"q": query, "scope": scope, "k": k, "mode": mode}
 
         def on_file(sidecar: Sidecar) -> dict[str, Any]:
             try:
-                hits = sidecar.queries.search(query, scope, k, mode)
-                return wire(SearchResponse, {"query": query, "scope": scope, "mode": mode, "hits": hits})
+                return wire(SearchResponse, sidecar.queries.search(query, scope, k, mode))
             except NotFound:
                 return {"hits": []}
 
@@ -119,10 +124,10 @@ class MemorySearch:
         try:
             source, data = store_access.query(self.settings, "/v1/search", params, on_file, self.provider_factory)
         except NotFound:  # raised by the sidecar only: the file's answer is caught above
-            return "sidecar", []
+            return "sidecar", [], None
         # A hit scored 0 matched in no lane (a vector lane's negative cosine): not worth the caller's tokens.
         hits: list[dict[str, Any]] = [h for h in data["hits"] if not _no_match(h)]
-        return source, hits
+        return source, hits, readable.lanes_missed(data, mode)
 
 
 def _no_match(hit: dict[str, Any]) -> bool:
@@ -158,8 +163,11 @@ def render(result: SearchResult) -> str:
         f"{TOOL_NAME}: {count} hit{'' if count == 1 else 's'} for {_quoted(result.query)} in scope {result.scope}, "
         f"best first, from {origin}."
     )
+    if result.note is not None:
+        head = f"{head}\nNote: {result.note}."
     if not result.hits:
-        return f"{head}\nNothing stored matches; try other words or scope 'all'."
+        tail = "" if result.note is not None else "\nNothing stored matches; try other words or scope 'all'."
+        return head + tail
     blocks = []
     for hit in result.hits:
         parts = [_when(hit.created_at), hit.role]
@@ -214,12 +222,13 @@ def build_server(settings: Settings, searcher: MemorySearch | None = None) -> MC
         if not text:
             raise ToolError("query must not be blank")
         try:
-            source, raw = memory.search(text, scope, k, mode)
+            source, raw, note = memory.search(text, scope, k, mode)
         except LosslessError as exc:
             raise ToolError(exc.message) from exc
         except (OSError, httpx.HTTPError) as exc:
             raise ToolError(f"the search failed: {exc}") from exc
-        result = SearchResult(query=text, scope=scope, mode=mode, source=source, hits=[hit_view(h) for h in raw[:k]])
+        hits = [hit_view(h) for h in raw[:k]]
+        result = SearchResult(query=text, scope=scope, mode=mode, source=source, hits=hits, note=note)
         return CallToolResult(
             content=[TextContent(type="text", text=render(result))],
             structured_content=result.model_dump(mode="json", by_alias=True),

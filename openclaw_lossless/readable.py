@@ -29,6 +29,36 @@ def hits(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def lanes_missed(answer: dict[str, Any], mode: str) -> str | None:
+    """What a search's answer lacks because a lane it asked for gave nothing (``None``: nothing is missing).
+
+    Said so that no hits is never read as nothing matching when the keyword lane ran out of time (a new
+    process's first queries on a large store, a loaded server) or the vector lane could not run.
+    """
+    skipped = answer.get("skipped")
+    if skipped is not None and mode == "keyword":
+        return (
+            "the keyword search ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS): no hits here does not mean"
+            " nothing matches; ask again"
+        )
+    if skipped == "deadline":
+        return (
+            "the search ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS) before either lane answered: no hits here"
+            " does not mean nothing matches; ask again"
+        )
+    if skipped == "keyword_deadline":
+        return (
+            "the keyword lane ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS) and gave no hits: these are the"
+            " vector lane's alone; ask again"
+        )
+    if mode != "keyword" and "vector" not in answer.get("lanesRan", ["vector"]):
+        return (
+            "the vector lane did not run (no embedding model, not the one the stored vectors were made with,"
+            " its index still loading, or the query's embedding timed out): keyword hits only"
+        )
+    return None
+
+
 def conversation(data: dict[str, Any], title: str = "Conversation") -> str:
     lines = [f"# {title} {data['sessionId']} (agent {data['agentId']})", ""]
     for message in data["messages"]:

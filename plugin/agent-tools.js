@@ -7,6 +7,7 @@
 // ToolParamError that says what to fix, a sidecar failure a SidecarError (sidecar-client.js).
 
 import { MANIFEST, resolveSettings } from "./settings.js";
+import { lanesMissed } from "./lanes.js";
 import { SidecarError, sidecarRequest } from "./sidecar-client.js";
 
 // lossless_forget is registered with the others but built only when the operator sets agentMayForget:
@@ -212,9 +213,10 @@ function searchHit(hit) {
   };
 }
 
-export function renderSearch(query, scope, hits) {
-  const head = `lossless_search: ${hits.length} hit${hits.length === 1 ? "" : "s"} for ${JSON.stringify(query)} in scope ${scope}, best first.`;
-  if (!hits.length) return `${head}\nNothing stored matches; try other words or scope 'all'.`;
+export function renderSearch(query, scope, hits, missed = null) {
+  const found = `lossless_search: ${hits.length} hit${hits.length === 1 ? "" : "s"} for ${JSON.stringify(query)} in scope ${scope}, best first.`;
+  const head = missed ? `${found}\nNote: ${missed}` : found;
+  if (!hits.length) return missed ? head : `${head}\nNothing stored matches; try other words or scope 'all'.`;
   const body = hits.map((hit) => `${label(hit)}\n${quote(hit.snippet)}`).join("\n\n");
   return `${head}\n${DATA_NOTICE}\nPass a citation to lossless_recover for the full message and its neighbours.\n\n${body}`;
 }
@@ -279,9 +281,10 @@ export function createAgentTools(pluginConfig, toolContext = {}, { log = console
       }
       if (!Array.isArray(answer.hits)) throw new SidecarError("lossless_search", "invalid_response", "the answer has no hits list");
       const hits = answer.hits.slice(0, k).map(searchHit);
+      const missed = lanesMissed(answer);
       return {
-        content: [{ type: "text", text: renderSearch(query, sidecarScope, hits) }],
-        details: { query, scope: sidecarScope, hits },
+        content: [{ type: "text", text: renderSearch(query, sidecarScope, hits, missed) }],
+        details: { query, scope: sidecarScope, hits, ...(missed ? { note: missed } : {}) },
       };
     },
   };

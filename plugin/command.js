@@ -15,6 +15,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { lanesMissed } from "./lanes.js";
 
 const MANIFEST = JSON.parse(readFileSync(new URL("./plugin-manifest.json", import.meta.url), "utf8"));
 
@@ -253,8 +254,10 @@ async function searchText(ctx, query, deps) {
   const qs = new URLSearchParams({ q: query, scope, k: String(SEARCH_K), mode: "hybrid" });
   const answer = await request("lossless search", { method: "GET", path: `${SEARCH_PATH}?${qs}`, timeoutMs });
   const hits = Array.isArray(answer.hits) ? answer.hits.slice(0, SEARCH_K) : [];
-  const head = `${count(hits.length, "hit")} for ${JSON.stringify(query)} in agent ${agentId}'s history, best first.`;
-  if (!hits.length) return `${head}\nNothing stored matches; try other words.`;
+  const found = `${count(hits.length, "hit")} for ${JSON.stringify(query)} in agent ${agentId}'s history, best first.`;
+  const missed = lanesMissed(answer);
+  const head = missed ? `${found}\nNote: ${missed}` : found;
+  if (!hits.length) return missed ? head : `${head}\nNothing stored matches; try other words.`;
   const body = hits.map((hit) => {
     const label = [when(hit.createdAt), hit.role, hit.sessionId ? `session ${hit.sessionId}` : null,
       Number.isFinite(hit.score) ? `score ${hit.score.toFixed(3)}` : null].filter(Boolean).join(" · ");

@@ -176,9 +176,11 @@ def test_the_plugins_fixture_has_the_shape_of_the_real_answers(tmp_path: Path) -
         status = server.client.get("/v1/agents/main/status").json()
         recall = server.client.get("/v1/agents/main/last-recall").json()
         unknown = server.client.get("/v1/agents/nobody/status").json()
+        search = server.client.get("/v1/search", params={"q": "staging password", "scope": "agent:main"}).json()
     assert set(saved["status"]) == set(status)
     assert set(saved["status"]["lastRecall"]) == set(status["lastRecall"])
     assert set(saved["status"]["embedder"]) == set(status["embedder"])
     assert set(saved["lastRecall"]["recall"]) == set(recall["recall"])
     assert set(saved["lastRecall"]["recall"]["trace"][0]) <= set(recall["recall"]["trace"][0])  # what it reads
     assert set(saved["unknownAgent"]["error"]) == set(unknown["error"])
+    assert set(saved["search"]) == set(search) and set(saved["search"]["hits"][0]) == set(search["hits"][0])

@@ -197,15 +197,18 @@ def test_the_fallback_never_drops_the_vectors(tmp_path: Path, same_embedder: boo
 
     embedder = HashEmbedder() if same_embedder else HashEmbedder(model="another-model")
     searcher = MemorySearch(settings.model_copy(update={"port": free_port()}), provider_factory=lambda _: embedder)
-    source, hits = searcher.search("staging database password rotates", "all", 5, "vector")
+    source, hits, note = searcher.search("staging database password rotates", "all", 5, "vector")
     assert source == "store"
     assert vector_rows(settings) == before
     if same_embedder:
         assert hits and hits[0]["text"] == FACT and "vector" in hits[0]["lanes"]
+        assert note is None
     else:
-        assert hits == []  # the vector lane is off; keyword and hybrid still answer:
-        _, keyword = searcher.search("staging database password rotates", "all", 5, "hybrid")
+        # the vector lane is off, and the answer says so rather than passing for "nothing matches"
+        assert hits == [] and note is not None and "vector lane did not run" in note
+        _, keyword, note = searcher.search("staging database password rotates", "all", 5, "hybrid")
         assert keyword[0]["text"] == FACT and keyword[0]["lanes"] == ["keyword"]
+        assert note is not None and "keyword hits only" in note
 
     sidecar = open_store(settings, lambda _: embedder)
     try:

@@ -196,7 +196,7 @@ def test_rescan_removes_every_copy(capsys: pytest.CaptureFixture[str], settings:
         while sidecar.worker.drain_once():
             pass
         assert len(embedder.texts) == 3 and not any(s in t for t in embedder.texts for s in SECRETS)
-        assert {h.citation for h in sidecar.queries.search("pelican deploy", "all", 10, "vector")} >= {"msg:1"}
+        assert {h.citation for h in sidecar.queries.search("pelican deploy", "all", 10, "vector").hits} >= {"msg:1"}
     finally:
         sidecar.close()
     assert _cli(capsys, settings)["changed"] == 0  # a second run finds nothing more

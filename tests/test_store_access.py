@@ -102,9 +102,9 @@ def test_another_state_dir_answers_from_its_own_file_not_with_a_token_error(
 def test_the_mcp_server_searches_the_store_it_was_given(two_stores: tuple[LiveSidecar, Path]) -> None:
     served, other = two_stores
     given = make_settings(other, embedding_provider="none", port=served.settings.port)
-    source, hits = MemorySearch(given).search("lighthouse keeper", "all", 5, "keyword")
+    source, hits, _ = MemorySearch(given).search("lighthouse keeper", "all", 5, "keyword")
     assert source == "store" and [hit["text"] for hit in hits] == [FACT_B]
-    source, hits = MemorySearch(served.settings).search("lighthouse keeper", "all", 5, "keyword")
+    source, hits, _ = MemorySearch(served.settings).search("lighthouse keeper", "all", 5, "keyword")
     assert source == "sidecar" and [hit["text"] for hit in hits] == [FACT_A]
 
 

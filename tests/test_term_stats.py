@@ -55,7 +55,7 @@ def test_a_query_of_common_words_ranks_only_their_newest_matches(store: Sidecar)
 
 
 def test_the_limit_is_a_setting_and_search_uses_it(store: Sidecar) -> None:
-    assert [hit.id for hit in store.queries.search("zeppelin budget", "agent:main", 50, "keyword")] == [1]
+    assert [hit.id for hit in store.queries.search("zeppelin budget", "agent:main", 50, "keyword").hits] == [1]
 
 
 def test_a_word_no_message_holds_does_not_push_out_the_common_ones(store: Sidecar) -> None:

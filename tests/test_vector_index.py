@@ -311,7 +311,7 @@ def test_a_keyword_hit_whose_vector_is_not_made_yet_is_still_found(tmp_path: Pat
     try:
         message = {"role": "user", "content": "the zeppelin hangar lease ends in March"}
         sidecar.ingest.commit_turn("t1", "s1", "agent:main:s1", [message], heartbeat=False, recall=settings.recall)
-        hits = sidecar.queries.search("zeppelin hangar", "all", 5, "hybrid")
+        hits = sidecar.queries.search("zeppelin hangar", "all", 5, "hybrid").hits
         assert [hit.text for hit in hits] == [message["content"]]
         assert "keyword" in hits[0].lanes
     finally:

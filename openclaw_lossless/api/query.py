@@ -31,8 +31,8 @@ def search(
     k: Annotated[int, Query(ge=1, le=200)] = 10,
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid",
 ) -> SearchResponse:
-    answer = {"query": q, "scope": scope, "mode": mode, "hits": queries.search(q, scope, k, mode)}
-    return SearchResponse.model_validate(answer)
+    """The best hits, and which lanes they came from: a lane out of time says so (``skipped``)."""
+    return SearchResponse.model_validate(queries.search(q, scope, k, mode))
 
 
 @router.get("/sessions/{session_id}/messages", response_model=RecoverResponse)

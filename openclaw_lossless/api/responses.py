@@ -65,6 +65,13 @@ class SearchResponse(Out):
     scope: str
     mode: str
     hits: list[SearchHit]
+    lanes_ran: list[str] = Field(
+        alias="lanesRan", description="The lanes the hits were drawn from: 'keyword', 'vector' or both."
+    )
+    skipped: str | None = Field(
+        description="Why a lane gave no hits although asked: 'keyword_deadline' (the keyword lane ran out of"
+        " time; the hits are the vector lane's) or 'deadline' (both did: no hits does not mean no match)."
+    )
 
 
 class StoredMessageView(Out):

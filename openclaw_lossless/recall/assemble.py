@@ -87,6 +87,17 @@ class Recalled:
     text: str | None = None
 
 
+@dataclass(frozen=True)
+class Found:
+    """An operator's or agent's search: the ranked hits, the lanes they were drawn from, and why a lane gave
+    none (``AssembleResult.skipped``'s words: ``keyword_deadline``, ``deadline``), so that no hits from a lane
+    that ran out of time is never taken for nothing matching."""
+
+    hits: list[tuple[Candidate, StoredMessage]]
+    lanes_ran: frozenset[str]
+    skipped: str | None
+
+
 @dataclass
 class AssembleResult:
     window_start: int
@@ -179,7 +190,7 @@ class Assembler:
         settings: RecallSettings,
         now: float,
         deadline_s: float,
-    ) -> list[tuple[Candidate, StoredMessage]]:
+    ) -> Found:
         """Ranked hits for an operator or agent query: the same lanes and score parts as recall."""
         probe = AssembleResult(0, 0, 0, "", query=text, query_parts=[text], keyword_query=text)
         found = self._candidates(conn, probe, Query((text,), True), scope, time.monotonic() + deadline_s, lanes=mode)
@@ -203,7 +214,7 @@ class Assembler:
         when.weigh(conn, self.ops.message_days, when.TimeQuestion.of(text, now), [c for c, _ in hits], stored, boost)
         timed = {True: 1.0 + boost, False: 1.0}
         hits.sort(key=lambda p: (-p[0].relevance * p[0].weight * timed[p[0].time_match is not None], p[0].message_id))
-        return hits[:k]
+        return Found(hits[:k], probe.lanes_ran, probe.skipped)
 
     def _candidates(
         self,

@@ -49,6 +49,19 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class Searched:
+    """A search's answer: the hits, the lanes they were drawn from, and why a lane gave none if one ran out of
+    time (``Found``), so that a caller never reads "no hits" as "nothing matches" when a lane gave up."""
+
+    query: str
+    scope: str
+    mode: str
+    hits: list[Hit]
+    lanes_ran: list[str]
+    skipped: str | None
+
+
+@dataclass(frozen=True)
 class Packed:
     """A bounded, cited context bundle: its lines with their texts, the block, and the full trace."""
 
@@ -159,11 +172,11 @@ class Queries:
     # -- search and pack -----------------------------------------------------------------------------------
 
     @counted
-    def search(self, text: str, scope: str, k: int, mode: str) -> list[Hit]:
+    def search(self, text: str, scope: str, k: int, mode: str) -> Searched:
         """The ``k`` best hits for ``text`` in ``scope``, each with the score parts a caller may weigh."""
         began = time.perf_counter()
         conn = self.db.reader()
-        hits = self.assembler.search(
+        found = self.assembler.search(
             conn,
             text,
             self.scope(conn, scope),
@@ -173,9 +186,9 @@ class Queries:
             time.time(),
             self.settings.assemble_deadline_ms / 1000,
         )
-        sessions = self.ops.sessions.session_ids(conn) if hits else {}
+        sessions = self.ops.sessions.session_ids(conn) if found.hits else {}
         self.metrics.observe("search", time.perf_counter() - began)
-        return [
+        hits = [
             Hit(
                 id=m.id,
                 citation=m.citation,
@@ -192,8 +205,9 @@ class Queries:
                 keyword=c.keyword,
                 lanes=sorted(c.lanes),
             )
-            for c, m in hits
+            for c, m in found.hits
         ]
+        return Searched(text, scope, mode, hits, sorted(found.lanes_ran), found.skipped)
 
     def scope(self, conn: Any, spec: str) -> Scope:
         """Parse a search scope: 'all', 'agent:<agentId>' or 'session:<sessionId>'."""

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from openclaw_lossless import readable
 from openclaw_lossless.api.responses import SearchResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries
@@ -33,32 +34,35 @@ def search_page(request: Request, queries: Queries) -> HTMLResponse:
     form["scope"] = form["scope"] or "all"
     problem = _problem(form)
     hits: list[dict[str, Any]] | None = None
+    missed: str | None = None
     status = 422 if problem else 200
     if problem is None and form["q"].strip():
         try:
-            hits = _hits(queries, form)
+            hits, missed = _hits(queries, form)
         except LosslessError as exc:
             problem, status = exc.message, exc.status
-    return page(request, "search.html", status=status, form=form, hits=hits, error=problem, modes=MODES, roles=ROLES)
+    context = {"form": form, "hits": hits, "missed": missed, "error": problem, "modes": MODES, "roles": ROLES}
+    return page(request, "search.html", status=status, **context)
 
 
 _FIELDS = {"q": "", "scope": "all", "mode": "hybrid", "k": "10", "role": "", "since": "", "until": ""}
 
 
-def _hits(queries: Queries, form: dict[str, str]) -> list[dict[str, Any]]:
+def _hits(queries: Queries, form: dict[str, str]) -> tuple[list[dict[str, Any]], str | None]:
+    """The hits the filters keep, and what a lane that gave nothing leaves out (``readable.lanes_missed``)."""
     k = int(form["k"])
     since, until = moment(form["since"]), moment(form["until"], end_of_day=True)
     filtered = bool(form["role"]) or since is not None or until is not None
     found = queries.search(form["q"], form["scope"], FILTER_POOL if filtered else k, form["mode"])
-    answer = {"query": form["q"], "scope": form["scope"], "mode": form["mode"], "hits": found}
-    hits: list[dict[str, Any]] = wire(SearchResponse, answer)["hits"]
-    return [
+    answer = wire(SearchResponse, found)
+    kept = [
         hit
-        for hit in hits
+        for hit in answer["hits"]
         if (not form["role"] or hit["role"] == form["role"])
         and (since is None or hit["createdAt"] >= since)
         and (until is None or hit["createdAt"] <= until)
     ][:k]
+    return kept, readable.lanes_missed(answer, form["mode"])
 
 
 def moment(text: str, *, end_of_day: bool = False) -> float | None:

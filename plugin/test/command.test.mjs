@@ -181,6 +181,18 @@ test("/lossless search asks /v1/search in this agent's history and quotes every 
   }
 });
 
+test("/lossless search says when the keyword lane ran out of time instead of 'nothing stored matches'", async () => {
+  const sidecar = await stubSidecar({ "GET /v1/search": () => [200, { ...REAL.search, hits: [], lanesRan: [], skipped: "deadline" }] });
+  try {
+    const text = await run(sidecar, { args: "search staging password" });
+    assert.match(text, /^0 hits for "staging password"/m);
+    assert.match(text, /^Note: The search ran out of time .* does not mean nothing matches; ask again\.$/m);
+    assert.doesNotMatch(text, /Nothing stored matches/);
+  } finally {
+    await sidecar.close();
+  }
+});
+
 test("/lossless why shows the last recall: what was kept and dropped and why, and the block quoted as data", async () => {
   const recall = structuredClone(REAL.lastRecall.recall);
   const hit = recall.trace.find((c) => c.decision === "kept");

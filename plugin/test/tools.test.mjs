@@ -132,6 +132,33 @@ test("scope: the session key names the agent; 'session', 'all' and explicit scop
   assert.throws(() => resolveScope("agent:", RUN), ToolParamError);
 });
 
+test("lossless_search never tells the agent nothing is stored when a lane of the search ran out of time", async () => {
+  const answers = [
+    { hits: [], lanesRan: [], skipped: "deadline" },
+    { hits: [HIT(42, "staging rotates Tuesday")], lanesRan: ["vector"], skipped: "keyword_deadline" },
+    { hits: [HIT(42, "staging rotates Tuesday")], lanesRan: ["keyword"], skipped: null },
+    { hits: [], lanesRan: ["keyword", "vector"], skipped: null },
+    { hits: [] }, // a sidecar from before the answer named its lanes
+  ];
+  const sidecar = await stubSidecar({ "GET /v1/search": () => [200, answers.shift()] });
+  try {
+    const { search } = toolsFor(sidecar);
+    const texts = [];
+    for (let i = 0; i < 5; i += 1) texts.push((await search.execute(`c${i}`, { query: "staging" })).content[0].text);
+    assert.match(texts[0], /^Note: The search ran out of time .* does not mean nothing matches/m);
+    assert.doesNotMatch(texts[0], /Nothing stored matches/);
+    assert.match(texts[1], /^Note: The keyword lane ran out of time/m);
+    assert.match(texts[1], /^\[msg:42\]/m);
+    assert.match(texts[2], /^Note: The meaning \(vector\) lane did not run/m);
+    for (const text of texts.slice(3)) {
+      assert.match(text, /Nothing stored matches/);
+      assert.doesNotMatch(text, /^Note:/m);
+    }
+  } finally {
+    await sidecar.close();
+  }
+});
+
 test("the default scope follows recallScope: 'session' searches this conversation when there is one", async () => {
   const sidecar = await stubSidecar({ "GET /v1/search": () => [200, { hits: [] }] });
   try {

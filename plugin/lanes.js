@@ -1,0 +1,19 @@
+// What a search answer lacks because a lane gave nothing: said to the agent and the user so that "no hits"
+// is never read as "nothing matches" when the sidecar's keyword lane ran out of time (a new sidecar's first
+// queries on a large store, a loaded server) or its vector lane could not run. The sidecar names both in
+// /v1/search's answer (`skipped`, `lanesRan`); an older sidecar names neither, and nothing is said.
+
+/** The note for a hybrid search's answer, or null when both lanes answered. */
+export function lanesMissed(answer) {
+  const skipped = answer?.skipped;
+  if (skipped === "deadline") {
+    return "The search ran out of time before either lane answered: no hits here does not mean nothing matches; ask again.";
+  }
+  if (skipped === "keyword_deadline") {
+    return "The keyword lane ran out of time and gave no hits: these are the meaning (vector) lane's alone; ask again for exact words.";
+  }
+  if (Array.isArray(answer?.lanesRan) && !answer.lanesRan.includes("vector")) {
+    return "The meaning (vector) lane did not run (its model or index is not ready): these are keyword hits only.";
+  }
+  return null;
+}
