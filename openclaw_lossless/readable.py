@@ -33,7 +33,8 @@ def lanes_missed(answer: dict[str, Any], mode: str) -> str | None:
     """What a search's answer lacks because a lane it asked for gave nothing (``None``: nothing is missing).
 
     Said so that no hits is never read as nothing matching when the keyword lane ran out of time (a new
-    process's first queries on a large store, a loaded server) or the vector lane could not run.
+    process's first queries on a large store, a loaded server) or the vector lane could not run. ``skipped``
+    says which (``Found``); an answer without it (an older sidecar's) gets no note.
     """
     skipped = answer.get("skipped")
     if skipped is not None and mode == "keyword":
@@ -51,10 +52,10 @@ def lanes_missed(answer: dict[str, Any], mode: str) -> str | None:
             "the keyword lane ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS) and gave no hits: these are the"
             " vector lane's alone; ask again"
         )
-    if mode != "keyword" and "vector" not in answer.get("lanesRan", ["vector"]):
+    if skipped == "vector_unavailable":
         return (
-            "the vector lane did not run (no embedding model, not the one the stored vectors were made with,"
-            " its index still loading, or the query's embedding timed out): keyword hits only"
+            "the vector lane gave nothing (the query could not be embedded in time, or the stored vectors are"
+            " another model's): keyword hits only"
         )
     return None
 

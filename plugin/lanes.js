@@ -1,7 +1,7 @@
 // What a search answer lacks because a lane gave nothing: said to the agent and the user so that "no hits"
 // is never read as "nothing matches" when the sidecar's keyword lane ran out of time (a new sidecar's first
-// queries on a large store, a loaded server) or its vector lane could not run. The sidecar names both in
-// /v1/search's answer (`skipped`, `lanesRan`); an older sidecar names neither, and nothing is said.
+// queries on a large store, a loaded server) or its vector lane could not run. The sidecar says which in
+// /v1/search's answer (`skipped`); an older sidecar does not, and nothing is said.
 
 /** The note for a hybrid search's answer, or null when both lanes answered. */
 export function lanesMissed(answer) {
@@ -12,8 +12,8 @@ export function lanesMissed(answer) {
   if (skipped === "keyword_deadline") {
     return "The keyword lane ran out of time and gave no hits: these are the meaning (vector) lane's alone; ask again for exact words.";
   }
-  if (Array.isArray(answer?.lanesRan) && !answer.lanesRan.includes("vector")) {
-    return "The meaning (vector) lane did not run (its model or index is not ready): these are keyword hits only.";
+  if (skipped === "vector_unavailable") {
+    return "The meaning (vector) lane gave nothing (the query could not be embedded in time): these are keyword hits only.";
   }
   return null;
 }

@@ -18,6 +18,8 @@ import httpx
 import pytest
 
 from openclaw_lossless.cli import main
+from openclaw_lossless.embed.provider import Vectors
+from openclaw_lossless.errors import EmbeddingUnavailable
 from openclaw_lossless.mcp_server import MemorySearch, SearchResult, hit_view, render
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 
@@ -57,6 +59,27 @@ def search(server: LiveSidecar, mode: str) -> dict[str, object]:
     assert response.status_code == 200, response.text
     answer: dict[str, object] = response.json()
     return answer
+
+
+class Unreachable(HashEmbedder):
+    """An embedding API that fails for the queries that start with "unreachable" (an outage mid-search)."""
+
+    def embed(self, texts: list[str]) -> Vectors:
+        if any(text.startswith("unreachable") for text in texts):
+            raise EmbeddingUnavailable("the embedding API did not answer")
+        return super().embed(texts)
+
+
+def test_a_vector_lane_that_could_not_embed_the_query_is_said_unless_no_model_is_configured(tmp_path: Path) -> None:
+    with live_sidecar(make_settings(tmp_path / "a", assemble_deadline_ms=20000), Unreachable()) as server:
+        fill(server)
+        answer = server.client.get("/v1/search", params={"q": f"unreachable {WORD}", "k": 5}).json()
+        assert (answer["lanesRan"], answer["skipped"]) == (["keyword"], "vector_unavailable") and answer["hits"]
+    none = make_settings(tmp_path / "b", assemble_deadline_ms=20000, embedding_provider="none")
+    with live_sidecar(none, None) as server:
+        fill(server)
+        answer = server.client.get("/v1/search", params={"q": WORD, "k": 5}).json()
+        assert (answer["lanesRan"], answer["skipped"]) == (["keyword"], None) and answer["hits"]
 
 
 def test_a_search_in_time_names_both_lanes_and_skips_nothing(on_time: LiveSidecar) -> None:

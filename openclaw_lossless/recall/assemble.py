@@ -89,9 +89,11 @@ class Recalled:
 
 @dataclass(frozen=True)
 class Found:
-    """An operator's or agent's search: the ranked hits, the lanes they were drawn from, and why a lane gave
-    none (``AssembleResult.skipped``'s words: ``keyword_deadline``, ``deadline``), so that no hits from a lane
-    that ran out of time is never taken for nothing matching."""
+    """An operator's or agent's search: the ranked hits, the lanes they were drawn from, and why a lane asked
+    for gave none, so that no hits from it is never taken for nothing matching: ``AssembleResult.skipped``'s
+    ``keyword_deadline`` and ``deadline``, or ``vector_unavailable`` (an embedding model is configured, but
+    the query could not be embedded in time or the store's vectors are another model's). Without a model
+    configured there is no vector lane to miss."""
 
     hits: list[tuple[Candidate, StoredMessage]]
     lanes_ran: frozenset[str]
@@ -214,7 +216,12 @@ class Assembler:
         when.weigh(conn, self.ops.message_days, when.TimeQuestion.of(text, now), [c for c, _ in hits], stored, boost)
         timed = {True: 1.0 + boost, False: 1.0}
         hits.sort(key=lambda p: (-p[0].relevance * p[0].weight * timed[p[0].time_match is not None], p[0].message_id))
-        return Found(hits[:k], probe.lanes_ran, probe.skipped)
+        return Found(hits[:k], probe.lanes_ran, probe.skipped or self._vector_missed(mode, probe.lanes_ran))
+
+    def _vector_missed(self, mode: str, ran: frozenset[str]) -> str | None:
+        """``vector_unavailable`` when the vector lane was asked for, a model is configured, and it gave nothing."""
+        wanted = mode != "keyword" and self.embedding.provider is not None
+        return "vector_unavailable" if wanted and "vector" not in ran else None
 
     def _candidates(
         self,

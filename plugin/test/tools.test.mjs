@@ -136,7 +136,7 @@ test("lossless_search never tells the agent nothing is stored when a lane of the
   const answers = [
     { hits: [], lanesRan: [], skipped: "deadline" },
     { hits: [HIT(42, "staging rotates Tuesday")], lanesRan: ["vector"], skipped: "keyword_deadline" },
-    { hits: [HIT(42, "staging rotates Tuesday")], lanesRan: ["keyword"], skipped: null },
+    { hits: [HIT(42, "staging rotates Tuesday")], lanesRan: ["keyword"], skipped: "vector_unavailable" },
     { hits: [], lanesRan: ["keyword", "vector"], skipped: null },
     { hits: [] }, // a sidecar from before the answer named its lanes
   ];
@@ -149,7 +149,7 @@ test("lossless_search never tells the agent nothing is stored when a lane of the
     assert.doesNotMatch(texts[0], /Nothing stored matches/);
     assert.match(texts[1], /^Note: The keyword lane ran out of time/m);
     assert.match(texts[1], /^\[msg:42\]/m);
-    assert.match(texts[2], /^Note: The meaning \(vector\) lane did not run/m);
+    assert.match(texts[2], /^Note: The meaning \(vector\) lane gave nothing/m);
     for (const text of texts.slice(3)) {
       assert.match(text, /Nothing stored matches/);
       assert.doesNotMatch(text, /^Note:/m);
