@@ -54,8 +54,8 @@ def lanes_missed(answer: dict[str, Any], mode: str) -> str | None:
         )
     if skipped == "vector_unavailable":
         return (
-            "the vector lane gave nothing (the query could not be embedded in time, or the stored vectors are"
-            " another model's): keyword hits only"
+            "the vector lane gave nothing (the embedding model is unavailable or did not embed the query in"
+            " time): keyword hits only"
         )
     return None
 

@@ -70,12 +70,17 @@ class Unreachable(HashEmbedder):
         return super().embed(texts)
 
 
-def test_a_vector_lane_that_could_not_embed_the_query_is_said_unless_no_model_is_configured(tmp_path: Path) -> None:
+def test_a_vector_lane_without_its_model_is_said_unless_no_model_is_configured(tmp_path: Path) -> None:
     with live_sidecar(make_settings(tmp_path / "a", assemble_deadline_ms=20000), Unreachable()) as server:
         fill(server)
         answer = server.client.get("/v1/search", params={"q": f"unreachable {WORD}", "k": 5}).json()
         assert (answer["lanesRan"], answer["skipped"]) == (["keyword"], "vector_unavailable") and answer["hits"]
-    none = make_settings(tmp_path / "b", assemble_deadline_ms=20000, embedding_provider="none")
+    missing = make_settings(tmp_path / "b", assemble_deadline_ms=20000, model_dir=tmp_path / "no-model-here")
+    with live_sidecar(missing, None) as server:  # configured, but its files were never fetched
+        fill(server)
+        answer = server.client.get("/v1/search", params={"q": WORD, "k": 5}).json()
+        assert (answer["lanesRan"], answer["skipped"]) == (["keyword"], "vector_unavailable") and answer["hits"]
+    none = make_settings(tmp_path / "c", assemble_deadline_ms=20000, embedding_provider="none")
     with live_sidecar(none, None) as server:
         fill(server)
         answer = server.client.get("/v1/search", params={"q": WORD, "k": 5}).json()

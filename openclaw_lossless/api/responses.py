@@ -71,8 +71,8 @@ class SearchResponse(Out):
     skipped: str | None = Field(
         description="Why a lane gave no hits although asked: 'keyword_deadline' (the keyword lane ran out of"
         " time; the hits are the vector lane's), 'deadline' (no lane answered: no hits does not mean no match)"
-        " or 'vector_unavailable' (a model is configured but the query could not be embedded in time, or the"
-        " stored vectors are another model's: the hits are the keyword lane's)."
+        " or 'vector_unavailable' (a model is configured but is unavailable or did not embed the query in time:"
+        " the hits are the keyword lane's)."
     )
 
 

@@ -91,9 +91,9 @@ class Recalled:
 class Found:
     """An operator's or agent's search: the ranked hits, the lanes they were drawn from, and why a lane asked
     for gave none, so that no hits from it is never taken for nothing matching: ``AssembleResult.skipped``'s
-    ``keyword_deadline`` and ``deadline``, or ``vector_unavailable`` (an embedding model is configured, but
-    the query could not be embedded in time or the store's vectors are another model's). Without a model
-    configured there is no vector lane to miss."""
+    ``keyword_deadline`` and ``deadline``, or ``vector_unavailable`` (an embedding model is configured, but it
+    is unavailable or did not embed the query in time). Without a model configured there is no vector lane
+    to miss."""
 
     hits: list[tuple[Candidate, StoredMessage]]
     lanes_ran: frozenset[str]
@@ -220,7 +220,7 @@ class Assembler:
 
     def _vector_missed(self, mode: str, ran: frozenset[str]) -> str | None:
         """``vector_unavailable`` when the vector lane was asked for, a model is configured, and it gave nothing."""
-        wanted = mode != "keyword" and self.embedding.provider is not None
+        wanted = mode != "keyword" and self.embedding.status.configured != "none"
         return "vector_unavailable" if wanted and "vector" not in ran else None
 
     def _candidates(
