@@ -94,7 +94,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             " narrow the query, --agent or --session to reach older matches",
             file=sys.stderr,
         )
-    missed = readable.lanes_missed(data, args.mode)
+    missed = readable.lanes_missed(data)
     if missed is not None:
         print(f"openclaw-lossless: note: {missed}", file=sys.stderr)
     answer = {"query": args.query, "hits": hits} | {key: data[key] for key in ("lanesRan", "skipped") if key in data}

@@ -127,7 +127,7 @@ class MemorySearch:
             return "sidecar", [], None
         # A hit scored 0 matched in no lane (a vector lane's negative cosine): not worth the caller's tokens.
         hits: list[dict[str, Any]] = [h for h in data["hits"] if not _no_match(h)]
-        return source, hits, readable.lanes_missed(data, mode)
+        return source, hits, readable.lanes_missed(data)
 
 
 def _no_match(hit: dict[str, Any]) -> bool:

@@ -29,7 +29,7 @@ def hits(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def lanes_missed(answer: dict[str, Any], mode: str) -> str | None:
+def lanes_missed(answer: dict[str, Any]) -> str | None:
     """What a search's answer lacks because a lane it asked for gave nothing (``None``: nothing is missing).
 
     Said so that no hits is never read as nothing matching when the keyword lane ran out of time (a new
@@ -37,14 +37,9 @@ def lanes_missed(answer: dict[str, Any], mode: str) -> str | None:
     says which (``Found``); an answer without it (an older sidecar's) gets no note.
     """
     skipped = answer.get("skipped")
-    if skipped is not None and mode == "keyword":
+    if skipped == "deadline":  # every lane asked for: both, or the keyword lane of a keyword search
         return (
-            "the keyword search ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS): no hits here does not mean"
-            " nothing matches; ask again"
-        )
-    if skipped == "deadline":
-        return (
-            "the search ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS) before either lane answered: no hits here"
+            "the search ran out of time (LOSSLESS_ASSEMBLE_DEADLINE_MS) before a lane answered: no hits here"
             " does not mean nothing matches; ask again"
         )
     if skipped == "keyword_deadline":

@@ -62,7 +62,7 @@ def _hits(queries: Queries, form: dict[str, str]) -> tuple[list[dict[str, Any]],
         and (since is None or hit["createdAt"] >= since)
         and (until is None or hit["createdAt"] <= until)
     ][:k]
-    return kept, readable.lanes_missed(answer, form["mode"])
+    return kept, readable.lanes_missed(answer)
 
 
 def moment(text: str, *, end_of_day: bool = False) -> float | None:
