@@ -50,7 +50,7 @@ def lanes_missed(answer: dict[str, Any]) -> str | None:
     if skipped == "vector_unavailable":
         return (
             "the vector lane gave nothing (the embedding model is unavailable or did not embed the query in"
-            " time): keyword hits only"
+            " time): any hits here are keyword matches alone, and none does not mean nothing matches"
         )
     return None
 

@@ -268,28 +268,35 @@ def open_store(settings: Settings, provider_factory: ProviderFactory = build_pro
     """The store opened in this process for queries (a ``Sidecar`` without its worker), never at the cost of
     its vectors: a provider whose identity differs from the one recorded with them would have them dropped
     and rebuilt (a CLI search run with another model's settings would wipe a million vectors), so then (or
-    with no vectors, or no provider) search runs on keywords alone."""
+    with no vectors, or no provider) search runs on keywords alone. When it is left out for a reason (another
+    model's vectors, a model that cannot load), the store's embedder status keeps the user's setting and that
+    reason, so a search that asked for vectors answers ``vector_unavailable`` instead of finding nothing."""
     provider: EmbeddingProvider | None = None
+    withheld: str | None = None  # why the configured embedder is left out, when it is
     recorded = _recorded_identity(settings)
     if recorded is not None and settings.embedding_provider != "none":
         try:
             candidate = provider_factory(settings)
         except LosslessError as exc:
+            withheld = exc.message
             log.warning("embeddings unavailable, keyword search only: %s", exc.message)
         else:
             if candidate.identity == recorded:
                 provider = candidate
             else:
-                log.warning(
-                    "the configured embedder %s is not the one the stored vectors were made with (%s): "
-                    "keyword search only",
-                    candidate.identity,
-                    recorded,
+                withheld = (
+                    f"the configured embedder {candidate.identity} is not the one the stored vectors were made"
+                    f" with ({recorded})"
                 )
+                log.warning("%s: keyword search only", withheld)
                 candidate.close()
+    configured = settings.embedding_provider
     if provider is None:
         settings = settings.model_copy(update={"embedding_provider": "none"})
-    return Sidecar(settings, start_worker=False, provider=provider)
+    sidecar = Sidecar(settings, start_worker=False, provider=provider)
+    if withheld is not None:
+        sidecar.embedding.withheld(configured, withheld)
+    return sidecar
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ export function lanesMissed(answer) {
     return "The keyword lane ran out of time and gave no hits: these are the meaning (vector) lane's alone; ask again for exact words.";
   }
   if (skipped === "vector_unavailable") {
-    return "The meaning (vector) lane gave nothing (its embedding model is unavailable or was too slow): these are keyword hits only.";
+    return "The meaning (vector) lane gave nothing (its embedding model is unavailable or was too slow): any hits here are keyword matches alone, and none does not mean nothing matches.";
   }
   return null;
 }

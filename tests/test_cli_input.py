@@ -144,12 +144,17 @@ def test_a_search_on_the_file_with_another_models_settings_leaves_the_vectors_al
     capsys: pytest.CaptureFixture[str], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Opening the store with an embedder other than the one its vectors were made with drops and rebuilds
-    them: a search run with the other variant's settings would have wiped every vector the sidecar made."""
+    them: a search run with the other variant's settings would have wiped every vector the sidecar made. It
+    searches keywords alone, and says so: the user asked for a model, so no vector hit is not "no match"."""
     other = "fp32" if Settings().local_variant == "int8" else "int8"
     monkeypatch.setenv("LOSSLESS_LOCAL_VARIANT", other)
     before = vector_count(store)
-    found = hits(capsys, store, "file", "staging database password", "--mode", "hybrid")
-    assert FACT in texts(found) and all(hit["lanes"] == ["keyword"] for hit in found)
+    code, out, err = run(capsys, store, "file", "search", "staging database password", "--mode", "hybrid", "--json")
+    answer = json.loads(out)
+    assert code == 0 and FACT in texts(answer["hits"]) and all(hit["lanes"] == ["keyword"] for hit in answer["hits"])
+    assert answer["lanesRan"] == ["keyword"] and answer["skipped"] == "vector_unavailable"
+    code, out, err = run(capsys, store, "file", "search", "which weekday do we change it", "--mode", "vector")
+    assert code == 0 and "note: the vector lane gave nothing" in err
     assert vector_count(store) == before > 0
 
 

@@ -204,9 +204,12 @@ def test_the_fallback_never_drops_the_vectors(tmp_path: Path, same_embedder: boo
         assert hits and hits[0]["text"] == FACT and "vector" in hits[0]["lanes"]
         assert note is None
     else:
-        assert hits == []  # the vector lane is off; keyword and hybrid still answer:
-        _, keyword, _ = searcher.search("staging database password rotates", "all", 5, "hybrid")
+        # The vector lane is off, and the answer says so rather than "nothing stored matches"; hybrid still
+        # answers, from the keyword lane, with the same note.
+        assert hits == [] and note is not None and "vector lane gave nothing" in note
+        _, keyword, hybrid_note = searcher.search("staging database password rotates", "all", 5, "hybrid")
         assert keyword[0]["text"] == FACT and keyword[0]["lanes"] == ["keyword"]
+        assert hybrid_note == note
 
     sidecar = open_store(settings, lambda _: embedder)
     try:

@@ -89,6 +89,16 @@ class EmbeddingService:
         self.status.dimension = identity.dimension
         self.status.ready = True
 
+    def withheld(self, configured: str, reason: str) -> None:
+        """Record that this process searches without the user's configured embedder, and why.
+
+        A store opened for one query (``sidecar.open_store``) leaves the model out when the stored vectors are
+        another model's or the model cannot load: its settings then say ``none``, yet the user asked for a
+        model, so a search that wanted vectors must say the lane was unavailable rather than find nothing.
+        """
+        self.status.configured = configured
+        self.status.reason = reason
+
     def embed_query(self, parts: str | Sequence[str]) -> Vectors | None:
         """The query's vector, or None (counted as a fallback) when it cannot be had within the deadline.
 
