@@ -273,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks import scale_postgres
 
             args.server = scale_postgres.start_server()
-            stack.callback(args.server.remove)
+            if not args.keep:  # --keep: the server's data directory too, stopped (its path is printed)
+                stack.callback(args.server.remove)
             stack.callback(args.server.stop)
         server = None if args.server is None else scale_postgres.describe(args.server)
         # --keep: a directory that outlives the run (printed), to profile the stores afterwards.
@@ -283,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             results[str(size)] = run_size(size, real, args, Path(tmp))
     if args.keep:
         print(f"stores kept in {tmp}", flush=True)
+        if args.server is not None:
+            print(f"PostgreSQL data directory kept in {args.server.data_dir} (server stopped)", flush=True)
     document = {
         "benchmark": "scale",
         "backend": args.backend,
