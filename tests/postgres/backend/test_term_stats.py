@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from openclaw_lossless.store.postgres import fulltext, migrations
+from openclaw_lossless.store.postgres import fulltext, migrations, term_stats
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.term_stats import TermStats
 from openclaw_lossless.store.sqlite import fulltext as sqlite_fulltext
@@ -248,10 +248,16 @@ def test_where_the_newest_matches_start_is_found_even_when_the_word_grew_rarer_l
 
 
 @pytest.mark.parametrize("limit", [3, 9, 25, 60])
-def test_where_the_newest_matches_start_is_exact_however_the_word_spreads_over_time(twins: Twins, limit: int) -> None:
+@pytest.mark.parametrize("bound", ["chosen", "in_index", "key_range"])
+def test_where_the_newest_matches_start_is_exact_however_the_word_spreads_over_time(
+    twins: Twins, limit: int, bound: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Dense early, a burst in the middle, sparse lately: whatever the share ANALYZE gives the word, the start is
     the one after which exactly its newest ``limit`` matches lie (the whole history is probed when the window
-    probed first holds fewer), or none when the word is in fewer messages."""
+    probed first holds fewer), or none when the word is in fewer messages; the same whichever way the window's
+    bound is read (in the keyword index's scan, or as the primary key's range: ``term_stats._window``)."""
+    if bound != "chosen":
+        monkeypatch.setattr(term_stats, "PROBE_IDS_PER_MATCH", 10.0**9 if bound == "in_index" else 0.0)
     every = [1] * 40 + [5] * 120 + [1] * 30 + [9] * 150 + [25] * 200  # a match every n messages, by era
     texts = [f"budget review number {n}" if n % gap == 0 else f"weather note number {n}" for n, gap in enumerate(every)]
     ids = twins.add([("s0", text) for text in texts])
