@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from pydantic import SecretStr  # noqa: E402
 
-from benchmarks import scale_data, scale_postgres, scale_postgres_fill  # noqa: E402
+from benchmarks import machine, scale_data, scale_postgres, scale_postgres_fill  # noqa: E402
 from benchmarks.scale import real_vectors  # noqa: E402
 from benchmarks.scale_data import AGENT, ChatGenerator  # noqa: E402
 from benchmarks.scale_measure import percentiles  # noqa: E402
@@ -168,17 +168,6 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _without_out(argv: list[str]) -> list[str]:
-    """The command as recorded: where this run wrote its files is no part of what it measured."""
-    kept: list[str] = []
-    for arg in argv:
-        if kept and kept[-1] == "--out":
-            kept.pop()
-        elif not arg.startswith("--out="):
-            kept.append(arg)
-    return kept[:-1] if kept and kept[-1] == "--out" else kept
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--messages", default="100000,1000000", help="store sizes, comma-separated")
@@ -198,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     result = {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python benchmarks/keyword_index_ab.py " + " ".join(_without_out(sys.argv[1:])),
+        "command": machine.command("keyword_index_ab.py", sys.argv[1:]),
         "queries": args.queries,
         "sizes": results,
         "load_average_after": [round(x, 2) for x in os.getloadavg()],

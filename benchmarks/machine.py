@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,23 @@ def line(machine: dict[str, Any]) -> str:
     else:
         described = f"{found.get('model')} ({', '.join(found.get('flags') or []) or 'none of the vector extensions'})"
     return f"{machine.get('cpus')} cores, {described}, {machine.get('platform')}, Python {machine.get('python')}"
+
+
+def command(script: str, argv: Sequence[str]) -> str:
+    """The command a result records: where the run wrote its files (``--out``) is no part of what it measured
+    nor a path to publish, and which server it reached (``--database-url``, which may hold a password) is
+    recorded as ``URL``."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--out", "--database-url"):
+            skip = True
+            if arg == "--database-url":
+                kept.append("--database-url URL")
+        elif arg.startswith("--database-url="):
+            kept.append("--database-url URL")
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return " ".join(["python", f"benchmarks/{script}", *kept])

@@ -157,6 +157,8 @@ def run_child(tree: Path, state: Path, work: Path, label: str, database_url: str
 
 
 def report(args: argparse.Namespace, rounds: list[dict[str, Any]], commits: dict[str, str]) -> dict[str, Any]:
+    from benchmarks import machine  # this tree's (the parent imports from REPO; see main)
+
     summary: dict[str, Any] = {}
     for figure in FIGURES:
         for side in ("before", "after"):
@@ -174,7 +176,7 @@ def report(args: argparse.Namespace, rounds: list[dict[str, Any]], commits: dict
         ]
     return {
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python benchmarks/revision_ab.py " + " ".join(_without_out(sys.argv[1:])),
+        "command": machine.command("revision_ab.py", sys.argv[1:]),
         "backend": args.backend,
         "revisions": commits,
         "messages": args.messages,
@@ -184,22 +186,6 @@ def report(args: argparse.Namespace, rounds: list[dict[str, Any]], commits: dict
         "summary": summary,
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
-
-
-def _without_out(argv: list[str]) -> list[str]:
-    """The command as recorded: where this run wrote its files, and which server it reached, are no part of
-    what it measured (a database URL may hold a password)."""
-    out, skip = [], False
-    for arg in argv:
-        if skip or arg.startswith(("--out=", "--database-url=")):
-            skip = False
-            continue
-        skip = arg in ("--out", "--database-url")
-        if not skip:
-            out.append(arg)
-        elif arg == "--database-url":
-            out.append("--database-url URL")
-    return out
 
 
 def write_markdown(result: dict[str, Any], path: Path) -> None:

@@ -220,19 +220,6 @@ def summary_row(size: int, r: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _without_out(argv: list[str]) -> list[str]:
-    """The command's arguments without ``--out`` and its value."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--out":
-            skip = True
-        elif not arg.startswith("--out="):
-            out.append(arg)
-    return out
-
-
 def real_vectors(count: int) -> Vectors:
     """The real local model's vectors for the first ``count`` messages the fill makes."""
     from openclaw_lossless.embed.service import build_provider
@@ -308,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             **machine.describe(),
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         },
-        # Where this run wrote its files is no part of what it measured (nor a path of the machine to publish).
-        "command": "python benchmarks/scale.py " + " ".join(_without_out(argv if argv is not None else sys.argv[1:])),
+        "command": machine.command("scale.py", argv if argv is not None else sys.argv[1:]),
         "vectors": f"real local-model vectors for the first {args.sample} messages; stand-ins (mixes of two real "
         "vectors plus noise, same shape) for the rest",
         "seconds": round(time.monotonic() - began, 1),

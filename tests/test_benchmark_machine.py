@@ -59,3 +59,16 @@ def test_scale_latencies_are_also_reported_as_ratios_to_the_seed_in_the_same_run
     assert rows["assemble p95 ms over HTTP, 200-message history"] == "0.200"
     assert rows["keyword lane p95 ms (top-100)"] == "—"  # not measured: no ratio made up
     assert not any(key.startswith("backlog drain") for key in rows)  # a rate, not a latency
+
+
+def test_a_recorded_command_holds_no_output_path_and_no_database_url() -> None:
+    """A result is published with its command: where the run wrote (a path of that machine) is left out, and
+    a database URL (it may hold a password) is recorded as ``URL``, in either spelling of each flag."""
+    url = "postgresql://lossless:hunter2@db.internal/lossless"
+    argv = ["--backend", "postgres", "--out", "/home/me/run", "--database-url", url, "--rounds", "6"]
+    assert machine.command("revision_ab.py", argv) == (
+        "python benchmarks/revision_ab.py --backend postgres --database-url URL --rounds 6"
+    )
+    recorded = machine.command("scale.py", ["--out=/home/me/run", f"--database-url={url}", "--quick"])
+    assert recorded == "python benchmarks/scale.py --database-url URL --quick"
+    assert "hunter2" not in recorded and "/home/me" not in recorded
