@@ -103,9 +103,9 @@ _PROBE = (
 Key = tuple[object, ...]  # the store (server, database, schema), then the word
 
 
-def _window(since: int, ids_above: int, matches: int) -> tuple[str, list[int]]:
+def _window(since: int, newest: int, matches: int) -> tuple[str, list[int]]:
     """``id > since`` as SQL and its parameter, where it costs least: in the keyword index's scan
-    (``fulltext.newer_than``) while its id entries above ``since`` are few beside the word's ``matches``, else
+    (``fulltext.newer_than``) while its id entries up to ``newest`` are few beside the word's ``matches``, else
     as the primary key's range, ANDed with the word's bitmap (an ``integer`` bound, which the index's
     ``bigint`` entries cannot take); no bound for the whole history.
 
@@ -115,7 +115,7 @@ def _window(since: int, ids_above: int, matches: int) -> tuple[str, list[int]]:
     """
     if since <= 0:
         return "true", []
-    if ids_above <= PROBE_IDS_PER_MATCH * matches:
+    if newest - since <= PROBE_IDS_PER_MATCH * matches:
         return fulltext.newer_than("messages"), [since]
     return "id > %s", [since]
 
@@ -184,7 +184,7 @@ class TermStats:
         with conn.transaction():  # for ``_BITMAPS_ONLY``, one ``SET LOCAL`` for both windows
             fulltext.in_time(conn).execute(_BITMAPS_ONLY)
             for since in dict.fromkeys((max(0, newest - window), 0)):
-                bound, params = _window(since, newest - since, math.ceil(share * newest))
+                bound, params = _window(since, newest, math.ceil(share * newest))
                 found = fulltext.in_time(conn).execute(_PROBE.format(bound=bound), [term, *params, self.limit])
                 row = found.fetchone()
                 if row is not None:
