@@ -29,7 +29,7 @@ install-docs: $(BIN)/python
 
 # The site: the pages in docs/ plus the reference sections docs/hooks.py generates from the code. Strict:
 # a broken link, a missing page or a setting, command or endpoint without a note fails the build.
-MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 docs: install-docs
 	$(MKDOCS) --site-dir site
 

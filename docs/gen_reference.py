@@ -84,15 +84,20 @@ def _bounds(field: FieldInfo) -> str:
 
 
 def _default(name: str, field: FieldInfo, note: dict[str, str]) -> str:
-    if field.default_factory is not None:
-        if "default" not in note:
-            raise MissingNote(f"setting {name}: its default is computed; say it as `default` in settings.toml")
-        return note["default"]
+    """The code's default; the note's words only where the code computes it or leaves it unset."""
     value = field.default
-    if value is None:
-        return "—"
+    if field.default_factory is not None or value is None:
+        if field.default_factory is list and "default" not in note:
+            return "[]"
+        if field.default_factory is not None and "default" not in note:
+            raise MissingNote(f"setting {name}: its default is computed; say it as `default` in settings.toml")
+        return note.get("default", "—")
+    if "default" in note:
+        raise MissingNote(f"setting {name}: the code says its default ({value!r}); drop `default` from the note")
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, int) and value >= 2**20 and value % 2**20 == 0:
+        return f"{value // 2**20} MiB"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -127,7 +132,7 @@ def plugin_config_markdown() -> str:
     for key, spec in schema["properties"].items():
         kind = spec.get("type", "")
         if "enum" in spec:
-            kind = " \\| ".join(f"`{value}`" for value in spec["enum"])
+            kind = " | ".join(f"`{value}`" for value in spec["enum"])
         default = json.dumps(spec["default"]) if "default" in spec else "—"
         what = spec.get("description", "")
         if spec.get("properties"):
