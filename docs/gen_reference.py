@@ -104,23 +104,21 @@ def _default(name: str, field: FieldInfo, note: dict[str, str]) -> str:
 
 
 def settings_markdown() -> str:
-    """Every setting of ``Settings``: name (and the plugin's name), variable, flag, default, bounds, meaning."""
+    """Every setting of ``Settings``: name (and the plugin's name), variable and flag, default and bounds, meaning."""
     from openclaw_lossless.config import Settings
 
     notes = _notes("settings")
     _check("settings", set(Settings.model_fields), set(notes))
     plugin, flags = _plugin_names(), _serve_flags()
-    rows = [
-        "| setting | plugin config | environment | `serve` flag | default | bounds | meaning |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rows = ["| setting | environment, `serve` flag | default | meaning |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         note = notes[name]
-        env = ", ".join(f"`{var}`" for var in _env_names(name, field))
+        where = [f"`{var}`" for var in _env_names(name, field)] + ([f"`{flags[name]}`"] if name in flags else [])
+        setting = f"{name}<br>plugin: `{plugin[name]}`" if name in plugin else name
+        bounds = f" ({_bounds(field)})" if _bounds(field) else ""
         rows.append(
-            f"| {name} | {'`' + plugin[name] + '`' if name in plugin else ''} | {env} "
-            f"| {'`' + flags[name] + '`' if name in flags else ''} | {_cell(_default(name, field, note))} "
-            f"| {_bounds(field)} | {_cell(note['meaning'])} |"
+            f"| {setting} | {', '.join(where)} | {_cell(_default(name, field, note))}{bounds} "
+            f"| {_cell(note['meaning'])} |"
         )
     return "\n".join(rows) + "\n"
 
