@@ -24,8 +24,12 @@ install-test: $(BIN)/python
 serve: install
 	$(BIN)/openclaw-lossless serve
 
-install-docs: $(BIN)/python
+# Installed once, and again only when pyproject.toml changes.
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
+
+install-docs: $(VENV)/.docs-installed
 
 # The site: the pages in docs/ plus the reference sections docs/hooks.py generates from the code. Strict:
 # a broken link, a missing page or a setting, command or endpoint without a note fails the build.
