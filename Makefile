@@ -1,12 +1,13 @@
 # Two commands for a fresh machine with Python 3.11+:
 #   make serve   install the sidecar and its local model, then run it on 127.0.0.1:8377
-#   make test    install the test tools, then run ruff, mypy and the whole test suite
+#   make test    install the test tools, then run ruff, mypy, the strict docs build and the whole test suite
+#   make docs    build the documentation site (docs/, mkdocs.yml) into site/
 # For development, `make check` is the fast loop: ruff, mypy and the tests not marked slow or e2e.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test check install install-test lint typecheck pytest bench bench-quick reliability clean
+.PHONY: serve test check install install-test install-docs lint typecheck pytest docs docs-check bench bench-quick reliability clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,22 @@ install-test: $(BIN)/python
 serve: install
 	$(BIN)/openclaw-lossless serve
 
+# Installed once, and again only when pyproject.toml changes.
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
+
+install-docs: $(VENV)/.docs-installed
+
+# The site: the pages in docs/ plus the reference sections docs/hooks.py generates from the code. Strict:
+# a broken link, a missing page or a setting, command or endpoint without a note fails the build.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+docs: install-docs
+	$(MKDOCS) --site-dir site
+
+docs-check:
+	out=$$(mktemp -d) && $(MKDOCS) --site-dir $$out; status=$$?; rm -rf $$out; exit $$status
+
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -37,7 +54,7 @@ pytest:
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest --store-backend postgresql --ignore=tests/postgres
 
-test: install-test lint typecheck pytest
+test: install-test lint typecheck docs-check pytest
 
 # The fast developer loop: no fault/load tests, no real-gateway end-to-end run.
 check: install-test lint typecheck
@@ -65,4 +82,4 @@ bench-quick: install-test
 	$(BIN)/python benchmarks/redaction.py --quick --data $(LOCOMO) --out $$(mktemp -d)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

@@ -35,7 +35,7 @@ from openclaw_lossless.recall import render
 from openclaw_lossless.sidecar import Sidecar, store_for_queries
 
 # Each tuned knob and the values tried, the default among them. Not here: lane fusion (the lanes' mean, a
-# rule in code, no setting: README "Why these defaults"), windowShare (no window here) and the vector
+# rule in code, no setting: docs/decisions/0011-recall-defaults.md), windowShare (no window here) and the vector
 # shortlist (a server setting that only matters above ~250k vectors; this store is exact at 2,760).
 GRID: dict[str, tuple[Any, ...]] = {
     "recency_floor": (0.8, 0.9, 0.95, 1.0),
@@ -48,7 +48,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "recall_time_boost": (0.0, 0.2, 0.4),
 }
 DEFAULT = "defaults"
-# The seed plugin's settings keep its defaults (README, Settings): an out-of-fold winner is reported, not adopted.
+# The seed plugin's settings keep its defaults (docs/configuration.md): an out-of-fold winner is reported, not adopted.
 SEED_SETTINGS = frozenset({"retrieval_count", "recency_decay_hours", "min_similarity"})
 SIGNIFICANCE = 0.1  # a default changes only if the sign test puts its out-of-fold gain below this p
 MULTI_HOP = "multi-hop"

@@ -72,10 +72,9 @@ def freeze_startup() -> None:
     """Put what start-up made (modules, the app, the store's and the model's objects) out of the collector's
     reach, once, just before serving.
 
-    Why: CPython's full collection walks every object it tracks, and ~75,000 of a sidecar's are start-up's,
-    alive as long as the process. Each full collection paused the turn it fell in by ~45 ms (2 of 200 turns
-    on a 1M-message PostgreSQL store, the slowest 1 % of them); frozen, one walks what turns made since
-    (~14,000 objects). Garbage is collected first, so none of it is kept for good.
+    Why: CPython's full collection walks every object it tracks, and most of a sidecar's are start-up's, alive
+    as long as the process: each full collection paused the turn it fell in (docs/decisions/0009). Frozen, one
+    walks what turns made since. Garbage is collected first, so none of it is kept for good.
     """
     gc.collect()
     gc.freeze()

@@ -1,4 +1,4 @@
-"""``/metrics``: every series the README documents is served, parsed by Prometheus' own parser, and moves
+"""``/metrics``: every series docs/web-ui.md documents is served, parsed by Prometheus' own parser, and moves
 with traffic; under the token on the main port, without it on ``--metrics-port`` (which serves nothing else)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.helpers import HashEmbedder, LiveSidecar, assert_error, free_port, li
 from tests.reliability import SidecarProcess
 
 ROOT = Path(__file__).parents[1]
-README = (ROOT / "README.md").read_text()
+METRICS_PAGE = (ROOT / "docs" / "web-ui.md").read_text()
 DASHBOARD = ROOT / "contrib" / "grafana-dashboard.json"
 # Served only with the openai-compatible provider (its request counts).
 API_ONLY = {"lossless_embedder_api_requests_total", "lossless_embedder_api_retries_total",
@@ -31,8 +31,8 @@ SUFFIXES = ("_bucket", "_count", "_sum")
 
 
 def documented() -> set[str]:
-    """Every ``lossless_*`` name in the README's Metrics section: the table, the scrape config and the alerts."""
-    section = README.split("### Metrics (Prometheus)", 1)[1].split("\n## ", 1)[0]
+    """Every ``lossless_*`` name in the docs' Metrics section: the table, the scrape config and the alerts."""
+    section = METRICS_PAGE.split("## Metrics (Prometheus)", 1)[1].split("\n## ", 1)[0]
     return set(re.findall(r"\blossless_[a-z_]+[a-z]", section))
 
 
@@ -93,7 +93,7 @@ def turn(key: str, *texts: str, session_key: str = "agent:main:main") -> dict[st
 
 
 def test_the_readme_lists_the_series() -> None:
-    """What the next test holds the served series to: the README's table, scrape config and alerts."""
+    """What the next test holds the served series to: the docs' table, scrape config and alerts."""
     names = documented()
     assert names >= {"lossless_turns_total", "lossless_backlog_messages", "lossless_build_info", *API_ONLY}
 
@@ -229,4 +229,4 @@ def test_the_dashboard_is_grafana_json_drawing_documented_series() -> None:
     assert len(exprs) >= 8
     used = {re.sub(r"_(bucket|count|sum)$", "", name) for expr in exprs for name in re.findall(r"lossless_\w+", expr)}
     unknown = used - documented()
-    assert not unknown, f"the dashboard draws series the README does not document: {sorted(unknown)}"
+    assert not unknown, f"the dashboard draws series the docs do not document: {sorted(unknown)}"

@@ -38,7 +38,7 @@ def stats(status: StatusDep) -> StatsResponse:
     return StatsResponse.model_validate(status.stats())
 
 
-# Not in the OpenAPI schema: its answer is Prometheus' text format, not JSON (README: Metrics).
+# Not in the OpenAPI schema: its answer is Prometheus' text format, not JSON (docs/web-ui.md: Metrics).
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
     """Counters, gauges and latency histograms in the Prometheus text format, read at scrape time."""

@@ -1,5 +1,5 @@
 """Wire models of the answers that are not hooks: search, recovery, pack, snapshots, health, stats, identity,
-the redaction rescan. camelCase on the wire, as the README documents them.
+the redaction rescan. camelCase on the wire, as docs/http-api.md documents them.
 
 Why models and not dictionaries: the OpenAPI schema then states every answer (a client generated from it,
 the fuzzer's conformance check and the CLI and MCP server all read the same shape). Where an answer carries

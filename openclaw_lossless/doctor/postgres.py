@@ -138,8 +138,8 @@ def _vector_index(conn: Connection) -> Finding:
 
 def _keyword_index(conn: Connection) -> Finding:
     """Whether the keyword index holds the ids beside the words (m006): where the server lacked ``btree_gin``
-    the store works on the words alone, and a common word's ranking reads all its postings (at a million
-    messages, keyword search p50 ~51 ms against ~41). A note, with what adds the ids, never a failure."""
+    the store works on the words alone, and a common word's ranking reads all its postings (slower at a
+    million messages: docs/decisions/0007). A note, with what adds the ids, never a failure."""
     columns = checks.keyword_index_columns(conn)
     data = {"columns": columns}
     if columns is None:
@@ -173,7 +173,7 @@ def _migrated(conn: Connection, migration: Migration) -> bool:
 def _keyword_vectors(conn: Connection) -> Finding:
     """Whether messages stored before m007 keep their keyword vectors out of their rows: the migration changes
     only the catalog, and each such message costs the keyword ranking a TOAST read, twice, until
-    ``reindex --fts`` rewrites it (a common word's ranking at 1M messages: p50 31.8 ms against 17.9). Counted
+    ``reindex --fts`` rewrites it (docs/decisions/0007 has the cost). Counted
     on a sample of the messages; a note with the fix, never a failure."""
     if not _migrated(conn, m007_keyword_vectors_in_the_row):
         detail = "the store is not at m007 yet: a sidecar of this version migrates it at its start"

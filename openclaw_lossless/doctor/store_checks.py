@@ -25,8 +25,8 @@ from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.store.backend import SQLITE, Backend
 
 MIN_FREE_BYTES = 200 * 1024 * 1024
-# About 20 s of the local model's work (48 msg/s on one core): a backlog beyond it leaves recall without those
-# messages' vectors long enough that the operator should know, and what drains it.
+# About 20 s of the local model's work on one core (docs/decisions/0009): a backlog beyond it leaves recall
+# without those messages' vectors long enough that the operator should know, and what drains it.
 BACKLOG_LARGE = 1000
 Check = Callable[[Any], Finding]
 

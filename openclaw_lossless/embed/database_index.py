@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 UPKEEP_S = 60.0  # the least time between two checks of whether the index is due (one count of the vectors)
 RETRY_AFTER_FAILURE_S = 1800.0  # after a build failed (the server short of memory): a build reads every vector
 # A scope found larger than ``vectors.EXACT_ROWS`` is taken as large for this long without counting again
-# (the count reads up to 20,001 index entries: ~2.5 ms a search at 1M). Only archiving or forgetting makes a
+# (the count reads up to 20,001 index entries a search: docs/decisions/0002). Only archiving or forgetting makes a
 # scope smaller, and a search of a scope taken as large while it is not is still answered, ranked whole when
 # the lists hold fewer than ``k`` of it: it can cost time for a minute, never a result.
 LARGE_SCOPE_TTL_S = 60.0

@@ -38,10 +38,8 @@ FORMAT = "vec0-int8-v1"  # what migration m009 writes: int8 codes in a sqlite-ve
 TABLE = sqlite_vectors.TABLE
 DEFAULT_SHORTLIST = 10000
 # The shortlist is also at least this share of the vectors in scope. The true neighbours' rank by sign bits
-# grows with the collection, so a fixed shortlist keeps fewer of them as the history grows (top-20 overlap
-# with exact float32 at a fixed 10,000: 0.997 at 10k, 0.987 at 100k, 0.964 at 1M); a constant share keeps
-# the overlap level, at a cost that grows with the history like the bit scan's own (~15 ms on one core to
-# rank 40,000 int8 codes at 1M).
+# grows with the collection, so a fixed shortlist keeps fewer of them as the history grows; a constant share
+# keeps the overlap level, at a cost that grows like the bit scan's own (docs/decisions/0008).
 SHORTLIST_SHARE = 0.04
 LATER_SHORTLIST = 0.25  # the shortlist of a search's second query, as a share of the first's (``search_many``)
 _CHUNK = 65536  # rows per step of the bit scan: keeps its temporaries in cache
@@ -264,7 +262,7 @@ class VectorIndex:
         """The vectors of those of ``message_ids`` the index holds, dequantized at once: (their ids, the rows).
 
         For the keyword lane's hits the vector lane did not reach: one gather and one multiply for all of
-        them, where a ``vector`` call each cost a turn ~3 ms at 100 hits.
+        them, not a ``vector`` call each (docs/decisions/0008).
         """
         if not self.loaded.is_set() or not message_ids:
             return [], np.zeros((0, self.dimension), dtype=np.float32)
@@ -288,9 +286,8 @@ class VectorIndex:
         the scope mask is built once, each query ranks its own shortlist, and only the rows kept are scored
         against the other queries. The queries after the first rank a shortlist a quarter the size
         (``LATER_SHORTLIST``): assemble takes only the prompt's few best from its own ranking, and ranking the
-        int8 codes is most of a search's cost (~4 ms for 10,000 rows on one core), so the second query costs
-        ~1.5 ms instead of ~4 at 100k messages. Ordered by the first query's cosine, best first; none while
-        loading.
+        int8 codes is most of a search's cost (docs/decisions/0008). Ordered by the first query's cosine, best
+        first; none while loading.
         """
         if not self.loaded.is_set():
             self.searches_while_loading += 1
@@ -345,9 +342,9 @@ class VectorIndex:
 def _rescore(codes: quantize.Codes, candidates: npt.NDArray[np.intp], query: Vectors) -> Vectors:
     """The query's dot product with each candidate's int8 codes (unscaled).
 
-    In blocks of ``_RESCORE_BLOCK`` rows: converting a whole 1M-message shortlist (40,000 × 384) to float32
-    at once wrote a 60 MB temporary and read it back, which cost more than the arithmetic; a block's 3 MB stays
-    in cache (17.5 → 9.3 ms median for 40,000 rows here). einsum, not BLAS: a threaded BLAS call stalls when
+    In blocks of ``_RESCORE_BLOCK`` rows: converting a whole 1M-message shortlist to float32 at once wrote a
+    large temporary and read it back, which cost more than the arithmetic; a block stays in cache
+    (docs/decisions/0008). einsum, not BLAS: a threaded BLAS call stalls when
     the cores are busy, for no gain at this size.
     """
     out = np.empty(len(candidates), dtype=np.float32)

@@ -116,7 +116,7 @@ class EmbeddingService:
 
         Each part (the prompt, the window's recent user messages) is embedded on its own and cached by its
         digest. The window's user messages were the prompts of earlier turns, so a turn embeds only its new
-        prompt (~3 ms on one core) instead of up to 256 tokens of text it embedded before (~30 ms); how the
+        prompt instead of up to 256 tokens of text (docs/decisions/0009); how the
         parts are weighed is recall's business (``recall/query.py``).
         """
         if self.provider is None:

@@ -22,7 +22,7 @@ one target within ``DELAY_S`` are one run, and a target runs at most once per ``
 
 An agent's catch-up follows what live capture would have seen (``coverage.py``): the sessions the store holds
 and sessions begun after it first heard of the agent (a subagent spawned during the outage). Message identity
-(README, "Message identity") makes an imported copy and a committed copy one message, in either order.
+(docs/how-it-works.md, "Message identity") makes an imported copy and a committed copy one message, in either order.
 """
 
 from __future__ import annotations

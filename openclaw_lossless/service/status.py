@@ -255,7 +255,7 @@ class Status:
         self.parts.metrics.backlog.sample(size, worker.stats.embedded if worker is not None else None)
 
     def stats(self) -> Stats:
-        """Counts, sizes, the embedder, latencies and catch-up: what the README says ``/stats`` shows."""
+        """Counts, sizes, the embedder, latencies and catch-up: what docs/http-api.md says ``/stats`` shows."""
         p = self.parts
         conn = p.store.db.reader()
         rows = p.store.ops.counts.count_rows(conn)

@@ -21,10 +21,8 @@ Verified: every table's row count, and a SHA-256 over each kind of export line, 
 the same code; a difference is a ``CopyMismatch`` naming what differs, never a silent success (a source
 written to during the copy shows up here: stop its sidecars first, or run the copy again).
 
-Not copied: vectors (every copied message is queued for embedding in the target), the embedding cache,
-``meta`` and the archive records (their files lie beside the SQLite store they came from). What is carried
-beside the lines: the highest message id the source has given, so the target never gives a citation again
-that named a message forgotten in the source.
+Not copied: vectors (re-embedded from the target's backlog), the embedding cache, ``meta`` and the archive
+records. Carried beside the lines: the highest message id the source has given, so no citation is reused.
 """
 
 from __future__ import annotations

@@ -19,12 +19,10 @@ What counts toward ``maxDbSizeMb`` (``used_bytes``): every table of the store's 
 TOAST data (``pg_total_relation_size``), the space the store takes on the server's disk, as the SQLite file
 does; less the space a prune or a forget freed that no message has taken again. PostgreSQL does not give
 space back when rows are deleted: ``VACUUM`` (run after each round) makes it reusable by later rows, but
-the files keep their size. Measured by the files alone, the store would stay over its limit after a prune
-and every later check would archive again, until nothing was left. So a prune (and a forget) records the
-store's size, its messages and the bytes per message before it (``meta``: ``archive.density``); the space
-freed is that size less the messages left times that density, and each message stored since is counted
-as taking its share of it again. A deletion thus shows at once, as in SQLite's count of pages in use, and
-once the freed space is taken, the files' size is the measure again.
+the files keep their size, so measured by the files alone the store would stay over its limit and every later
+check would archive again. So a prune (and a forget) records the bytes per message before it (``meta``:
+``archive.density``), and the space freed is counted until later messages take it again (why:
+docs/decisions/0010).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Nothing here changes the store, also on a damaged one or one a newer version wro
   column's own definition, read from the catalog, and compares: a stored ``tsvector`` differs when the text
   search configuration or its dictionaries changed after it was written (an upgrade's new stemmer, an
   altered ``lossless`` configuration, an edited ``unaccent`` rules file). Like FTS5's own check it reads
-  every message: 1.8 s per 100,000 on a 2-core machine (amcheck's checks: 0.9 s), so ~20 s at a million.
+  every message (about 20 s at a million: docs/decisions/0009).
 
 These two run inside a transaction that is always rolled back (a savepoint when the caller's connection is
 already in one), so a check that fails leaves the caller's connection usable.

@@ -18,17 +18,9 @@ Every connection's ``search_path`` is the store's schema (default ``lossless``),
 the ``vector`` and ``unaccent`` extensions when an operator put them elsewhere (managed services keep them
 in ``extensions``), then ``public``, where the store creates them when they are missing.
 
-The pooled connections run with ``jit = off``. Most servers are built with LLVM (Debian's and the official
-images' are; the embedded one the tests use is not) and compile any statement the planner prices above
-``jit_above_cost`` (100,000) before running it, which pays off for analytic queries of seconds, not for the
-turn's statements of milliseconds. At 1M messages the keyword lane's word counts cross that line for a long
-prompt: measured on Debian's PostgreSQL 15 (JIT on, its defaults) with the 1M scale store's messages and
-keyword index, each prompt's words counted afresh (a fresh sidecar's turns, or a store grown past the counts),
-30 user messages of 600-1,200 characters as prompts, on and off alternating: the keyword lane's p50 137.7 ms
-against 123.3 off, p95 474.8 against 172.6, mean 226.4 against 123.8 (200-400 characters: p50 108.6 against
-89.1, p95 189.9 against 150.9). With the counts cached nothing crossed the line and both were the same. A
-larger store crosses it with shorter prompts. The maintenance connections (index builds, archive, doctor)
-keep the server's setting.
+The pooled connections run with ``jit = off`` (the maintenance connections keep the server's setting): JIT
+compiling pays off for analytic queries of seconds, not for a turn's statements of milliseconds. Measured:
+docs/decisions/0005-postgres-jit-off.md.
 """
 
 from __future__ import annotations

@@ -16,16 +16,13 @@ reach: the server's WAL, base backups and replicas keep the bytes until they are
 visible to a transaction older than the forget (a long export on another sidecar) waits for the next
 vacuum. ``VACUUM FULL`` would lock every sidecar out of the tables while it ran, so it is left to the
 operator. ``Forgotten.wal_truncated`` reports here whether the VACUUM and the REINDEX ran to their end. The
-REINDEX reads the whole table, as FTS5's ``optimize`` does on SQLite: measured on a 2-core machine, a forget
-of one message in a store of 20,000 messages of ~1 KB (135 MB) took 7.2 s, 5.1 s of it the REINDEX.
+REINDEX reads the whole table, as FTS5's ``optimize`` does on SQLite (its cost: docs/decisions/0010).
 
-A forget holds the store's archive lock (``archive.store_lock``, waiting for a prune under way to end) from
-its plan to its last rewritten archive, so no sidecar archives a message while it is being forgotten.
+A forget holds the store's archive lock (``archive.store_lock``) from its plan to its last rewritten archive,
+so no sidecar archives a message while it is being forgotten (it waits for a prune under way to end).
 
-Archives: this sidecar's gzip archives (``archive_dir``), and those of the other sidecars on this host
-(``archive_dirs``), are searched by the plan and rewritten without the forgotten lines, as on SQLite.
-What holds no SQL (``Selector``, ``Plan``, ``Forgotten``, reading and rewriting archive files) is the
-SQLite module's, shared.
+Archives: this sidecar's and the other sidecars' on this host (``archive_dirs``) are rewritten without the
+forgotten lines, as on SQLite; what holds no SQL (``Selector``, ``Plan``, reading archives) is shared with it.
 """
 
 from __future__ import annotations

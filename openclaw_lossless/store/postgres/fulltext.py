@@ -19,25 +19,8 @@ whole (exactly up to ``EXACT_CORPUS`` messages, beyond it the planner's row coun
 then brought up to date from the messages added since the last query, and measured whole again after
 ``CORPUS_TTL_S`` (another sidecar may have archived) or ``forget_counts``.
 
-Measured against FTS5 (the same messages in both stores, the same expressions, scope = the conversation's
-agent, k = 20), mean share of FTS5's top 20 that this module also returns:
-
-=======================================  ======  ==========  ==================  =================
-corpus                                   BM25    ts_rank_cd  ts_rank (norm. 1)   BM25, length in
-                                                                                 lexemes
-=======================================  ======  ==========  ==================  =================
-LoCoMo dev, 2,760 messages, 760 queries  0.986   0.548       0.769               0.951
-scale chat, 100,000 msgs, 297 queries    0.994   0.007       -                   -
-  158 narrowed first (``term_stats``)    0.995   0.008       -                   -
-=======================================  ======  ==========  ==================  =================
-
-The rest is the stemmers (snowball english conflates less than FTS5's porter: "used" is not "us"; with
-snowball's ``porter`` the LoCoMo figure is 0.992) and, beyond ``EXACT_CORPUS``, the sampled average length
-reordering near ties. The keyword lane alone finds a LoCoMo question's evidence in its top 20 as often
-(any 0.766 / all 0.651 against FTS5's 0.767 / 0.651; ts_rank_cd 0.762 / 0.636). Cost: about that of
-``ts_rank_cd`` ordering the same matches (1-2x), well above FTS5's on the same machine (LoCoMo p50 ~11 ms
-against ~1 ms; 100k narrowed 43-141 ms against 6-13 ms, a 2-core machine under a load of 4-12): PostgreSQL
-reads each match's row and vector from the heap, FTS5 only its postings.
+How close its ranking comes to FTS5's, at what cost, and what else was tried:
+docs/decisions/0004-postgres-keyword-ranking.md.
 """
 
 from __future__ import annotations
@@ -71,8 +54,7 @@ GROWTH_MEASURED = 5_000  # messages added since the last query measured alone; m
 CACHE_WORDS = 20_000  # word counts kept per process
 ESTIMATED_ABOVE = 10_000  # a word's count taken from ANALYZE beyond this many messages (see ``ESTIMATES``)
 # Reading a match's row costs about as much as reading this many id entries of the keyword index
-# (``bound_in_index``): ~1.2 µs against ~0.15 at 1M, both from memory, so the ratio holds across machines
-# better than either figure does.
+# (``bound_in_index``; measured in decision 0004): the ratio holds across machines better than either cost.
 IDS_PER_ROW = 8
 _EXPRESSION = re.compile(r'"((?:[^"]|"")*)"(?: OR "((?:[^"]|"")*)")*')
 _WORD = re.compile(r'"((?:[^"]|"")*)"')
@@ -81,7 +63,7 @@ _WORD = re.compile(r'"((?:[^"]|"")*)"')
 _MARK = "({v} || 'lossless_length:1'::tsvector), 'lossless_length'::tsquery"
 _TOKENS = f"(round(ts_rank({_MARK}, 0)::float8 / ts_rank({_MARK}, 2)) - 1)"
 # Why estimate: GIN has bitmap scans only, so counting a word reads every posting it has, and ``LIMIT`` stops
-# nothing; at 1M messages a common word's first count took p95 463 ms of a keyword query (115 once cached).
+# nothing (a common word's first count was most of a keyword query at 1M: decision 0004).
 # ANALYZE keeps the most common lexemes of ``messages.search`` (autovacuum's, after a tenth of the table
 # changed) with the share of sampled rows holding each: ``estimate`` is that share of the table's rows, for a
 # word of one lexeme (0 otherwise, or before any ANALYZE). Its sampling error is a few percent for a word
@@ -167,11 +149,10 @@ def newer_than(alias: str, in_index: bool = True) -> str:
     """The bound ``id > %s``: in the scan of the ``(id, search)`` GIN index, or tested on each match's row.
 
     In the index, ``bigint`` on both sides (btree_gin's operator class has no cross-type operators, and a
-    parameter that fits ``integer`` is sent as one): at 1M messages a common word's newest 5,000 in ~5 ms
-    where its bitmap of ~100,000 and the primary key's range took ~25. But the index reads one entry per id
-    above the bound, whatever the word (~0.15 µs each), and the row of each match costs ~1.2 µs: when the
-    ids above the bound outnumber the word's matches in the whole history ``IDS_PER_ROW`` times, the row
-    test is cheaper (``bound_in_index``). Only for a real bound: ``id > 0`` in the index would read every id.
+    parameter that fits ``integer`` is sent as one). But the index reads one entry per id above the bound,
+    whatever the word, and the row of each match costs more: when the ids above the bound outnumber the
+    word's matches in the whole history ``IDS_PER_ROW`` times, the row test is cheaper (``bound_in_index``;
+    decision 0004). Only for a real bound: ``id > 0`` in the index would read every id.
     """
     if in_index:
         return f"{alias}.id > %s::bigint"
@@ -180,12 +161,7 @@ def newer_than(alias: str, in_index: bool = True) -> str:
 
 def bound_in_index(ids_above: int, matches: int) -> bool:
     """Whether ``newer_than``'s bound costs less in the index (reading ``ids_above`` id entries) than on the
-    rows of the words' ``matches`` in the whole history.
-
-    Measured at 1M messages (the newest 5,000 matches ranked, p50 of 8 runs each, alternating): a word in 1 %
-    of the messages (10,000; 500,000 ids above its start) 102.0 ms in the index against 31.3 on the rows; in
-    2 % (20,713; 250,039 ids) 40.9 against 33.1; in 10 % (105,231; 48,266 ids) 34.2 against 152.3.
-    """
+    rows of the words' ``matches`` in the whole history (figures: docs/decisions/0004)."""
     return ids_above <= IDS_PER_ROW * matches
 
 
@@ -205,12 +181,7 @@ def _best_matches_sql(count: int, where: str) -> str:
     twice); a word the parser splits (``a_b``, rare: recall's words are ``\\w+``) counts where its phrase
     matches, as often as its least frequent lexeme (an upper bound on FTS5's count of phrase instances).
 
-    Tried for a query of several words, and not kept (a 100k store, 4 rounds of the same 120 fresh prompts
-    per form, alternating, most of them two words; the same top 100 both ways):
-    each word's count read back from its own ``ts_rank``, as ``alone`` does, instead of ``held`` (p50 42-47 ms
-    against 43-47); each vector read from TOAST once (``search || ''::tsvector`` in a ``LATERAL``) instead of
-    once per function (p50 46-49 against 44-51). The cost is spread out: for one such query (5,906 matches,
-    42 ms), reading each match's vector takes ~7 ms, each ``ts_rank`` ~4, ``held`` ~8, the scoring the rest.
+    What else was tried for a query of several words: docs/decisions/0004-postgres-keyword-ranking.md.
     """
     any_word = " || ".join(["phraseto_tsquery('lossless', %s::text)"] * count)
     return f"""

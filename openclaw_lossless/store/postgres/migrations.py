@@ -125,8 +125,8 @@ def m002_sessions_turns_messages(conn: Connection) -> None:
     conn.execute("CREATE INDEX messages_by_agent ON messages (agent_id, id)")
     conn.execute("CREATE INDEX messages_by_session ON messages (session_rowid, id)")
     conn.execute("CREATE INDEX messages_scope ON messages (id) INCLUDE (agent_id, session_rowid)")
-    # No pending list: with it every search also scans the entries not yet merged (keyword query p50 136 ms
-    # against 49 on 8,000 messages), for a commit 1.4 ms cheaper; recall is the hot path.
+    # No pending list: with it every search also scans the entries not yet merged, for a slightly cheaper
+    # commit; recall is the hot path (docs/decisions/0007-postgres-keyword-index-layout.md).
     conn.execute("CREATE INDEX messages_search ON messages USING gin (search) WITH (fastupdate = off)")
     conn.execute(
         """CREATE TABLE message_days (
@@ -253,9 +253,8 @@ def m005_vectors_in_lists(conn: Connection) -> None:
 def m006_words_by_id(conn: Connection) -> None:
     """The keyword index on ``(id, search)`` (``btree_gin``, one of PostgreSQL's contrib modules, as
     ``unaccent``), under the same name: a ranking of a common word's newest matches (``fulltext.newer_than``)
-    then reads only the postings above its start: at 1M messages keyword search p50 51 → 41 ms, p95 90 → 68
-    (``benchmarks/keyword_index_ab.py``), for an index twice the size (134 MB against 65). Rebuilding it takes
-    10–12 s at 1M, once, under the migration lock. Where the extension cannot be had (not installed, or a role
+    then reads only the postings above its start, for an index twice the size; it is rebuilt once, under the
+    migration lock (figures: docs/decisions/0007). Where the extension cannot be had (not installed, or a role
     that may not create it), the plain index stays and recall is as it was: the sidecar starts all the same."""
     try:
         with conn.transaction():
@@ -265,7 +264,7 @@ def m006_words_by_id(conn: Connection) -> None:
     except (pgerrors.UndefinedFile, pgerrors.FeatureNotSupported, pgerrors.InsufficientPrivilege) as exc:
         log.warning(
             "%s could not be created (%s): the keyword index stays on the words alone, and keyword recall over a"
-            " long history is slower; the README's PostgreSQL section says how to add it later",
+            " long history is slower; docs/postgresql.md says how to add it later",
             IDS_BESIDE_WORDS,
             str(exc).splitlines()[0],
         )
@@ -277,12 +276,9 @@ def m006_words_by_id(conn: Connection) -> None:
 def m007_keyword_vectors_in_the_row(conn: Connection) -> None:
     """Keep a message's keyword vector in its row (``STORAGE MAIN``): when a row outgrows PostgreSQL's 2 kB
     the text goes to TOAST first, not the vector. The ranking reads the vector of each of a word's newest
-    5,000 matches, twice (two ``ts_rank``); a common word's matches are mostly the long messages, and 59 % of
-    them had their vector out of the row (1M store, a word in 10 % of the messages), each read a TOAST index
-    lookup and a chunk: 39,565 buffers for 4,999 matches. The ranking of 200,000 messages copied both ways,
-    10 common words, 5 rounds alternating: p50 31.8 → 17.9 ms, the same size on disk (320 MB); the text it
-    moves out instead is read for the few messages a turn shows. Existing rows keep their layout until
-    rewritten (``reindex --fts`` rewrites every vector): only the catalog changes, at once, at any size."""
+    matches, twice (two ``ts_rank``), and a common word's matches are mostly the long messages; the text moved
+    out instead is read for the few messages a turn shows (figures: docs/decisions/0007). Existing rows keep
+    their layout until rewritten (``reindex --fts`` rewrites every vector): only the catalog changes, at once."""
     conn.execute("ALTER TABLE messages ALTER COLUMN search SET STORAGE MAIN")
 
 

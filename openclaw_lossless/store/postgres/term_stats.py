@@ -5,45 +5,16 @@ messages is left out when the query has rarer words, the rarer ones are kept rar
 messages add up to at most ``2 × limit``, and when every word is that common only the newest ``limit``
 messages holding the first word are ranked. BM25 is then computed for at most ``2 × limit`` messages.
 
-Here a word's count is taken on the GIN index, up to ``limit + 1`` messages (the words not cached all in one
-statement; GIN reads every posting of the word even so), unless ANALYZE's statistics put it in more than
-``ESTIMATE_MARGIN × limit`` messages: then it is common without counting. Counts are cached per process and
-store (server, database, schema: one process may serve one store, a test several); a cached count is taken
-again once the store has grown by a quarter of ``limit`` messages since. ``clear`` also drops the counts
-``fulltext`` keeps for BM25, since both went down when messages were archived or forgotten (the statistics
-follow at autovacuum's next ANALYZE).
+Here a word's count is taken on the GIN index, up to ``limit + 1`` messages, unless ANALYZE's statistics put it
+in more than ``ESTIMATE_MARGIN × limit`` messages: then it is common without counting. Counts are cached per
+process and store (server, database, schema), and taken again once the store has grown by a quarter of
+``limit`` messages. ``clear`` also drops the counts ``fulltext`` keeps for BM25 (archiving and forgetting).
 
-Where the newest ``limit`` matches of a word start is cached the same way, unlike on SQLite. FTS5 finds it by
-reading the word's postings backwards, a few milliseconds; here GIN has no ordered scan, and walking the
-messages back from the newest reads every one of them until ``limit`` matched (at 1M messages, ~48,000 rows
-for a name in a tenth of them: p50 47 ms; for a word in one message of 150, most of the table). Every word of
-a long history's typical question is that common, so this ran on nearly every turn. A start taken before the
-store grew by up to a quarter of ``limit`` ranks the matches added since too: at most ``limit + limit / 4``
-messages, the newest ``limit`` among them.
-
-A probe reads the word's matches on the GIN index within the newest ids that should hold ``PROBE_MARGIN``
-times ``limit`` of them, by the share of messages ANALYZE's statistics give the word, and the whole history's
-matches only when the statistics do not know the word (then it is in few messages: its postings are few) or
-its recent messages held fewer than expected. Its cost is the matches in the window (a row of the table each)
-and the bitmap that finds them: the window's bound goes into the keyword index's scan (``gin (id, search)``)
-when its ids are few beside the word's postings, else it is the primary key's range ANDed with the word's
-bitmap of every posting (``_window``).
-
-A fresh process pays these on its first turns: on a 1M store, its first 100 turns learnt ~190 counts and 16
-starts, and their ``assemble`` p95 was 87.6-120.6 ms against 55-59 for the turns after. Learning the words of
-the store's newest 1,000 prompts in the background as ``serve`` starts was tried (2026-11-29, reverted): it
-took 7.7 s of the server at 1M (2.1 at 100k) and brought the first 100 turns' p95 to 61.7 ms, but every
-sidecar started does it, and in the scale benchmark 4 and 8 sidecars started at once committed 98 and 43
-turns/s at 1M instead of ~265 and ~232 (p95 64 and 241 ms) while they learnt, and a fresh ``serve``'s
-``assemble`` p95 over HTTP rose 89.6 -> 108.1 ms; the in-process p95 after learning, 57.8 ms, was within the
-runs' scatter. What was learnt would have to be shared between sidecars (kept in the store), or learnt at a
-pace the server does not feel, to be worth it.
-
-Taking a start off the turn was tried too (2026-11-29, not kept): on a miss, the turn ranked the matches in the
-newest ids its share says hold ``PROBE_MARGIN × limit`` of them and a background thread probed the exact start
-for the turns after. Over a fresh process's first 100 turns at 1M (the same prompts, two rounds each way,
-alternating) ``assemble`` p95 was 83.4 and 88.6 ms against 83.7 and 88.9: back to back, the background probe
-took the next turns' cores, and the turn ranked a quarter more matches.
+Where the newest ``limit`` matches of a word start is cached the same way, unlike on SQLite (GIN has no
+ordered scan): a probe reads the word's matches within the newest ids that should hold ``PROBE_MARGIN`` times
+``limit`` of them by ANALYZE's share, and the whole history's only when the statistics do not know the word or
+its recent messages held fewer. A start taken before the store grew by up to a quarter of ``limit`` ranks the
+matches added since too. Why, what else was tried, and the figures: docs/decisions/0003-postgres-keyword-probe.md.
 """
 
 from __future__ import annotations
@@ -67,14 +38,9 @@ _COUNTS = (
     " ELSE (SELECT count(*) FROM (SELECT 1 FROM messages WHERE search @@ phraseto_tsquery('lossless', w.word)"
     f" LIMIT %(over)s) c) END FROM unnest(%(words)s::text[]) AS w(word) {fulltext.ESTIMATE_OF_WORD}"
 )
-# The window probed holds this many times ``limit`` matches at the word's estimated share. ANALYZE's share is
-# within a few percent for a word this common (and errs low: the window is then longer), so the margin is for
-# a word rarer lately than on average; one rarer than ``1 / PROBE_MARGIN`` of it is probed again whole.
-# Measured at 1M (63 of the store's common words, every probe the same start, the two alternating, two quiet
-# runs): a margin of 2 took p50 28.5-34.3 ms, p95 55.4-80.8, mean 30.8-45.3; 1.25 took p50 21.1-24.1, p95
-# 48.7-54.8, mean 23.3-28.6, the words probed again whole included. Widening the window step by step instead of
-# probing the whole history lost (spans with an upper end, bounded as ``bigint`` in the keyword index, which
-# read every id entry below each span's end).
+# The window probed holds this many times ``limit`` matches at the word's estimated share (ANALYZE's share errs
+# low; the margin is for a word rarer lately); one rarer than ``1 / PROBE_MARGIN`` of it is probed again whole.
+# Why 1.25: docs/decisions/0003-postgres-keyword-probe.md.
 PROBE_MARGIN = 1.25
 _SHARE = (
     f"{fulltext.ESTIMATES} SELECT e.estimate / greatest((SELECT reltuples FROM pg_class"
@@ -82,16 +48,9 @@ _SHARE = (
 )
 # The matches above ``from`` as a bitmap of the GIN index (materialized: under ``ORDER BY id DESC LIMIT`` the
 # planner walks the primary key back instead, row by row); the one ``limit`` back from the newest, if any.
-# Plain index scans are off for it (``_BITMAPS_ONLY``): the planner would also walk the primary key over the
-# range and test each row's vector, priced below the bitmap since it does not count reading the vectors back;
-# at 1M, for a name in a tenth of the messages, that took ~125 ms where the bitmap takes ~27.
-# The window's bound goes into the keyword index while its ids are at most this many times the word's postings
-# in the whole history (its estimated share of the messages): the index reads an entry per id above the bound
-# (~0.09 µs each at 1M), the primary key's range costs ~0.02 µs an id plus ~0.1 µs a posting for the word's
-# whole bitmap. Measured at 1M on 302 words in 1-20 % of the messages (two rounds, alternating which went
-# first; the same start every time), against the range for every window: p50 13.1 -> 12.0 ms, p95 41.7 ->
-# 20.6, mean 18.2 -> 14.0; for the names (8-12 %) p50 20.2 -> 11.7; no band slower. (The ranking's rule,
-# ``fulltext.bound_in_index``, up to 8 ids a posting, put words in 3-5 % in the index: p50 17.9 against 12.9.)
+# Plain index scans are off for it (``_BITMAPS_ONLY``): the planner would walk the primary key and test each
+# row's vector, priced too low. The window's bound goes into the keyword index while its ids are at most this
+# many times the word's postings in the whole history, else it is the primary key's range (decision 0003).
 PROBE_IDS_PER_MATCH = 1.5
 _BITMAPS_ONLY = "SELECT set_config('enable_indexscan', 'off', true)"
 _PROBE = (
@@ -107,11 +66,7 @@ def _window(since: int, newest: int, matches: int) -> tuple[str, list[int]]:
     """``id > since`` as SQL and its parameter, where it costs least: in the keyword index's scan
     (``fulltext.newer_than``) while its id entries up to ``newest`` are few beside the word's ``matches``, else
     as the primary key's range, ANDed with the word's bitmap (an ``integer`` bound, which the index's
-    ``bigint`` entries cannot take); no bound for the whole history.
-
-    The first is a common word's recent window: at 1M messages, a name in a tenth of them, its 6,253 matches
-    among the newest 60,000 ids in a bitmap of 5.7-8.9 ms, against 16.1-18.7 for all its 102,578 postings
-    ANDed with the range.
+    ``bigint`` entries cannot take); no bound for the whole history. Figures: docs/decisions/0003.
     """
     if since <= 0:
         return "true", []

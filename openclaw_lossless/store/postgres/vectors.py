@@ -1,116 +1,21 @@
 """The message vectors on PostgreSQL: ``halfvec(N)`` rows with an IVFFlat index (cosine), searched in the database.
 
-The SQLite store keeps int8 codes with a per-vector scale in a ``vec0`` table and searches a copy of them held
-in each sidecar's memory (``embed/index.py``). Here several sidecars share one store, and a copy per process
-would miss every other sidecar's vectors until reloaded, so the search runs in the database (``nearest``): a
-vector one sidecar writes is found by every other as soon as its transaction commits. The callers still hand
-over int8 codes and scales (``api.Vectors.write``, what ``embed/index.store_vectors`` makes); a row stores
-``code × scale`` as half floats, the vector SQLite holds, to within half precision (relative error ~5e-4 of
-a component, far below the int8 rounding itself). ``read_all`` turns the rows back into codes and scales.
+Several sidecars share one store, so the search runs in the database (``nearest``), not in a per-process copy
+as on SQLite (``embed/index.py``): a vector one sidecar writes is found by every other once its transaction
+commits. Callers hand over int8 codes and scales (``api.Vectors.write``); a row stores ``code × scale`` as half
+floats, and ``read_all`` turns the rows back into codes and scales. Each row carries its message's agent and
+session, so the scope (``scope_filter``) filters the index scan without a join, and goes with its message
+(``ON DELETE CASCADE``).
 
-Each row carries its message's agent and session, copied from ``messages`` at write, so the agent's scope
-(``Scope``, rendered here by ``scope_filter``) filters the index scan without a join. The row goes with its
-message (``ON DELETE CASCADE``): a forgotten or archived message has no vector in the same transaction.
+Search (``nearest_many``) ranks a scope of at most ``EXACT_ROWS`` messages whole and exactly; a larger one reads
+the IVFFlat lists (``INDEX``) nearest the query, as many as hold ``READ_VECTORS`` vectors (at least ``PROBES``),
+with pgvector's iterative scan up to ``MAX_PROBES`` lists for ``OVERFETCH × k`` rows, re-sorted exactly; should
+it still fall short, the exact path answers. A search's later queries read the caller's ``later_share`` of the
+lists. ``keep_index`` makes the index in the background (``CREATE INDEX CONCURRENTLY``) once the table holds
+``BUILD_AT`` vectors and again each time it has grown ``REBUILD_GROWTH`` times, one sidecar at a time.
 
-Search (``nearest_many``) takes one of two paths, by the scope's size (counted up to ``EXACT_ROWS`` + 1 at
-most, through the messages' indexes):
-
-- a scope of at most ``EXACT_ROWS`` messages (a subagent's sessions, an agent's first months) is ranked
-  whole and exactly: the distance of each of its vectors, found by key from its messages;
-- a larger one through an IVFFlat index (``INDEX``): the vectors are kept in lists around k-means centres,
-  and a search reads the lists whose centres are nearest the query (as many as hold ``READ_VECTORS``
-  vectors, at least ``PROBES``), under the scope's filter,
-  with pgvector 0.8's iterative scan (``ivfflat.iterative_scan = relaxed_order``): when those lists hold
-  too few of the scope's rows, it reads further lists (up to ``MAX_PROBES``) until it has
-  ``OVERFETCH × k`` of them, which are sorted again by their exact (half precision) distance and the best
-  ``k`` kept. Should it still fall short, the exact path answers. A search's later queries (assemble's
-  prompt alone, after the prompt in context) read the caller's ``later_share`` of the first's lists: see below.
-
-Why IVFFlat, not HNSW (this table's index until migration m005): measured on one 1M-message store
-(``benchmarks/scale_data`` stand-in vectors: mixes of real all-MiniLM-L6-v2 vectors), 60 prompts, one agent
-holding every message, top-20 overlap with the exact float32 top 20 (the exact path's own ceiling is 0.986:
-the int8 codes, stored in half precision), a quiet 2-core machine:
-
-=========================================================  ==========  =======  =======  =======
-index (build time at 1M, size)                             searched    overlap  p50 ms   p95 ms
-=========================================================  ==========  =======  =======  =======
-HNSW m 16, ef_construction 200 (502 s, 1,116 MB)           ef 1000     0.844    14.9     25.5
-  the same, iterative scan on to 6,000 candidates          ef 1000     0.906    107.6    141.2
-IVFFlat, 1,000 lists (53 s, 786 MB)                        40 lists    0.968    22.2     44.1
-IVFFlat, 2,000 lists (114 s, 790 MB)                       20 lists    0.978    7.7      10.2
-IVFFlat, 2,000 lists                                       40 lists    0.983    12.6     15.6
-IVFFlat, 2,000 lists                                       80 lists    0.986    23.4     28.5
-=========================================================  ==========  =======  =======  =======
-
-A smaller store's nearest neighbours lie further apart, in more lists. On the first 100,000 of those vectors,
-against exact search in half precision (30 prompts; the 1M store's run was going on beside):
-
-=================  ======================  ======================  ======================
-lists              40 read                 80 read                 120 read
-=================  ======================  ======================  ======================
-100 (1,000 each)   0.970, p50 25.2 ms      0.998, 40.6 ms          1.0, 52.8 ms
-200 (500 each)     0.955, 12.9 ms          0.985, 22.1 ms          1.0, 29.8 ms
-400 (250 each)     0.957, 6.3 ms           0.988, 11.4 ms          0.997, 15.8 ms
-=================  ======================  ======================  ======================
-
-Finer lists cost less for the same share kept, so a list holds ``LIST_ROWS`` 250 vectors, up to
-``MAX_LISTS`` (2,000, from 500,000 vectors on: beyond, k-means's memory grows with the square of the lists),
-and a search reads as many lists as hold ``READ_VECTORS`` 50,000 vectors, by the rows a list held when the
-index was made (at least ``PROBES`` 100): 100 lists at 1M (2,000 lists), which keeps the 0.986 ceiling for
-p50 ~30 ms, and 200 of the 400 lists at 100k. A fixed 100 lists read at 100k kept 0.973-0.983 of the exact top
-20 over four builds of the index on the same vectors (k-means starts from a random sample), and 0.970 in one
-benchmark run; 200 kept 0.985-0.994 (the exact path's ceiling there: 0.994) for p50 ~28 ms against ~16.
-
-Why a fixed share, not one measured per store: the lists a store needs depend on its vectors and its
-queries (2 % of the lists keep 0.987 at 1M in one build, 40 % are needed at 100k), so a sidecar measured it
-once (2026-11-29, reverted): after its first 100 searches through a new index, each searched exactly in its
-scope and then through the index reading 1, 2, 3, 4, 6, ... lists, until the index kept 0.99 of the exact
-(half precision) top 20 on average; a search then read 1.5 times that, never more than the rule. In the scale
-benchmark it kept the rule at 100k (200 lists, 14 s of measuring), and at 1M chose 68 of 2,000 lists (48 s):
-the vector lane's p50 27.3 -> 19.9 ms, but ``assemble`` p95 58.8 ms against 58.8-63.4 in the runs before
-(within their scatter), and the top-20 overlap with exact float32 fell to 0.973, one prompt to 0.3. That
-build's lists kept 0.970 at 40 read and 0.988 at 80, where the build before kept 0.987 at 40: k-means starts
-from a random sample, and a few prompts whose neighbours lie in far lists make the curve a step that moves
-between builds, which 100 prompts measure too coarsely. 50,000 vectors read kept 0.988 in both builds.
-
-HNSW's graph loses neighbours in dense regions, which conversations are full of, and no ``ef_search``
-pgvector allows finds them again. IVFFlat reads whole lists, so a search costs about the same
-(``READ_VECTORS``) at any size up to 1M, linearly more beyond (``PROBES`` lists of ever fuller lists); a
-write costs one distance per list instead of a graph insert, and the index is 30 % smaller. Its price: the
-lists are learnt from the vectors there are, and an index made on few vectors (or none) would file
-every later one in lists that say nothing. So ``keep_index`` makes it in the background (``CREATE INDEX
-CONCURRENTLY``: writes go on), once the table holds ``BUILD_AT`` vectors, and again whenever it has grown
-``REBUILD_GROWTH`` times since (the rows it was made for are its comment), one sidecar at a time. Until the
-first one exists a search that is not ranked whole reads the table.
-
-Why not binary quantization with a re-rank (the vectors' signs as ``bit(384)``, searched by Hamming distance,
-the best candidates ranked again by their half-precision distance): measured on a 1M store of the same
-vectors (60 prompts, 2026-11-29), an IVFFlat index of the bits (2,000 lists, 69 s, 73 MB) read 80 lists and
-re-ranked 2,000 candidates kept 0.897 of the exact top 20 in 10.9 ms p50; reading 160 or 320 lists did not
-raise it past 0.908, nor did 500 or 1,000 candidates (0.73, 0.83). 384 signs rank crowded neighbours too
-coarsely for a re-rank of a few thousand to find them again; on 20,000 vectors, every bit read, 2,000
-candidates kept 0.992. It would take re-ranking many thousands of rows read from the table to pass 0.98.
-
-Why the later queries read a quarter of the lists (``DatabaseIndex`` passes ``LATER_SHORTLIST``, the share
-the SQLite index ranks for them): assemble asks twice when the prompt has context (the prompt in context,
-then the prompt alone) and takes only the latter's few best from its own ranking. Measured on the scale benchmark's
-stores (2026-11-29; 60 prompts, each paired with another prompt as its context, for the overlap; 228
-prompts with its 200-message window, 4 rounds alternating which went first, for assemble):
-
-===========  ==================================  ==============================  ======================
-store        second query's top-20 overlap       assemble p50 ms                 assemble p95 ms
-             (every list / a quarter)            (every list / a quarter)        (every list / a quarter)
-===========  ==================================  ==============================  ======================
-100,000      0.993 / 0.966                       81.4 / 59.8 (lower in 4 of 4)   104.8 / 87.5 (3 of 4)
-1,000,000    0.987 / 0.978                       80.2 / 59.1 (4 of 4)            105.7 / 77.3 (4 of 4)
-===========  ==================================  ==============================  ======================
-
-Every one of those blocks kept the same messages both ways: the prompt's own places go to its best few,
-which a quarter of the lists still holds.
-
-Why two paths: the lists nearest the query hold few of a small scope's rows, so its search would read many
-lists for them; ranked whole, a scope of up to ``EXACT_ROWS`` takes p50 20-60 ms (measured at 60,000 and
-200,000 vectors, six agents holding 40/25/15/10/7/3 % of the rows) and is exact.
+Why IVFFlat and not HNSW or binary quantization, the list sizes, and the figures:
+docs/decisions/0002-postgres-vector-index.md.
 """
 
 from __future__ import annotations
@@ -133,7 +38,7 @@ from openclaw_lossless.store.sqlite.vectors import StoredVectors
 TABLE = "message_vectors"
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``
 NEXT_INDEX = "message_vectors_lists_next"  # the next one while it is made (an invalid one is left by a cut-short build)
-LIST_ROWS = 250  # vectors per list when the index is made, up to MAX_LISTS (finer lists: see above)
+LIST_ROWS = 250  # vectors per list when the index is made, up to MAX_LISTS (finer lists: decisions/0002)
 MAX_LISTS = 2000  # k-means needs samples × lists floats: ~0.8 GB of maintenance_work_mem at 2,000, 3.2 at 4,000
 BUILD_AT = 10000  # vectors in the table before the first index: fewer are ranked whole or read whole quickly
 REBUILD_GROWTH = 2  # the index is made again once the table holds this many times the vectors it was made for
@@ -142,7 +47,7 @@ LOCK_KEY = 0x6C6F7376  # "losv": the advisory lock of one build at a time, with 
 READ_VECTORS = 50_000  # vectors a search reads, in whole lists: 200 lists up to MAX_LISTS, 100 at 1M
 PROBES = 100  # lists read per search at the least (beyond 1M, where lists hold more than 500 vectors)
 MAX_PROBES = 400  # lists an iterative scan may read for a scope whose rows are sparse in the nearest lists
-EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (~20-50 ms at 15,000 here)
+EXACT_ROWS = 20000  # a scope of at most this many messages is ranked whole, exactly (docs/decisions/0002)
 OVERFETCH = 2  # rows asked of the index per row wanted: relaxed order, then an exact sort of them all
 _BLOCK = 10000  # rows per block of ``read_all``: ~8 MB of half floats at 384 dimensions
 _HALF = np.dtype(">f2")  # halfvec's binary form: dimension (uint16), unused (uint16), then big-endian halves
@@ -362,7 +267,7 @@ _ESTIMATE = (
 def estimated_count(conn: Connection) -> int:
     """The vectors stored: beyond ``COUNTED_EXACTLY`` the server's estimate (within a few percent), exact below
     it or before the table's first ANALYZE. What a health check can afford: an exact count reads every row's
-    entry (at 1M, ~45 ms of a server core), and ``/healthz`` is polled by supervisors and monitors, of each
+    entry (docs/decisions/0002), and ``/healthz`` is polled by supervisors and monitors, of each
     sidecar."""
     row = conn.execute(_ESTIMATE).fetchone()
     if row is None:

@@ -25,7 +25,7 @@ from openclaw_lossless.store.sqlite.transfer import export_records
 
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
 MAX_ROUNDS = 4
-VECTOR_SLICE = 500  # vectors deleted per transaction while archiving: ~0.25 s of vec0 deletes, then commits run
+VECTOR_SLICE = 500  # vectors deleted per transaction while archiving, then commits run (docs/decisions/0008)
 
 
 @dataclass(frozen=True)

@@ -242,8 +242,8 @@ def m005_messages_scope_index(conn: Connection) -> None:
     Why: the keyword lane ranks every message holding the query's words (up to 10,000 under the term limit,
     ``store/sqlite/term_stats.py``) and keeps those in the recall scope. Checked against the table, each match loads
     its message's row, text and all (a page or more apiece), so at 100,000 messages the scope check took as
-    long as the BM25 ranking itself (p95 15 ms of the lane's 21). This index holds only the id, agent and
-    session, ~20 bytes a message, and its pages stay in cache: the same check takes p95 3-4 ms.
+    long as the BM25 ranking itself. This index holds only the id, agent and session, ~20 bytes a message, and
+    its pages stay in cache (figures: docs/decisions/0009).
     """
     conn.execute("CREATE INDEX messages_scope ON messages(id, agent_id, session_rowid)")
 

@@ -10,9 +10,9 @@ sqlite-vec's ``MATCH ... AND k = N`` searches. Why the sidecar still keeps its o
 (``embed/index.py``): sqlite-vec 0.1.9 scans every vector exactly, 20 to 40 times as long as that index's
 search on the same vectors (``benchmarks/vec_knn.py``, 100k and 1M): too slow for a turn's recall.
 
-Loading: ``vec0`` returns its rows one at a time through the virtual-table interface (~2-3 s per 100,000
-vectors), so ``read_all`` reads its chunk tables directly (a chunk holds 1,024 rows: validity bits, rowids,
-the codes and each metadata column as one blob apiece): ~0.1 s per 100,000. When those tables are not laid
+Loading: ``vec0`` returns its rows one at a time through the virtual-table interface, so ``read_all`` reads
+its chunk tables directly (a chunk holds 1,024 rows: validity bits, rowids, the codes and each metadata column
+as one blob apiece; docs/decisions/0008). When those tables are not laid
 out as expected (another sqlite-vec version), it falls back to the plain ``SELECT``.
 """
 
@@ -96,7 +96,7 @@ def delete(conn: Connection, ids: Sequence[int]) -> None:
 def delete_through(conn: Connection, last_id: int, limit: int | None = None) -> int:
     """Delete the vectors of messages up to ``last_id`` (archiving), at most ``limit`` of them; returns how many.
 
-    ``vec0`` deletes a row at a time (~0.5 ms each here: it rewrites the row's slot in its chunk), so the
+    ``vec0`` deletes a row at a time (it rewrites the row's slot in its chunk), so the
     archive deletes a large range in slices of its own transactions (``archive.prune``) and commits keep
     going in between.
     """
