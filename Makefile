@@ -6,22 +6,41 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test check install install-test lint typecheck pytest bench bench-quick reliability clean
+# The stamps are files; every other target is a command.
+.PHONY: serve test check install install-test model lint typecheck pytest bench bench-quick reliability clean
+
+# Each step says what it does in one line. The venv is made once; the project is installed again only when
+# pyproject.toml changes (a stamp in the venv); the model check is a no-op when the built model is in place.
+INSTALLED := $(VENV)/.installed
+INSTALLED_TEST := $(VENV)/.installed-test
+PIP_INSTALL := PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "==> creating the virtual environment $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP_INSTALL) --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
-	$(BIN)/openclaw-lossless model fetch
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	@echo "==> installing openclaw-lossless and its dependencies (pyproject.toml is new or changed)"
+	@$(PIP_INSTALL) -e .
+	@touch $@
 
-install-test: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BIN)/openclaw-lossless model fetch
+$(INSTALLED_TEST): pyproject.toml | $(BIN)/python
+	@echo "==> installing openclaw-lossless with its test tools (pyproject.toml is new or changed)"
+	@$(PIP_INSTALL) -e '.[test]'
+	@touch $@ $(INSTALLED)
+
+model: $(INSTALLED)
+	@echo "==> checking the local embedding model (built once, then reused)"
+	@$(BIN)/openclaw-lossless model fetch
+
+install: $(INSTALLED) model
+
+install-test: $(INSTALLED_TEST) model
 
 serve: install
-	$(BIN)/openclaw-lossless serve
+	@echo "==> starting the sidecar (Ctrl-C stops it)"
+	@$(BIN)/openclaw-lossless serve
 
 lint:
 	$(BIN)/ruff check .
