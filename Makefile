@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 
 # The stamps are files; every other target is a command.
-.PHONY: serve test check install install-test model lint typecheck pytest bench bench-quick reliability clean
+.PHONY: serve test check commits container-test screenshots install install-test model lint typecheck pytest bench bench-quick reliability clean
 
 # Each step says what it does in one line. The venv is made once; the project is installed again only when
 # pyproject.toml changes (a stamp in the venv); the model check is a no-op when the built model is in place.
@@ -45,6 +45,7 @@ serve: install
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile
 
 typecheck:
 	$(BIN)/mypy
@@ -59,8 +60,21 @@ pytest:
 test: install-test lint typecheck pytest
 
 # The fast developer loop: no fault/load tests, no real-gateway end-to-end run.
-check: install-test lint typecheck
+check: install-test lint typecheck commits
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow and not e2e" -q
+
+# The Dockerfile built and started with podman on a new volume (minutes: not part of `make test`).
+container-test: install-test
+	command -v podman >/dev/null || apt-get install -y podman runc debootstrap
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests/test_container.py --container -v
+
+# The browser tests write their screenshots into the docs' folder instead of build/screenshots.
+screenshots: install-test
+	LOSSLESS_SCREENSHOTS=$(abspath docs/screenshots) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests/browser -q
+
+# The subjects of the commits not yet on origin/main: at most 72 characters, a blank line before the body.
+commits:
+	$(BIN)/python scripts/check_commits.py
 
 # The fault, load and hostile-input tests, writing the committed figures the README's Reliability section quotes.
 RELIABILITY_TESTS := tests/test_crash.py tests/test_disk_full.py tests/test_embedding_faults.py tests/test_corrupt_db.py \
