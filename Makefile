@@ -7,27 +7,48 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test check install install-test install-docs lint typecheck pytest docs docs-check bench bench-quick reliability clean
+# The stamps are files; every other target is a command.
+.PHONY: serve test check commits container-test screenshots install install-test install-docs model lint typecheck \
+	pytest docs docs-check bench bench-quick reliability clean
+
+# Each step says what it does in one line. The venv is made once; the project is installed again only when
+# pyproject.toml changes (a stamp in the venv); the model check is a no-op when the built model is in place.
+INSTALLED := $(VENV)/.installed
+INSTALLED_TEST := $(VENV)/.installed-test
+PIP_INSTALL := PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "==> creating the virtual environment $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP_INSTALL) --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
-	$(BIN)/openclaw-lossless model fetch
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	@echo "==> installing openclaw-lossless and its dependencies (pyproject.toml is new or changed)"
+	@$(PIP_INSTALL) -e .
+	@touch $@
 
-install-test: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BIN)/openclaw-lossless model fetch
+$(INSTALLED_TEST): pyproject.toml | $(BIN)/python
+	@echo "==> installing openclaw-lossless with its test tools (pyproject.toml is new or changed)"
+	@$(PIP_INSTALL) -e '.[test]'
+	@touch $@ $(INSTALLED)
+
+model: $(INSTALLED)
+	@echo "==> checking the local embedding model (built once, then reused)"
+	@$(BIN)/openclaw-lossless model fetch
+
+install: $(INSTALLED) model
+
+install-test: $(INSTALLED_TEST) model
 
 serve: install
-	$(BIN)/openclaw-lossless serve
+	@echo "==> starting the sidecar (Ctrl-C stops it)"
+	@$(BIN)/openclaw-lossless serve
 
 # Installed once, and again only when pyproject.toml changes.
 $(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[docs]'
-	touch $@
+	@echo "==> installing the documentation tools (pyproject.toml is new or changed)"
+	@$(PIP_INSTALL) -e '.[docs]'
+	@touch $@
 
 install-docs: $(VENV)/.docs-installed
 
@@ -43,6 +64,7 @@ docs-check:
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile
 
 typecheck:
 	$(BIN)/mypy
@@ -57,8 +79,21 @@ pytest:
 test: install-test lint typecheck docs-check pytest
 
 # The fast developer loop: no fault/load tests, no real-gateway end-to-end run.
-check: install-test lint typecheck
+check: install-test lint typecheck commits
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow and not e2e" -q
+
+# The Dockerfile built and started with podman on a new volume (minutes: not part of `make test`).
+container-test: install-test
+	command -v podman >/dev/null || apt-get install -y podman runc debootstrap
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests/test_container.py --container -v
+
+# The browser tests write their screenshots into the docs' folder instead of build/screenshots.
+screenshots: install-test
+	LOSSLESS_SCREENSHOTS=$(abspath docs/screenshots) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests/browser -q
+
+# The subjects of the commits not yet on origin/main: at most 72 characters, a blank line before the body.
+commits:
+	$(BIN)/python scripts/check_commits.py
 
 # The fault, load and hostile-input tests, writing the committed figures the README's Reliability section quotes.
 RELIABILITY_TESTS := tests/test_crash.py tests/test_disk_full.py tests/test_embedding_faults.py tests/test_corrupt_db.py \

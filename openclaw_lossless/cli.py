@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from openclaw_lossless import __version__, readable
 from openclaw_lossless.api.responses import (
+    MessageResponse,
     PackResponse,
     RecoverResponse,
     SearchResponse,
@@ -58,6 +59,7 @@ from openclaw_lossless.cli_common import is_loopback as is_loopback  # re-export
 from openclaw_lossless.cli_maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
 from openclaw_lossless.cli_migrate import register as register_migrate_store
 from openclaw_lossless.cli_serve import cmd_mcp, cmd_model_fetch, cmd_serve
+from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.store.sqlite.connection import translate_error
 from openclaw_lossless.store_access import open_file_store
@@ -141,6 +143,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     settings = settings_of(args)
+    if args.citation is not None:
+        return _open_citation(settings, args)
     with open_file_store(settings) as sidecar:
         session, up_to = args.session, None
         if args.snapshot:
@@ -151,6 +155,26 @@ def cmd_recover(args: argparse.Namespace) -> int:
             session, up_to = point.session_id, point.last_message_id
         data = wire(RecoverResponse, sidecar.queries.recover(session, args.last, up_to))
     emit(data, args.json, readable.conversation)
+    return EXIT_OK
+
+
+def _open_citation(settings: Settings, args: argparse.Namespace) -> int:
+    """``recover msg:N``: the cited message and its session's neighbours, as ``lossless_recover`` shows it."""
+    if args.session or args.snapshot or args.before_compaction is not None:
+        print(
+            "openclaw-lossless: recover msg:N opens one message; leave out --session, --snapshot and"
+            " --before-compaction (or drop msg:N to print a conversation)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    message_id = int(args.citation.removeprefix("msg:"))
+    data = ask(
+        settings,
+        f"/v1/messages/{message_id}",
+        {"context": args.context},
+        lambda s: wire(MessageResponse, s.queries.message(message_id, args.context)),
+    )
+    emit(data, args.json, readable.cited)
     return EXIT_OK
 
 
@@ -315,7 +339,15 @@ def build_parser() -> argparse.ArgumentParser:
     pack.add_argument("-k", type=whole(1, 200), help="at most this many items (default: retrievalCount)")
     scope_flags(pack)
 
-    recover = add_command(commands, "recover", cmd_recover, "print a conversation as it was, ready to paste back")
+    recover = add_command(
+        commands, "recover", cmd_recover, "open a citation msg:N in its place, or print a conversation as it was"
+    )
+    recover.add_argument(
+        "citation", nargs="?", metavar="msg:N", type=citation, help="the message to open, with its neighbours"
+    )
+    recover.add_argument(
+        "--context", type=whole(0, 50), default=3, help="with msg:N: messages either side (default 3, at most 50)"
+    )
     recover.add_argument("--last", type=whole(1), default=50, help="how many messages (default 50)")
     recover.add_argument("--session", help="the session (default: the most recent one)")
     point = recover.add_mutually_exclusive_group()

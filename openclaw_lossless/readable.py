@@ -67,6 +67,20 @@ def conversation(data: dict[str, Any], title: str = "Conversation") -> str:
     return "\n".join(lines)
 
 
+def cited(data: dict[str, Any]) -> str:
+    """A citation in its place: the neighbours before and after it, the cited message marked."""
+    lines = [f"# {data['message']['citation']} in session {data['sessionId']} (agent {data['agentId']})", ""]
+    for message in [*data["before"], data["message"], *data["after"]]:
+        mark = " <- cited" if message["id"] == data["message"]["id"] else ""
+        lines += [
+            f"**{message['role']}** — {when(message['createdAt'])} [{message['citation']}]{mark}",
+            "",
+            message["text"],
+            "",
+        ]
+    return "\n".join(lines)
+
+
 def snapshot(data: dict[str, Any]) -> str:
     return conversation(data, f"Snapshot {data['name']} of conversation")
 
@@ -102,10 +116,11 @@ def forget(data: dict[str, Any]) -> str:
 
 
 def findings(data: dict[str, Any]) -> str:
-    """``ok``, ``BAD``, or ``note``: fine, but with something worth doing (a large backlog) and how."""
+    """``ok``, ``BAD``, ``skip`` (not checked: nothing to check here), or ``note``: fine, but with something
+    worth doing (a large backlog) and how."""
     lines = []
     for f in data["findings"]:
-        mark = "BAD " if not f["ok"] else "note" if f["fix"] else "ok  "
+        mark = "BAD " if not f["ok"] else "skip" if f.get("skipped") else "note" if f["fix"] else "ok  "
         lines.append(f"{mark} {f['check']}: {f['detail']}" + (f"\n     fix: {f['fix']}" if f["fix"] else ""))
     return "\n".join(lines)
 

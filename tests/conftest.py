@@ -35,6 +35,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("LOSSLESS_TEST_BACKEND", "sqlite"),
         help="the store every sidecar in the run uses (default sqlite)",
     )
+    parser.addoption(
+        "--container", action="store_true", help="also build and start the Docker image (tests/test_container.py)"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,6 +45,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--container"):
+        built = pytest.mark.skip(reason="builds a container image (minutes): make container-test, or --container")
+        for item in items:
+            if item.get_closest_marker("container") is not None:
+                item.add_marker(built)
     if config.getoption("--store-backend") != "postgresql":
         return
     skip = pytest.mark.skip(reason="about SQLite's own machinery (its file, pages, WAL or FTS5)")

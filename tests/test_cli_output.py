@@ -195,3 +195,24 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "openclaw_lossless", "serve", "--json", *args],
         capture_output=True, text=True, timeout=60, env=os.environ | {"LOSSLESS_EMBEDDING_PROVIDER": "none"},
     )  # fmt: skip
+
+
+def test_recover_opens_a_citation_with_its_neighbours_through_the_sidecar_and_on_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What ``search`` prints (msg:N) opens with ``recover msg:N``, whether or not a sidecar serves the store."""
+    with live_sidecar(make_settings(tmp_path / "state"), HashEmbedder()) as server:
+        fill(server)
+        hit = run_cli_json(capsys, tmp_path / "state", "search", "staging", "--mode", "keyword")["hits"][0]
+        code, served, err = sidecar_cli(capsys, server, "recover", hit["citation"], "--context", "1")
+        assert code == 0, err
+    assert f"[{hit['citation']}] <- cited" in served and hit["text"] in served
+    on_file = run_cli_json(capsys, tmp_path / "state", "recover", hit["citation"], "--context", "1")
+    assert on_file["message"]["citation"] == hit["citation"] and on_file["message"]["text"] == hit["text"]
+    cited = int(hit["citation"].removeprefix("msg:"))
+    neighbours = [m["id"] for m in on_file["before"] + on_file["after"]]
+    assert neighbours and all(abs(n - cited) <= 1 for n in neighbours)
+    code, _, err = run_cli(capsys, tmp_path / "state", "recover", "msg:999999")
+    assert code == 2 and "no message msg:999999" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, tmp_path / "state", "recover", hit["citation"], "--session", "s-main")
+    assert code == 2 and "opens one message" in err

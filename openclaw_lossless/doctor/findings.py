@@ -12,6 +12,7 @@ class Finding:
 
     ``code`` is a stable machine name for what was found (``slot_not_lossless``), so scripts and tests need
     not parse ``detail``; ``data`` carries the structured facts behind ``detail`` for ``doctor --json``.
+    ``skipped`` marks checks that did not run because what they check is absent (no OpenClaw installed).
     """
 
     check: str
@@ -20,6 +21,7 @@ class Finding:
     fix: str | None = None
     code: str | None = None
     data: dict[str, Any] | None = None
+    skipped: bool = False  # ok, but not checked at all (no OpenClaw here): shown as ``skip``
 
     def view(self) -> dict[str, Any]:
         return asdict(self)

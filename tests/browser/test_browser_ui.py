@@ -3,7 +3,7 @@
 ``tests/test_ui.py`` checks what the server sends; these check what a browser makes of it: the login form
 and its cookie, search and its highlights, a message in its context, the recall trace, a keyboard-only walk,
 an axe audit, a phone-sized screen, dark mode, and stored script that must not run. Each main page is also
-written to ``docs/screenshots/`` for the README.
+written to ``build/screenshots/`` (``make screenshots`` refreshes ``docs/screenshots/``).
 """
 
 from __future__ import annotations
