@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from openclaw_lossless.config import Settings
+from openclaw_lossless.doctor.store_checks import embedder as doctor_embedder
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.model_files import E5_SMALL, MODEL_NAME, default_model_dir, fetch_model, model_paths
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
@@ -105,6 +106,8 @@ def test_the_setting_selects_the_model_and_a_missing_one_says_how_to_fetch_it(
         build_provider(Settings(model_dir=tmp_path / "empty"))
     with pytest.raises(ValueError, match="local_model"):
         Settings(local_model="multilingual-e5-large")
+    finding = doctor_embedder(Settings(model_dir=tmp_path / "empty"))
+    assert (finding.ok, finding.fix) == (False, f"openclaw-lossless model fetch --model {E5}")
 
 
 def test_model_fetch_names_the_model_directory(model_dir: Path) -> None:
