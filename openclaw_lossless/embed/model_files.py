@@ -101,6 +101,9 @@ class ModelSpec:
     query_prefix: str = ""
     passage_prefix: str = ""
     max_length: int = 256  # sentence-transformers' max_seq_length of the model
+    # recall's similarity = slope x cosine + intercept: puts a model's cosines on all-MiniLM-L6-v2's scale,
+    # which minSimilarity and the lanes' mean were tuned on (docs/decisions/0310-multilingual-model.md)
+    cosine_scale: tuple[float, float] = (1.0, 0.0)
 
 
 MINILM = ModelSpec(MODEL_NAME, PACKAGE, 84, SOURCE_FILES)
@@ -113,8 +116,17 @@ E5_SMALL = ModelSpec(
     query_prefix="query: ",
     passage_prefix="passage: ",
     max_length=512,
+    # e5's cosines crowd into 0.75-0.90: LoCoMo question-message pairs' p50 0.790 and p99 0.859 map onto
+    # all-MiniLM-L6-v2's 0.295 and 0.589 for the same pairs
+    cosine_scale=(4.26, -3.07),
 )
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (MINILM, E5_SMALL)}
+
+
+def cosine_scale(model: str | None) -> tuple[float, float]:
+    """``(slope, intercept)`` that puts ``model``'s cosines on recall's scale; identity for other providers."""
+    spec = MODELS.get(model or "")
+    return spec.cosine_scale if spec is not None else (1.0, 0.0)
 
 
 def spec_of(name: str) -> ModelSpec:
