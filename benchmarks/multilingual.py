@@ -169,6 +169,13 @@ def markdown(report: dict[str, Any], languages: list[dict[str, Any]]) -> str:
     lines.append("|---|---|---|---|")
     for run in report["runs"]:
         lines.append(f"| {run['model']} | {run['drainMsgPerS']} | {run['rssMb']} | {run['peakRssMb']} |")
+    load = report["meta"]["loadAvgBefore"][0]
+    lines += [
+        "",
+        f"Load average at the start: {load} on {report['meta']['machineDetails']['cpus']} cores. The drain"
+        " rate is the wall time of storing and embedding the set: comparable within a run only;"
+        " `benchmarks/embed_speed.py --model` measures throughput properly.",
+    ]
     names = ", ".join(f"{language['code']} {language['name']}" for language in languages)
     lines += ["", f"Languages: {names}.", ""]
     return "\n".join(lines)
