@@ -10,7 +10,7 @@ recorded next to it.
 
 Prints a table and writes ``benchmarks/results/embed_speed.json`` (``embed_speed-<model>.json`` for
 another model than the default). ``peak_rss_mb`` is the cold-start interpreter's peak resident memory
-after loading the model and embedding one text: what the model adds to a sidecar, plus Python's ~40 MB.
+(``VmHWM``) after loading the model and embedding one text: what the model adds, plus Python's ~40 MB.
 """
 
 from __future__ import annotations
@@ -181,13 +181,14 @@ def _median_seconds(action: Any, repeat: int) -> tuple[float, float]:
 def cold_start(model_dir: Path, variant: str, threads: int, model: str = MODEL_NAME) -> dict[str, float]:
     """Fresh interpreter: import + load + first short vector, the load alone, and its peak memory."""
     code = (
-        "import time, sys, resource; t0 = time.perf_counter()\n"
+        "import time, sys; t0 = time.perf_counter()\n"
         "from pathlib import Path\n"
         "from openclaw_lossless.embed.local import LocalEmbedder\n"
         "t1 = time.perf_counter()\n"
         f"e = LocalEmbedder(Path({str(model_dir)!r}), variant={variant!r}, threads={threads}, model={model!r})\n"
         "t2 = time.perf_counter(); e.embed(['hello'])\n"
-        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
+        "rss = int(hwm[0].split()[1]) / 1024 if hwm else float('nan')\n"
         "print(time.perf_counter() - t0, time.perf_counter() - t1, t2 - t1, rss)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
