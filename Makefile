@@ -115,6 +115,7 @@ bench-quick: install-test
 	$(BIN)/python benchmarks/scale.py --quick --backend postgres --out $$(mktemp -d)
 	$(BIN)/python benchmarks/keyword_index_ab.py --quick --out $$(mktemp -d)
 	$(BIN)/python benchmarks/redaction.py --quick --data $(LOCOMO) --out $$(mktemp -d)
+	$(BIN)/python benchmarks/multilingual.py --quick --out $$(mktemp -d)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

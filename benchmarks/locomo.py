@@ -137,6 +137,11 @@ def store_for(backend: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
         yield env, {"backend": "postgresql", **describe_server(server.conninfo), "settings": server.settings}
 
 
+def model_env(args: argparse.Namespace) -> dict[str, str]:
+    """``--local-model``'s setting for the sidecar, when given (the run otherwise measures the default)."""
+    return {"LOSSLESS_LOCAL_MODEL": args.local_model} if args.local_model else {}
+
+
 def describe_server(conninfo: str) -> dict[str, str | None]:
     """The server's version and pgvector's: what the PostgreSQL figures depend on."""
     import psycopg
@@ -222,6 +227,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--details", type=Path, help="also write per-question JSON lines here")
     parser.add_argument("--state-dir", type=Path, help="keep the sidecar's store here (default: a temp dir)")
     parser.add_argument("--model-dir", type=Path, help="the local model (default: the product's default)")
+    parser.add_argument(
+        "--local-model",
+        choices=["all-MiniLM-L6-v2", "multilingual-e5-small"],
+        help="the sidecar's LOSSLESS_LOCAL_MODEL (default: the product's default)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.conversations = args.conversations or 1
@@ -299,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     details = args.details.open("w") if args.details else None
     with (
         store_for(args.backend) as (store_env, store),
-        running_sidecar(args.state_dir, args.model_dir, store_env) as (server, sidecar),
+        running_sidecar(args.state_dir, args.model_dir, store_env | model_env(args)) as (server, sidecar),
     ):
         started = time.monotonic()
         for conversation in conversations:

@@ -309,7 +309,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     model = commands.add_parser("model", help="manage the local embedding model")
     model_commands = model.add_subparsers(dest="model_command", required=True, metavar="command")
-    add_command(model_commands, "fetch", cmd_model_fetch, "download and build the local model (idempotent)")
+    fetch = add_command(model_commands, "fetch", cmd_model_fetch, "download and build the local model (idempotent)")
+    fetch.add_argument(
+        "--model",
+        dest="local_model",
+        choices=["all-MiniLM-L6-v2", "multilingual-e5-small"],
+        help="which local model (default: LOSSLESS_LOCAL_MODEL, else all-MiniLM-L6-v2)",
+    )
 
     search = add_command(commands, "search", cmd_search, "hybrid search over the stored history")
     search.add_argument("query", type=query_text, help="what to look for, in plain words")

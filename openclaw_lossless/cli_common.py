@@ -29,7 +29,8 @@ Handler = Callable[[argparse.Namespace], int]
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings from the environment, with the flags this command was given on top."""
     overrides: dict[str, Any] = {}
-    names = ("host", "port", "state_dir", "db_path", "database_url", "model_dir", "embedding_provider", "metrics_port")
+    names: tuple[str, ...] = ("host", "port", "state_dir", "db_path", "database_url", "model_dir")
+    names += ("embedding_provider", "metrics_port", "local_model")
     for name in names:
         value = getattr(args, name, None)
         if value is not None:

