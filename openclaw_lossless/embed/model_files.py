@@ -116,8 +116,7 @@ E5_SMALL = ModelSpec(
     query_prefix="query: ",
     passage_prefix="passage: ",
     max_length=512,
-    # e5's cosines crowd into 0.75-0.90: LoCoMo question-message pairs' p50 0.790 and p99 0.859 map onto
-    # all-MiniLM-L6-v2's 0.295 and 0.589 for the same pairs
+    # e5's cosines crowd into a narrow band: mapped onto all-MiniLM-L6-v2's scale (docs/decisions/0310)
     cosine_scale=(4.26, -3.07),
 )
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (MINILM, E5_SMALL)}
