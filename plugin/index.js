@@ -58,7 +58,8 @@ const announced = new Set(); // register may run several times per process: each
 
 function announceMode(api, mode) {
   const slot = api?.config?.plugins?.slots?.contextEngine;
-  if (mode === null || announced.has(mode)) return;
+  const full = api?.registrationMode === undefined || api.registrationMode === "full"; // not CLI metadata loads
+  if (mode === null || !full || announced.has(mode)) return;
   announced.add(mode);
   const line = mode === "engine"
     ? "lossless: engine mode — the selected context engine; every turn is stored and recalled"

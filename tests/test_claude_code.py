@@ -189,3 +189,27 @@ def wait_for(server: Any, count: int) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(server.client.get("/stats").json()["catchUp"])
         time.sleep(0.05)
+
+
+def test_memory_search_over_mcp_finds_a_past_claude_code_session(tmp_path: Path, projects: Path) -> None:
+    """What a Claude Code user gets: ``openclaw-lossless mcp`` (spawned over stdio, no sidecar) answers from
+    their own imported sessions."""
+    from mcp.client.session import ClientSession
+
+    from openclaw_lossless.history.claude_code import import_claude_code
+    from openclaw_lossless.mcp_server import TOOL_NAME
+    from openclaw_lossless.store_access import open_file_store
+    from tests.test_mcp_server import server_params, structured, with_client
+
+    session = ClaudeSession(projects)
+    session.append(*first_session(session))
+    settings = make_settings(tmp_path / "state", embedding_provider="none")
+    with open_file_store(settings) as store:
+        assert import_claude_code(store.ingest, projects).messages_imported == 4
+
+    async def work(client: ClientSession) -> Any:
+        return await client.call_tool(TOOL_NAME, {"query": "Tuesday night watch keeper", "scope": "agent:claude-code"})
+
+    hits = structured(with_client(server_params(settings), work))["hits"]
+    assert any("Morwenna Pike" in hit["snippet"] for hit in hits), hits
+    assert {hit["agentId"] for hit in hits} == {"claude-code"}
