@@ -414,6 +414,7 @@ class Run:
         """``openclaw-lossless serve`` as the README tells a user to run it, with this run's port and state dir
         (and ``flags``, e.g. ``--watch``)."""
         command = [str(HERE / "stub_sidecar.py")] if self.sidecar_mode == "stub" else ["openclaw-lossless"]
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # first of all when played alone (--only)
         log = (self.state_dir / "sidecar-by-hand.log").open("ab")
         port = str(self.sidecar_port)
         proc = subprocess.Popen(
