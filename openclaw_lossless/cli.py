@@ -240,6 +240,10 @@ _EXPORTED = {"message": "messages", "session": "sessions", "turn": "turns", "com
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.claude_code and (args.jsonl or args.openclaw_state):
+        raise BadRequest("--claude-code reads Claude Code's sessions: leave out --jsonl and --openclaw-state")
+    if args.claude_code:
+        return _import_claude_code(args)
     if not args.jsonl:
         return _import_openclaw(args)
     settings = settings_of(args)
@@ -255,6 +259,28 @@ def cmd_import(args: argparse.Namespace) -> int:
         lambda d: ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in d.items() if not isinstance(v, list | dict)),
     )
     return EXIT_OK
+
+
+def _import_claude_code(args: argparse.Namespace) -> int:
+    """Import Claude Code's session transcripts as agent ``claude-code`` (``history/claude_code.py``)."""
+    from dataclasses import asdict
+
+    from openclaw_lossless.history.claude_code import import_claude_code
+
+    settings = settings_of(args)
+    projects = settings.claude_code_dir
+    if not projects.is_dir():
+        raise NotFound(f"no Claude Code projects dir at {projects}: set LOSSLESS_CLAUDE_CODE_DIR or CLAUDE_CONFIG_DIR")
+    with (
+        open_file_store(settings) as sidecar,
+        tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar,
+    ):
+        report = import_claude_code(sidecar.ingest, projects, progress=lambda done, total: bar.update(done - bar.n))
+    for detail in report.details:
+        if detail.error is not None:
+            print(f"openclaw-lossless: {detail.error}", file=sys.stderr)
+    emit(asdict(report), args.json, readable.counts)
+    return EXIT_FAILURE if report.errors else EXIT_OK
 
 
 def _import_openclaw(args: argparse.Namespace) -> int:
@@ -303,6 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--embedding-provider", choices=["local", "openai-compatible", "none"])
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--watch",
+        action="store_true",
+        help="store every agent's turns from OpenClaw's transcripts within seconds, whichever engine runs",
+    )
+    serve.add_argument(
+        "--claude-code", action="store_true", help="also store Claude Code's sessions (~/.claude/projects) as they grow"
+    )
 
     mcp = add_command(commands, "mcp", cmd_mcp, "serve memory_search to MCP clients (Claude Code, Codex) over stdio")
     mcp.add_argument("--host", help="the running sidecar's address (default 127.0.0.1)")
@@ -378,6 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp = add_command(commands, "import", cmd_import, "bring in an OpenClaw installation's history, or a JSONL export")
     imp.add_argument("--jsonl", help="an export or archive file (.jsonl or .jsonl.gz) instead of OpenClaw's history")
     imp.add_argument("--openclaw-state", help="OpenClaw's state dir (default: $OPENCLAW_STATE_DIR or ~/.openclaw)")
+    imp.add_argument(
+        "--claude-code",
+        action="store_true",
+        help="Claude Code's sessions instead (agent claude-code; default dir: $CLAUDE_CONFIG_DIR/projects or"
+        " ~/.claude/projects, or LOSSLESS_CLAUDE_CODE_DIR)",
+    )
     scope_flags(imp)
 
     add_command(commands, "stats", cmd_stats, "counts, sizes, backlog and latencies")

@@ -35,8 +35,9 @@ def settings_of(args: argparse.Namespace) -> Settings:
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
-    if getattr(args, "allow_remote", False):
-        overrides["allow_remote"] = True
+    for flag in ("allow_remote", "watch", "claude_code"):  # on when given; else the environment says
+        if getattr(args, flag, False):
+            overrides[flag] = True
     return Settings(**overrides)
 
 

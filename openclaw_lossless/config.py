@@ -30,6 +30,13 @@ def openclaw_state_dir(env: dict[str, str] | None = None) -> Path:
     return Path(home) / ".openclaw"
 
 
+def claude_projects_dir(env: dict[str, str] | None = None) -> Path:
+    """Where Claude Code keeps its session transcripts: ``$CLAUDE_CONFIG_DIR/projects``, else ``~/.claude/projects``."""
+    env = dict(os.environ) if env is None else env
+    base = env.get("CLAUDE_CONFIG_DIR") or str(Path(env.get("HOME") or Path.home()) / ".claude")
+    return Path(base) / "projects"
+
+
 def _default_state_dir() -> Path:
     return openclaw_state_dir() / "plugins" / "lossless"
 
@@ -152,6 +159,11 @@ class Settings(BaseSettings):
     include_thinking: bool = False
     catch_up: bool = True
     catch_up_interval_s: float = Field(15.0, ge=0, le=3600)  # 0: no periodic check (history/catchup.py)
+    # Watch mode (docs/watch-mode.md): every agent's transcripts, all sessions, looked at every watch_interval_s.
+    watch: bool = False
+    watch_interval_s: float = Field(0.5, gt=0, le=60)  # docs/decisions/0200-watch-notification.md
+    claude_code: bool = False  # watch mode also reads Claude Code's transcripts (history/claude_code.py)
+    claude_code_dir: Path = Field(default_factory=lambda: claude_projects_dir())
     include_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
     exclude_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

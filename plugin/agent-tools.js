@@ -250,8 +250,8 @@ export function renderRecover(result) {
  * The agent tools for one run. `toolContext` is the host's tool context (agentId, sessionKey,
  * sessionId); tests pass their own. Failures throw (the host reports them to the model).
  */
-export function createAgentTools(pluginConfig, toolContext = {}, { log = console } = {}) {
-  const settings = resolveSettings(pluginConfig);
+export function createAgentTools(pluginConfig, toolContext = {}, { log = console, watch = false } = {}) {
+  const settings = { ...resolveSettings(pluginConfig), watch }; // watch: a sidecar it starts runs serve --watch
   const timeoutMs = settings.timeouts.toolMs ?? TOOL_TIMEOUT_MS;
   const context = toolContext && typeof toolContext === "object" ? toolContext : {};
 

@@ -217,9 +217,11 @@ async function statusText(ctx, deps) {
     if (!unknownAgent) throw Object.assign(new Error("this sidecar has no /v1/agents endpoints yet; upgrade openclaw-lossless"), { code: "unsupported" });
     status = await request("lossless status", { method: "GET", path: HEALTHZ_PATH, timeoutMs });
   }
-  const state = selected === false ? "OFF" : "ON";
+  const watching = Array.isArray(status.catchUp?.watching) && status.catchUp.watching.includes("openclaw");
+  const state = selected === false ? (watching ? "WATCH" : "OFF") : "ON";
   const lines = [`Lossless memory: ${state} (${selectionWhy}); sidecar ${status.version ?? "?"} answering at ${settings.sidecarUrl}.`];
-  if (selected === false) lines.push(`Turns are neither stored nor recalled. Fix: openclaw config set plugins.slots.contextEngine ${COMMAND_NAME}, then restart the gateway.`);
+  if (selected === false && watching) lines.push("Watch mode: every turn is stored from the host's transcripts within seconds and found by search and the tools; nothing is recalled into the prompt. For recall every turn: openclaw config set plugins.slots.contextEngine lossless, then restart the gateway.");
+  else if (selected === false) lines.push(`Turns are neither stored nor recalled. Fix: openclaw config set plugins.slots.contextEngine ${COMMAND_NAME}, then restart the gateway.`);
   if (unknownAgent) {
     lines.push(`Agent ${agentId}: nothing stored yet (its first committed turn creates it; \`openclaw-lossless import --agent ${agentId}\` brings in its earlier history).`);
   } else {

@@ -43,21 +43,51 @@ function logger(api) {
   };
 }
 
-// The plugin entry: register only (it may run several times; no side effects).
+/**
+ * Which mode the host's config puts the plugin in: "engine" (plugins.slots.contextEngine is lossless),
+ * "watch" (another engine, or none, is selected: the tools and /lossless still work, memory comes from the
+ * host's transcripts through `openclaw-lossless serve --watch`), or null when the host gave no config.
+ */
+export function pluginMode(config) {
+  if (!config || typeof config !== "object") return null;
+  const slot = config.plugins?.slots?.contextEngine;
+  return slot === ENGINE_ID ? "engine" : "watch";
+}
+
+const announced = new Set(); // register may run several times per process: each mode is said once
+
+function announceMode(api, mode) {
+  const slot = api?.config?.plugins?.slots?.contextEngine;
+  const full = api?.registrationMode === undefined || api.registrationMode === "full"; // not CLI metadata loads
+  if (mode === null || !full || announced.has(mode)) return;
+  announced.add(mode);
+  const line = mode === "engine"
+    ? "lossless: engine mode — the selected context engine; every turn is stored and recalled"
+    : `lossless: watch mode — ${slot === undefined ? "no context engine" : `another engine (${slot})`} is selected;` +
+      " memory comes from the host's transcripts (openclaw-lossless serve --watch), recall only through the tools";
+  logger(api).info(line);
+}
+
+// The plugin entry: register only (it may run several times; no side effects but one log line per mode).
 
 export default {
   id: ENGINE_ID,
   name: "Lossless",
   description: "Stores every message verbatim and recalls the relevant old ones every turn; lossless_search and lossless_recover let the agent look further back itself.",
   register(api) {
+    const mode = pluginMode(api?.config);
+    announceMode(api, mode);
+    // In watch mode a sidecar the plugin starts (for the tools or /lossless) watches the transcripts itself.
+    const watch = mode === "watch";
+    const pluginConfig = api.pluginConfig ?? {};
     api.registerContextEngine(ENGINE_ID, () => createEngine(api.pluginConfig ?? {}, { log: logger(api) }));
     // Agent tools, built per run with its identity (declared under contracts.tools in openclaw.plugin.json).
     if (typeof api.registerTool === "function") {
-      api.registerTool((toolContext) => createAgentTools(api.pluginConfig ?? {}, toolContext, { log: logger(api) }), { names: TOOL_NAMES });
+      api.registerTool((toolContext) => createAgentTools(pluginConfig, toolContext, { log: logger(api), watch }), { names: TOOL_NAMES });
     }
     // The /lossless chat command (status, search, why), answered without the model (command.js).
     if (typeof api.registerCommand === "function") {
-      const settings = resolveSettings(api.pluginConfig ?? {});
+      const settings = { ...resolveSettings(pluginConfig), watch };
       const request = (label, init) => sidecarRequest(settings, label, init, logger(api));
       api.registerCommand(createLosslessCommand({ settings, request, log: logger(api) }));
     }

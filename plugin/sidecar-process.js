@@ -95,7 +95,8 @@ export function writeOwner(stateDir, record) {
 export function serveArgs(settings) {
   const url = new URL(settings.sidecarUrl);
   const port = url.port || (url.protocol === "https:" ? "443" : "80");
-  return ["serve", "--host", url.hostname.replace(/^\[|\]$/g, ""), "--port", port, "--state-dir", settings.stateDir];
+  const args = ["serve", "--host", url.hostname.replace(/^\[|\]$/g, ""), "--port", port, "--state-dir", settings.stateDir];
+  return settings.watch ? [...args, "--watch"] : args; // watch mode: another engine is selected (index.js)
 }
 
 function spawnSidecar(settings, env, log) {

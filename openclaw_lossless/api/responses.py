@@ -203,6 +203,9 @@ class CatchUpBriefView(Out):
     last_run_at: str | None = Field(alias="lastRunAt")
     last_error: str | None = Field(alias="lastError")
     pending: int = Field(description="Sessions and agents queued for catch-up.")
+    watching: list[str] = Field(
+        default_factory=list, description="Watch mode's sources (openclaw, claude-code); empty: not watching."
+    )
 
 
 class CatchUpView(Out):
@@ -213,6 +216,9 @@ class CatchUpView(Out):
     total_imported: int = Field(alias="totalImported")
     pending: int
     runs: int
+    watching: list[str] = Field(
+        default_factory=list, description="Watch mode's sources (openclaw, claude-code); empty: not watching."
+    )
 
 
 class HealthResponse(Out):

@@ -12,6 +12,9 @@ something says it may have missed some:
 - a ``bootstrap`` names a known session whose newest stored message is older than ``QUIET_S``: that session;
 - a subagent ended (``SUBAGENT_DELAY_S`` later): its agent and its parent's. The host then runs the parent's
   announce turn, which it records but never commits;
+- watch mode (``serve --watch``, docs/watch-mode.md): every ``LOSSLESS_WATCH_INTERVAL_S`` (0.5 s), each agent
+  under the state dir whose files changed, every session (not only those live capture would see), and with
+  ``--claude-code`` Claude Code's transcripts (``claude_code.py``); the first look imports what is there;
 - every ``LOSSLESS_CATCH_UP_INTERVAL_S`` while an agent is idle (no turn began or ended for ``IDLE_S``): each
   agent whose transcript files changed since the last look (size and mtime, a few ``stat`` calls). What the host
   records and never commits (that announce turn) is stored without waiting for the next turn. Idle only: a
@@ -42,10 +45,13 @@ from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
 from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
+from openclaw_lossless.history.claude_code import AGENT as CLAUDE_CODE
+from openclaw_lossless.history.claude_code import fingerprint as claude_code_fingerprint
+from openclaw_lossless.history.claude_code import import_claude_code
 from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.importer import import_history
 from openclaw_lossless.history.sink import Sink
-from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, transcript_session_id
+from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, ImportReport, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.sqlite.sessions import agent_of
@@ -105,14 +111,17 @@ class CatchUp:
         self.sink = sink
         self.openclaw_state = settings.openclaw_state
         self.activity = activity
-        self.enabled = enabled
+        self.watch = settings.watch  # every agent and session of the state dir, looked at every interval_s
+        self.claude_code = settings.claude_code_dir if settings.claude_code else None
+        self.enabled = enabled or self.watch or self.claude_code is not None
         self._lock = threading.Condition()
         self._jobs: dict[Target, _Job] = {}
         self._last_run: dict[Target, float] = {}
         self._unfixable: dict[str, None] = {}  # window keys a catch-up could not bring in (insertion-ordered)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.interval_s = float(settings.catch_up_interval_s)
+        watching = self.watch or self.claude_code is not None
+        self.interval_s = float(settings.watch_interval_s if watching else settings.catch_up_interval_s)
         self._next_poll: float | None = None  # monotonic; None: no periodic check
         self._seen: dict[str, tuple[int, ...]] = {}  # agent id → its transcript files' sizes and mtimes
         self.running = False
@@ -121,6 +130,7 @@ class CatchUp:
         self.total_imported = 0
         self.last_error: str | None = None
         self.runs = 0
+        self.looks = 0  # periodic checks done (each a few stat calls; an import only when something changed)
 
     # -- the hooks' side: enqueue only -------------------------------------------------------------------------
 
@@ -129,7 +139,7 @@ class CatchUp:
         if not self.enabled or self._thread is not None:
             return
         if self.interval_s > 0:
-            self._next_poll = time.monotonic() + self.interval_s
+            self._next_poll = time.monotonic() + (0.0 if self.watch or self.claude_code else self.interval_s)
         self._thread = threading.Thread(target=self._loop, name="lossless-catch-up", daemon=True)
         self._thread.start()
         self._enqueue(Target("*"), Check("start"))
@@ -185,7 +195,7 @@ class CatchUp:
         or ``running``; ``pending``: targets queued."""
         with self._lock:
             pending = len(self._jobs)
-        return CatchUpBrief(self._state(), iso(self.last_run_at), self.last_error, pending)
+        return CatchUpBrief(self._state(), iso(self.last_run_at), self.last_error, pending, self.watching)
 
     def view(self) -> CatchUpReport:
         """What ``/stats`` shows under ``catchUp``: the brief, and what the runs imported."""
@@ -199,7 +209,12 @@ class CatchUp:
             self.total_imported,
             pending,
             self.runs,
+            self.watching,
         )
+
+    @property
+    def watching(self) -> tuple[str, ...]:
+        return (*(("openclaw",) if self.watch else ()), *(("claude-code",) if self.claude_code else ()))
 
     def _state(self) -> str:
         return "off" if not self.enabled else ("running" if self.running else "idle")
@@ -284,12 +299,14 @@ class CatchUp:
         Costs a query for the store's agents and a few ``stat`` calls per agent; reads no transcript unless one
         changed, and then only what is past the cursors (the import's own plan).
         """
+        stored = self._poll_claude_code() if self.claude_code is not None else 0
         state = self.openclaw_state
         if not state.is_dir():
-            return 0
+            self.looks += 1
+            return stored
         conn = self.sink.store.db.reader()
-        agents = sorted(self.sink.store.ops.sessions.agent_ids(conn))
-        stored, now, coverage = 0, time.time(), None
+        agents = _state_agents(state) if self.watch else sorted(self.sink.store.ops.sessions.agent_ids(conn))
+        now, coverage = time.time(), None
         for agent in agents:
             if self._stop.is_set():
                 break
@@ -303,7 +320,21 @@ class CatchUp:
             stored += self._import(Target(agent), coverage, set())
             if self.last_error is None and not _settling(seen, now):  # else it proves nothing: looked at again
                 self._seen[agent] = seen
+        self.looks += 1
         return stored
+
+    def _poll_claude_code(self) -> int:
+        """Watch mode's look at Claude Code's transcripts: imported when their files changed."""
+        assert self.claude_code is not None
+        seen = claude_code_fingerprint(self.claude_code)
+        if seen is None or self._seen.get(CLAUDE_CODE + "\0") == seen:
+            return 0
+        self.running = True
+        report = import_claude_code(self.sink, self.claude_code, progress=self._check_stop)
+        self._note(report)
+        if self.last_error is None and not _settling(seen, time.time()):
+            self._seen[CLAUDE_CODE + "\0"] = seen
+        return report.messages_imported
 
     def _idle(self, agent: str, now: float) -> bool:
         committed, assembled, _ = self.activity.agent(agent)
@@ -352,22 +383,27 @@ class CatchUp:
             state,
             agent=target.agent_id,
             session_id=target.session_id,
-            follow=follow,
+            follow=None if self.watch else follow,  # watch mode: every session the host records
             progress=self._check_stop,
         )
+        self._note(report)
+        if report.messages_imported:  # stored through the ingest side, which also wakes the embedding worker
+            log.info(
+                "%s stored %d message(s) of agent %s from the host's transcripts",
+                "watch" if self.watch else "catch-up",
+                report.messages_imported,
+                target.agent_id,
+            )
+        return report.messages_imported
+
+    def _note(self, report: ImportReport) -> None:
+        """What a run came to, for /healthz, /stats and /metrics."""
         self.runs += 1
         self.last_run_at = time.time()
         self.last_imported = report.messages_imported
         self.total_imported += report.messages_imported
         errors = [d.error for d in report.details if d.error]
         self.last_error = _first_line(errors[0]) if errors else None
-        if report.messages_imported:  # stored through the ingest side, which also wakes the embedding worker
-            log.info(
-                "catch-up stored %d message(s) of agent %s the host recorded while they were not delivered",
-                report.messages_imported,
-                target.agent_id,
-            )
-        return report.messages_imported
 
     def _check_stop(self, done: int, total: int) -> None:
         """Called after each page the import reads: a closing sidecar stops it there (what is stored stays,
@@ -439,6 +475,13 @@ def fingerprint(state: Path, agent: str) -> tuple[int, ...] | None:
                     stat = entry.stat()
                     found += [stat.st_size, stat.st_mtime_ns]
     return tuple(found) if found else None
+
+
+def _state_agents(state: Path) -> list[str]:
+    """The agents with a folder under the state dir's ``agents/`` (watch mode looks at each)."""
+    with contextlib.suppress(OSError), os.scandir(state / "agents") as entries:
+        return sorted(entry.name for entry in entries if entry.is_dir() and AGENT_ID.match(entry.name))
+    return []
 
 
 def _settling(seen: tuple[int, ...], now: float) -> bool:

@@ -17,6 +17,7 @@ class CatchUpBrief:
     last_run_at: str | None
     last_error: str | None
     pending: int
+    watching: tuple[str, ...] = ()  # watch mode's sources: "openclaw", "claude-code" (docs/watch-mode.md)
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,4 @@ class CatchUpReport:
     total_imported: int
     pending: int
     runs: int
+    watching: tuple[str, ...] = ()

@@ -48,7 +48,7 @@ def import_history(
         elif session_id is None or source.session_id == session_id:
             names = keys.setdefault(source.path.parent, legacy_keys(source.path.parent))
             readers.append(JsonlReader(sink, source, codec, names.get(_primary_name(source)), follow))
-    return _run(readers, progress)
+    return run_readers(readers, progress)
 
 
 def import_session(sink: Sink, state_dir: Path, session_id: str, agent_id: str) -> int:
@@ -72,7 +72,7 @@ def import_session(sink: Sink, state_dir: Path, session_id: str, agent_id: str) 
         source = Source("jsonl", agent_id, transcript, relative_path(state_dir, transcript), session_id)
         key = legacy_keys(transcript.parent).get(transcript.name)
         readers.append(JsonlReader(sink, source, codec, key))
-    return _run(readers, None).messages_imported
+    return run_readers(readers, None).messages_imported
 
 
 def _primary_name(source: Source) -> str:
@@ -80,7 +80,8 @@ def _primary_name(source: Source) -> str:
     return source.path.name if source.path.name.endswith(".jsonl") else f"{source.session_id}.jsonl"
 
 
-def _run(readers: list[Reader], progress: Progress | None) -> ImportReport:
+def run_readers(readers: list[Reader], progress: Progress | None) -> ImportReport:
+    """Plan every reader (for the progress total), then run each; what they came to."""
     total = sum(reader.plan() for reader in readers)
     done = 0
 

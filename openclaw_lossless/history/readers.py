@@ -310,6 +310,10 @@ class JsonlReader(Reader):
             self.report.error = f"cannot decompress {self.source.source_id}: {exc}"
         return 0
 
+    def entries(self, entry: dict[str, Any] | None) -> list[dict[str, Any] | None]:
+        """The transcript entries a parsed line stands for: itself (a reader of another format converts it)."""
+        return [entry]
+
     def _codec_errors(self) -> type[Exception]:
         return self.codec.error if self.codec is not None else OSError
 
@@ -349,8 +353,9 @@ class JsonlReader(Reader):
                 break
             offset += len(line)
             if line.strip():
-                feed.add(entry, None)
-                messages += entry_kind(entry) == "message"
+                for each in self.entries(entry):
+                    feed.add(each, None)
+                    messages += entry_kind(each) == "message"
             lines += 1
             if lines % BATCH == 0:
                 tick(BATCH)

@@ -87,6 +87,19 @@ test("/lossless says OFF and how to turn it on when another engine is selected",
   }
 });
 
+test("/lossless says WATCH when another engine is selected and the sidecar watches the transcripts", async () => {
+  const catchUp = { state: "idle", lastRunAt: null, lastImported: 0, totalImported: 20, lastError: null, pending: 0, watching: ["openclaw"] };
+  const sidecar = await stubSidecar(statusRoute({ ...REAL.status, catchUp }));
+  try {
+    const text = await run(sidecar, { config: { plugins: { slots: { contextEngine: "legacy" } } } });
+    assert.match(text, /^Lossless memory: WATCH \(plugins\.slots\.contextEngine is "legacy", not "lossless"\)/);
+    assert.match(text, /^Watch mode: every turn is stored from the host's transcripts within seconds/m);
+    assert.doesNotMatch(text, /neither stored nor recalled/);
+  } finally {
+    await sidecar.close();
+  }
+});
+
 test("/lossless shows the catch-up state when the sidecar reports one", async () => {
   const catchUp = { state: "idle", lastRunAt: "2026-11-23T09:00:00.000Z", lastImported: 3, totalImported: 12, lastError: "agents/main: locked", pending: 0 };
   const sidecar = await stubSidecar(statusRoute({ ...REAL.status, catchUp }));

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 from tests.e2e import scenarios_core as core  # noqa: E402 - the repository root is on the path only now
 from tests.e2e import scenarios_operator as operator  # noqa: E402
 from tests.e2e import scenarios_outage as outage  # noqa: E402
+from tests.e2e import scenarios_watch as watch  # noqa: E402
 from tests.e2e.gateway import DEGRADED_LINE, JsonObj, Run  # noqa: E402
 from tests.e2e.loopback import assert_loopback_only, bring_up_loopback  # noqa: E402
 
@@ -53,6 +54,7 @@ DISRUPTIVE: list[tuple[str, Scenario]] = [
     ("foreignPort", operator.scenario_foreign_port),
     ("outageByHand", outage.scenario_outage_by_hand),
     ("outageLong", lambda run: outage.scenario_outage_long(run, lambda label: operator.doctor_now(run, label))),
+    ("watchMode", watch.scenario_watch_mode),  # last: it switches the engine to legacy and back
 ]
 
 

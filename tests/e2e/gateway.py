@@ -410,13 +410,15 @@ class Run:
             wait_until(lambda: not alive(pid), timeout=20, interval=0.2)
         return pid
 
-    def serve_by_hand(self) -> subprocess.Popen[bytes]:
-        """``openclaw-lossless serve`` as the README tells a user to run it, with this run's port and state dir."""
+    def serve_by_hand(self, *flags: str) -> subprocess.Popen[bytes]:
+        """``openclaw-lossless serve`` as the README tells a user to run it, with this run's port and state dir
+        (and ``flags``, e.g. ``--watch``)."""
         command = [str(HERE / "stub_sidecar.py")] if self.sidecar_mode == "stub" else ["openclaw-lossless"]
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # first of all when played alone (--only)
         log = (self.state_dir / "sidecar-by-hand.log").open("ab")
         port = str(self.sidecar_port)
         proc = subprocess.Popen(
-            [*command, "serve", "--host", "127.0.0.1", "--port", port, "--state-dir", str(self.state_dir)],
+            [*command, "serve", "--host", "127.0.0.1", "--port", port, "--state-dir", str(self.state_dir), *flags],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -321,6 +321,7 @@ def main() -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8377)
     serve.add_argument("--state-dir", required=True)
+    serve.add_argument("--watch", action="store_true")  # accepted like the real one; the stub watches nothing
     args = parser.parse_args()
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
