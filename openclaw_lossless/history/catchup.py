@@ -12,13 +12,10 @@ something says it may have missed some:
 - a ``bootstrap`` names a known session whose newest stored message is older than ``QUIET_S``: that session;
 - a subagent ended (``SUBAGENT_DELAY_S`` later): its agent and its parent's. The host then runs the parent's
   announce turn, which it records but never commits;
-- watch mode (``serve --watch``, docs/watch-mode.md): every ``LOSSLESS_WATCH_INTERVAL_S`` (0.5 s), each agent
-  under the state dir whose files changed, every session (not only those live capture would see), and with
-  ``--claude-code`` Claude Code's transcripts (``claude_code.py``); the first look imports what is there;
-- every ``LOSSLESS_CATCH_UP_INTERVAL_S`` while an agent is idle (no turn began or ended for ``IDLE_S``): each
-  agent whose transcript files changed since the last look (size and mtime, a few ``stat`` calls). What the host
-  records and never commits (that announce turn) is stored without waiting for the next turn. Idle only: a
-  heartbeat turn's messages read before its commit arrives would stay stored (``skipHeartbeats``).
+- watch mode (``serve --watch``, docs/watch-mode.md): every ``LOSSLESS_WATCH_INTERVAL_S``, each agent whose
+  files changed, every session, and Claude Code's transcripts with ``--claude-code``;
+- every ``LOSSLESS_CATCH_UP_INTERVAL_S`` while an agent is idle (``IDLE_S``): each agent whose transcript files
+  changed (size and mtime), so a recorded but never committed announce turn is stored without waiting.
 
 The hooks only enqueue (no I/O, under a lock, microseconds); the checks and the import run here. Triggers for
 one target within ``DELAY_S`` are one run, and a target runs at most once per ``MIN_INTERVAL_S``.
