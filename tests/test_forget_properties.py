@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +231,7 @@ def _world(tmp: Path) -> Iterator[World]:
         yield World(server, tmp)
 
 
-STEPS = {
+STEPS: dict[str, Callable[..., None]] = {
     "commit": _commit,
     "replay": _replay,
     "import_then_commit": _import_then_commit,
