@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.history import import_history
+from openclaw_lossless.store.sqlite.rewrite import cache_key
 from openclaw_lossless.store.sqlite.transfer import ExportScope, write_jsonl
 from tests.helpers import (
     HashEmbedder,
@@ -284,3 +285,19 @@ def test_a_forgotten_messages_citation_is_never_given_to_a_new_one(tmp_path: Pat
 
     assert len(after_forget) == len(after_restart) == 2
     assert min(after_forget) > max(newest) and min(after_restart) > max(after_forget)
+
+
+def test_a_forgotten_messages_cached_embedding_goes_with_it(sidecar: LiveSidecar) -> None:
+    """An embedding API's vectors are cached by the text's hash: a forgotten text's entry is deleted too, so
+    the store holds nothing derived from it (a kept text's entry stays)."""
+    transcript = Transcript(SESSION, T0)
+    body, _ = _turn(transcript, "a", f"The boat is named {MARKER}.", "A fine name.")
+    sidecar.post("commit-turn", body)
+    sidecar.wait_for_backlog()
+    said = f"The boat is named {MARKER}."
+    cached = {bytes(r[0]) for r in store_rows(sidecar.settings, "SELECT text_hash FROM embedding_cache")}
+    assert cache_key(said) in cached and cache_key("A fine name.") in cached
+    [marked] = _ids_holding(sidecar, MARKER)
+    assert sidecar.client.delete(f"/v1/messages/{marked}").status_code == 200
+    cached = {bytes(r[0]) for r in store_rows(sidecar.settings, "SELECT text_hash FROM embedding_cache")}
+    assert cache_key(said) not in cached and cache_key("A fine name.") in cached

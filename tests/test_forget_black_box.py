@@ -20,6 +20,7 @@ from tests.reliability import SidecarProcess
 SESSION = "5d7f0c2e-7b1a-4c55-9d0e-2f6a8b3c4d5e"
 KEY = "agent:main:main"
 T0 = 1_780_000_000_000
+KEPT = "blackboxkeptword"
 
 
 def marker(n: int) -> str:
@@ -35,6 +36,11 @@ def state_bytes(state: Path) -> bytes:
         if path.name.endswith(".gz"):
             chunks.append(gzip.decompress(raw))
     return b"\n".join(chunks)
+
+
+def _text(n: int, marked: dict[int, str]) -> str:
+    said = f"Turn {n} talks about tomatoes and {KEPT}{n:02d}."
+    return said + (f" The shed will be painted {marked[n]} in spring." if n in marked else "")
 
 
 def _turn(n: int, text: str) -> dict[str, Any]:
@@ -63,16 +69,13 @@ def _drain(client: httpx.Client) -> dict[str, Any]:
 def test_forgotten_text_is_in_no_file_of_the_state_dir_after_a_stop(tmp_path: Path) -> None:
     state = tmp_path / "state"
     marked = {3: marker(1), 11: marker(2), 19: marker(3), 27: marker(4), 35: marker(5)}
-    kept = "blackboxkeptword"
+    kept = KEPT
     server = SidecarProcess(state).spawn()
     try:
         server.wait_healthy()
         with server.client(timeout=60) as client:
             for n in range(40):
-                text = f"Turn {n} talks about tomatoes and {kept}{n:02d}." + (
-                    f" The shed will be painted {marked[n]} in spring." if n in marked else ""
-                )
-                answer = client.post("/v1/hooks/commit-turn", json=_turn(n, text))
+                answer = client.post("/v1/hooks/commit-turn", json=_turn(n, _text(n, marked)))
                 assert answer.status_code == 200, answer.text
             _drain(client)
             ids: list[str] = []

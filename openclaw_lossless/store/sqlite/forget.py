@@ -34,6 +34,7 @@ from openclaw_lossless.store.sqlite import meta, vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
+from openclaw_lossless.store.sqlite.rewrite import cache_key
 
 EXCERPT_CHARS = 80
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -346,6 +347,9 @@ def delete_messages(conn: Connection, ids: Sequence[int]) -> int:
     conn.execute("PRAGMA secure_delete = ON")
     keep_ids_given(conn, ids)  # a forgotten message's citation is never given to a new one
     marks = json.dumps(list(ids))
+    texts = conn.execute("SELECT text FROM messages WHERE id IN (SELECT value FROM json_each(?))", (marks,))
+    keys = [(cache_key(str(row[0])),) for row in texts.fetchall()]  # the cached embedding of its text goes too
+    conn.executemany("DELETE FROM embedding_cache WHERE text_hash = ?", keys)
     vectors.delete(conn, ids)  # sqlite-vec zeroes the deleted codes in place; secure_delete wipes freed pages
     conn.execute("DELETE FROM embedding_backlog WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
     return int(conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (marks,)).rowcount)
