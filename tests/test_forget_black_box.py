@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.reliability import SidecarProcess
+
+pytestmark = pytest.mark.sqlite_only  # the state dir's files are the store only on SQLite (PostgreSQL: docs/forget.md)
 
 SESSION = "5d7f0c2e-7b1a-4c55-9d0e-2f6a8b3c4d5e"
 KEY = "agent:main:main"
