@@ -126,6 +126,11 @@ function num(value, digits = 3) {
   return Number.isFinite(value) ? value.toFixed(digits) : "–";
 }
 
+// What autoStart does and does not do (sidecar-process.js): true for a sidecar the plugin started and one it did not.
+const AUTOSTART_HINT =
+  "The plugin restarts only a sidecar it started itself; one started by hand or by a supervisor is left to you: " +
+  "start it again with the line above, or restart the gateway to let the plugin start and watch it.";
+
 /** How to bring the sidecar back, for the settings in use. */
 function fixHint(settings) {
   let host = "127.0.0.1";
@@ -141,7 +146,8 @@ function fixHint(settings) {
   const log = join(settings.stateDir, "sidecar.log");
   return [
     `Start it: ${command} serve --host ${host} --port ${port} --state-dir ${settings.stateDir}`,
-    `Its log: ${log}${settings.autoStart === false ? "" : " (the plugin also starts it on the next turn when autoStart is on)"}`,
+    `Its log: ${log}`,
+    ...(settings.autoStart === false ? [] : [AUTOSTART_HINT]),
     `Check it: ${command} doctor`,
   ].join("\n");
 }

@@ -401,6 +401,10 @@ def test_nothing_listening_fails_while_the_gateway_runs(home: Path, tmp_path: Pa
         gateway.kill()
         gateway.wait()
     assert not reach.ok and reach.code == "sidecar_not_running" and f"pid {gateway.pid}" in reach.detail
+    # the plugin leaves a sidecar it did not start alone: the hint never promises it starts one at the next turn
+    assert "next turn" not in reach.detail and "restarts only a sidecar it started itself" in reach.detail
+    assert (reach.fix or "").startswith("start it again yourself: openclaw-lossless serve")
+    assert "restart the gateway to let the plugin start and watch it" in (reach.fix or "")
     assert (reach.data or {})["gateway"] == {"pid": gateway.pid, "port": 18789}
 
 

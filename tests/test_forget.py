@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.history import import_history
+from openclaw_lossless.store.sqlite.rewrite import cache_key
 from openclaw_lossless.store.sqlite.transfer import ExportScope, write_jsonl
 from tests.helpers import (
     HashEmbedder,
@@ -284,3 +285,51 @@ def test_a_forgotten_messages_citation_is_never_given_to_a_new_one(tmp_path: Pat
 
     assert len(after_forget) == len(after_restart) == 2
     assert min(after_forget) > max(newest) and min(after_restart) > max(after_forget)
+
+
+def test_a_forgotten_messages_cached_embedding_goes_with_it(sidecar: LiveSidecar) -> None:
+    """An embedding API's vectors are cached by the text's hash: a forgotten text's entry is deleted too, so
+    the store holds nothing derived from it (a kept text's entry stays)."""
+    transcript = Transcript(SESSION, T0)
+    body, _ = _turn(transcript, "a", f"The boat is named {MARKER}.", "A fine name.")
+    sidecar.post("commit-turn", body)
+    sidecar.wait_for_backlog()
+    said = f"The boat is named {MARKER}."
+    cached = {bytes(r[0]) for r in store_rows(sidecar.settings, "SELECT text_hash FROM embedding_cache")}
+    assert cache_key(said) in cached and cache_key("A fine name.") in cached
+    [marked] = _ids_holding(sidecar, MARKER)
+    assert sidecar.client.delete(f"/v1/messages/{marked}").status_code == 200
+    cached = {bytes(r[0]) for r in store_rows(sidecar.settings, "SELECT text_hash FROM embedding_cache")}
+    assert cache_key(said) not in cached and cache_key("A fine name.") in cached
+
+
+@pytest.mark.sqlite_only
+def test_a_store_from_an_older_version_is_rebuilt_once_so_old_free_space_holds_no_forgotten_text(
+    tmp_path: Path,
+) -> None:
+    """A store written while ``secure_delete`` was off may hold a row's old bytes in free space (a row an
+    UPDATE grew was moved, its old cell left as it was). Its first forget rebuilds the file, once."""
+    settings = make_settings(tmp_path / "state")
+    state = settings.state_dir
+    transcript = Transcript(SESSION, T0)
+    with live_sidecar(settings, HashEmbedder()) as server:
+        assert store_rows(settings, "SELECT value FROM meta WHERE key = 'free_space_zeroed'") == [("1",)]
+        server.post("commit-turn", _turn(transcript, "a", f"The gate opens with {MARKER} now.", "Noted.")[0])
+        for n in range(20):
+            server.post("commit-turn", _turn(transcript, f"f{n}", f"Filler {n} about tomatoes.", "Ok.")[0])
+        server.wait_for_backlog()
+        [marked] = _ids_holding(server, MARKER)
+        with server.sidecar.db.writer() as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        live = _raw_bytes(state).count(MARKER.encode())  # its text and original (and FTS5's term)
+        with server.sidecar.db.writer() as conn:  # what an older version left: bytes freed but not zeroed
+            conn.execute("PRAGMA secure_delete = OFF")
+            conn.execute("INSERT INTO meta (key, value) VALUES ('old-copy', ?)", (f"a copy of {MARKER} freed",))
+            conn.execute("DELETE FROM meta WHERE key IN ('old-copy', 'free_space_zeroed')")
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert _raw_bytes(state).count(MARKER.encode()) == live + 1  # the freed copy is still in the file
+        assert server.client.delete(f"/v1/messages/{marked}").status_code == 200
+        assert MARKER.encode() not in _raw_bytes(state)
+        assert store_rows(settings, "SELECT value FROM meta WHERE key = 'free_space_zeroed'") == [("1",)]
+        assert store_rows(settings, "PRAGMA auto_vacuum") == [(2,)]  # incremental, also for a file made without

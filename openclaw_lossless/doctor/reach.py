@@ -164,9 +164,9 @@ def _not_running(where: Target) -> Finding:
             CHECK,
             False,
             f"the gateway is running (pid {where.gateway['pid']}) but nothing listens on {where.url}: turns are"
-            " not stored now (the plugin starts the sidecar at the next turn and catches up from the host's"
-            " transcripts)",
-            f"start it now: {_serve(where)}",
+            " not stored now. The plugin restarts only a sidecar it started itself; one started by hand or by a"
+            " supervisor is left alone (once one runs again, it catches up from the host's transcripts)",
+            f"start it again yourself: {_serve(where)}; or restart the gateway to let the plugin start and watch it",
             code="sidecar_not_running",
             data=data,
         )

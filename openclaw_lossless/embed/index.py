@@ -135,6 +135,7 @@ class VectorIndex:
         self.searches_while_loading = 0
         self._lock = threading.Lock()
         self._size = 0
+        self._dead = 0  # slots of forgotten or archived messages: kept, never matched, not counted
         self._words = quantize.bit_words(dimension)
         self._ids = np.zeros(0, dtype=np.int64)
         self._codes = np.zeros((0, dimension), dtype=np.int8)
@@ -146,11 +147,12 @@ class VectorIndex:
         self._agent_codes: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return self._size
+        """The vectors it holds: a forgotten or archived message's slot stays but is not counted."""
+        return self._size - self._dead
 
     def estimated_len(self) -> int:
         """Exact: the count is held in memory."""
-        return self._size
+        return len(self)
 
     @property
     def nbytes(self) -> int:
@@ -233,6 +235,7 @@ class VectorIndex:
         """Forget every message up to ``last_id`` (archived): their slots stay but can match no scope."""
         with self._lock:
             gone = self._ids[: self._size] <= last_id
+            self._dead += int((gone & (self._agents[: self._size] >= 0)).sum())
             self._agents[: self._size][gone] = -1
             self._sessions[: self._size][gone] = -1
             self._slots[self._ids[: self._size][gone]] = -1
@@ -240,8 +243,9 @@ class VectorIndex:
     def forget_ids(self, ids: Sequence[int]) -> None:
         """Forget these messages (``store/sqlite/forget.py``): their codes are zeroed and their slots match no scope."""
         with self._lock:
-            known = [int(i) for i in ids if 0 <= int(i) < len(self._slots) and self._slots[int(i)] >= 0]
+            known = sorted({int(i) for i in ids if 0 <= int(i) < len(self._slots) and self._slots[int(i)] >= 0})
             slots = self._slots[known]
+            self._dead += int((self._agents[slots] >= 0).sum())
             self._codes[slots] = 0
             self._scales[slots] = 0.0
             self._bits[:, slots] = 0

@@ -172,6 +172,15 @@ test("when the sidecar does not answer, every subcommand says so and how to star
   const { text } = await command.handler({ ...CHAT, args: "" });
   assert.match(text, /^Lossless memory: DOWN\. The sidecar does not answer at .* is not reachable\)\.$/m);
   assert.match(text, /^This session \(agent:main:main\): captured/m);
+  assert.doesNotMatch(text, /restarts only a sidecar it started/); // autoStart off: the plugin starts nothing
+});
+
+test("with autoStart on, the hint says the plugin restarts only its own sidecar, never that it starts one at the next turn", async () => {
+  const port = await closedPort();
+  const command = registered({ sidecarUrl: `http://127.0.0.1:${port}`, stateDir: "/tmp/lossless-state-for-test", autoStart: true });
+  const { text } = await command.handler({ ...CHAT, args: "" });
+  assert.match(text, /^The plugin restarts only a sidecar it started itself; one started by hand or by a supervisor is left to you: start it again with the line above, or restart the gateway to let the plugin start and watch it\.$/m);
+  assert.doesNotMatch(text, /next turn/);
 });
 
 test("/lossless search asks /v1/search in this agent's history and quotes every hit as data", async () => {

@@ -59,11 +59,12 @@ from openclaw_lossless.store.sqlite.forget import (
     rewrite_archive_files,
     settle,
 )
+from openclaw_lossless.store.sqlite.rewrite import cache_key
 
 log = logging.getLogger(__name__)
 
 # What a forget touches: the rows it deletes, and those deleted with them (vectors and days by cascade).
-_TOUCHED = ("messages", "message_vectors", "message_days", "embedding_backlog")
+_TOUCHED = ("messages", "message_vectors", "message_days", "embedding_backlog", "embedding_cache")
 _TOUCHED_WITH_SESSIONS = (*_TOUCHED, "snapshots", "compactions")
 _SELECTED = (
     "SELECT m.id, m.created_at, m.role, s.session_id, m.agent_id, m.text FROM messages m"
@@ -201,6 +202,9 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
 def delete_messages(conn: Connection, ids: Sequence[int]) -> int:
     """Delete messages with their backlog entries (their vectors and days go by ``ON DELETE CASCADE``)."""
     marks = [int(i) for i in ids]
+    texts = conn.execute("SELECT text FROM messages WHERE id = ANY(%s::bigint[])", (marks,)).fetchall()
+    keys = [cache_key(str(row[0])) for row in texts]  # the cached embedding of its text goes too
+    conn.execute("DELETE FROM embedding_cache WHERE text_hash = ANY(%s::bytea[])", (keys,))
     conn.execute("DELETE FROM embedding_backlog WHERE message_id = ANY(%s::bigint[])", (marks,))
     return max(conn.execute("DELETE FROM messages WHERE id = ANY(%s::bigint[])", (marks,)).rowcount, 0)
 

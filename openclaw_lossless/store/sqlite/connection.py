@@ -80,6 +80,9 @@ def open_connection(
             # Only takes effect on a new, empty file; lets prune give space back without a full VACUUM.
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA journal_mode = WAL")
+            # Freed bytes are zeroed as they are freed: a row an UPDATE moves leaves its old cell in a free
+            # block no later delete visits (docs/decisions/0100-forget-leaves-no-byte.md).
+            conn.execute("PRAGMA secure_delete = ON")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")

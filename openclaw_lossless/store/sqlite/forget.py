@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.store.sqlite import vectors
+from openclaw_lossless.store.sqlite import meta, vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
+from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
+from openclaw_lossless.store.sqlite.rewrite import cache_key
 
 EXCERPT_CHARS = 80
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -313,6 +315,7 @@ def forget(db: Database, index: ForgettingIndex | None, archive_dir: Path, found
     removed = db.write(lambda conn: _remove(conn, ids, found.sessions, found.archived))
     if index is not None:
         index.forget_ids(ids)
+    zero_old_free_space(db)
     truncated = scrub_files(db)
     rewritten = rewrite_archives(db.reader(), archive_dir)
     return removed, rewritten, truncated
@@ -344,6 +347,9 @@ def delete_messages(conn: Connection, ids: Sequence[int]) -> int:
     conn.execute("PRAGMA secure_delete = ON")
     keep_ids_given(conn, ids)  # a forgotten message's citation is never given to a new one
     marks = json.dumps(list(ids))
+    texts = conn.execute("SELECT text FROM messages WHERE id IN (SELECT value FROM json_each(?))", (marks,))
+    keys = [(cache_key(str(row[0])),) for row in texts.fetchall()]  # the cached embedding of its text goes too
+    conn.executemany("DELETE FROM embedding_cache WHERE text_hash = ?", keys)
     vectors.delete(conn, ids)  # sqlite-vec zeroes the deleted codes in place; secure_delete wipes freed pages
     conn.execute("DELETE FROM embedding_backlog WHERE message_id IN (SELECT value FROM json_each(?))", (marks,))
     return int(conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (marks,)).rowcount)
@@ -398,6 +404,18 @@ def _forget_summaries(conn: Connection, session_id: str) -> None:
         return
     conn.execute("DELETE FROM snapshots WHERE session_rowid = ?", (row[0],))
     conn.execute("DELETE FROM compactions WHERE session_rowid = ?", (row[0],))
+
+
+def zero_old_free_space(db: Database) -> None:
+    """On a store written before every write connection zeroed what it freed, rebuild the file once
+    (``VACUUM``): free blocks left by rows an UPDATE moved may hold any message's old bytes, a forgotten one's
+    too. A store created since, or rebuilt once, is marked and never rebuilt again (decision 0100)."""
+    if meta.get(db.reader(), FREE_SPACE_ZEROED) is not None:
+        return
+    with db.writer() as conn:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # an older file takes it at the rebuild
+        conn.execute("VACUUM")
+    db.write(lambda conn: meta.put(conn, FREE_SPACE_ZEROED, "1"))
 
 
 def scrub_files(db: Database) -> bool:

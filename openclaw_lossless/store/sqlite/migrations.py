@@ -19,9 +19,11 @@ from collections.abc import Callable
 import numpy as np
 
 from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.store.sqlite import meta
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 
 Migration = Callable[[Connection], None]
+FREE_SPACE_ZEROED = "free_space_zeroed"  # set when no byte freed before secure_delete was always on can remain
 
 
 def m001_initial(conn: Connection) -> None:
@@ -418,6 +420,8 @@ def migrate(db: Database) -> list[str]:
         if fn.__name__ not in applied:
             db.write(functools.partial(_apply, fn=fn))
             done.append(fn.__name__)
+    if done[:1] == ["m001_initial"]:  # a new store: secure_delete has zeroed every byte it ever freed
+        db.write(lambda conn: meta.put(conn, FREE_SPACE_ZEROED, "1"))
     return done
 
 
