@@ -81,11 +81,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     filtered = _filtered(args)
     params = {"q": args.query, "scope": _scope(args), "k": SEARCH_CEILING if filtered else args.k, "mode": args.mode}
+    if args.source != "all":  # only asked for: a sidecar older than the workspace memory files knows no source
+        params["source"] = args.source
     data = ask(
         settings,
         "/v1/search",
         params,
-        lambda s: wire(SearchResponse, s.queries.search(args.query, params["scope"], params["k"], args.mode)),
+        lambda s: wire(
+            SearchResponse, s.queries.search(args.query, params["scope"], params["k"], args.mode, args.source)
+        ),
     )
     hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
     if filtered and len(hits) < args.k and _pool_may_be_cut(len(data["hits"])):
@@ -301,6 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
         " no offset means UTC",
     )
     search.add_argument("--mode", choices=["hybrid", "keyword", "vector"], default="hybrid")
+    search.add_argument(
+        "--source",
+        choices=["all", "memory", "messages"],
+        default="all",
+        help="memory: the agents' workspace memory files only; messages: the conversation only (default all)",
+    )
     search.add_argument("-k", type=whole(1, SEARCH_CEILING), default=10, help="how many hits (default 10, at most 200)")
 
     pack = add_command(commands, "pack", cmd_pack, "the bounded, cited context bundle for a query")
