@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from openclaw_lossless.memory_files.chunks import chunk_markdown
@@ -179,3 +180,16 @@ def test_workspaces_are_found_as_openclaw_finds_them(tmp_path: Path) -> None:
     (state / "workspace" / "memory" / "escape.md").symlink_to(state / "secret.md")
     (state / "workspace" / "MEMORY.md").write_text("# notes")
     assert [p for p, _ in memory_paths(state / "workspace")] == ["MEMORY.md"]
+
+
+def test_the_ui_lists_the_files_and_their_chunks(server: LiveSidecar) -> None:
+    _wait(server, "Oat milk", present=True)
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        login = browser.post("/ui/login", data={"token": server.token}, headers={"Origin": server.url})
+        assert login.status_code in (200, 303), login.text
+        page = browser.get("/ui/memory")
+        assert page.status_code == 200
+        assert "memory/2026-11-30.md" in page.text and "file:MEMORY.md#L4-5" in page.text
+        assert "Oat milk in coffee" in page.text
+        found = browser.get("/ui/search", params={"q": "boathouse key", "mode": "keyword"})
+        assert "file:MEMORY.md#L4-5" in found.text
