@@ -360,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--until", type=until, help="only messages up to this time (a date alone: that whole day)")
     forget.add_argument("--match", type=query_text, help="only messages holding every word of this query")
     forget.add_argument("--all", action="store_true", help="let a time range alone select every stored message")
+    forget.add_argument(
+        "--file", help="the chunks of a workspace memory file, by its path in the workspace (MEMORY.md, memory/...)"
+    )
     forget.add_argument("--dry-run", action="store_true", help="show exactly what would go, change nothing")
     forget.add_argument("--yes", action="store_true", help="no confirmation question (for scripts)")
     doctor = add_command(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")

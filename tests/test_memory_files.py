@@ -18,6 +18,7 @@ import pytest
 
 from openclaw_lossless.memory_files.chunks import chunk_markdown
 from openclaw_lossless.memory_files.workspaces import locate, memory_paths
+from openclaw_lossless.store.sqlite.transfer import ExportScope
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, store_rows
 
 OLD_FACT = "The spare key to the boathouse is taped under the third step of the porch."
@@ -193,3 +194,53 @@ def test_the_ui_lists_the_files_and_their_chunks(server: LiveSidecar) -> None:
         assert "Oat milk in coffee" in page.text
         found = browser.get("/ui/search", params={"q": "boathouse key", "mode": "keyword"})
         assert "file:MEMORY.md#L4-5" in found.text
+
+
+def test_a_forgotten_chunk_stays_forgotten_while_the_file_holds_it(server: LiveSidecar) -> None:
+    _wait(server, "Oat milk", present=True)
+    gone = server.client.post("/v1/forget", json={"match": "oat milk coffee"})
+    assert gone.status_code == 200 and gone.json()["forgotten"] == 1, gone.text
+    assert server.client.post("/v1/memory-files/reindex").status_code == 200
+    assert "Oat milk" not in _texts(server, "oat milk", "keyword")
+    # forget by file: every chunk of the daily note, and nothing of MEMORY.md
+    bad = server.client.post("/v1/forget", json={"file": "memory/nope.md"})
+    assert bad.status_code == 404 and bad.json()["error"]["code"] == "not_found"
+    by_file = server.client.post("/v1/forget", json={"file": "memory/2026-11-30.md"}).json()
+    assert by_file["forgotten"] == 1 and "Quillfeather" in by_file["messages"][0]["excerpt"]
+    server.client.post("/v1/memory-files/reindex")
+    assert "Quillfeather" not in _texts(server, "piano tuner Quillfeather", "keyword")
+    assert OLD_WORDS in _texts(server, "boathouse key", "keyword", "memory")
+
+
+def test_the_share_setting_bounds_what_memory_files_take(server: LiveSidecar) -> None:
+    _wait(server, OLD_WORDS, present=True)
+    body = {"sessionId": "fresh", "sessionKey": "agent:main:fresh", "messages": [],
+            "prompt": "Where is the spare key to the boathouse?"}  # fmt: skip
+    off = server.post("assemble", body | {"config": {"memoryFileShare": 0}}).json()
+    assert OLD_WORDS not in off["systemPromptAddition"]
+    assert OLD_WORDS in _texts(server, "boathouse key", "keyword", "memory")  # still searchable
+    on = server.post("assemble", body).json()
+    assert OLD_WORDS in on["systemPromptAddition"]
+
+
+def test_chunks_the_size_cap_archived_are_stored_again(server: LiveSidecar) -> None:
+    _wait(server, OLD_WORDS, present=True)
+    sidecar = server.sidecar
+    pruned = sidecar.ops.archive.prune(sidecar.db, server.settings.archive_dir, 0.001)
+    assert getattr(pruned, "pruned", 0) >= 1
+    assert OLD_WORDS not in _texts(server, "boathouse key", "keyword", "memory")
+    server.client.post("/v1/memory-files/reindex")
+    assert OLD_WORDS in _texts(server, "boathouse key", "keyword", "memory")
+
+
+def test_an_export_carries_the_chunks_into_another_store(server: LiveSidecar, tmp_path: Path) -> None:
+    _wait(server, OLD_WORDS, present=True)
+    exported = tmp_path / "all.jsonl"
+    sidecar = server.sidecar
+    with exported.open("w") as out:
+        sidecar.ops.transfer.write_jsonl(sidecar.ops.transfer.export_store(sidecar.db.reader(), ExportScope()), out)
+    with live_sidecar(make_settings(tmp_path / "copy", memory_files=False), HashEmbedder()) as copy:
+        report = copy.sidecar.ops.transfer.import_jsonl(copy.sidecar.db, exported, copy.sidecar.capture_options)
+        assert report.imported >= 3, report
+        hits = _search(copy, "boathouse key", "keyword", "memory")["hits"]
+        assert [h["citation"] for h in hits if OLD_WORDS in h["text"]] == ["file:MEMORY.md#L4-5"]

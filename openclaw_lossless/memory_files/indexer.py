@@ -20,12 +20,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.capture import importance, token_estimate
-from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, canonical_json, storable
+from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.memory_files.chunks import Chunk, chunk_markdown
+from openclaw_lossless.memory_files.records import chunk_record
 from openclaw_lossless.memory_files.workspaces import Workspace, locate, memory_paths, read_config
 from openclaw_lossless.store.api import KeywordStats
 from openclaw_lossless.store.backend import Store
@@ -34,7 +34,6 @@ from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk,
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a memory file larger than this is left out (and the pass says so)
-ROLE = "memory"
 
 
 @dataclass
@@ -50,29 +49,8 @@ class IndexReport:
     skipped: list[str] = field(default_factory=list)  # files left out, and why
 
 
-def citation_of(path: str, chunk: Chunk) -> str:
-    return f"file:{path}#L{chunk.first_line}-{chunk.last_line}"
-
-
 def record_of(path: str, chunk: Chunk, mtime: float, options: CaptureOptions) -> MessageRecord:
-    """A chunk as the store keeps a message: redacted like one, identified by its file, lines and text."""
-    text = storable(options.redactor.redact(chunk.text))
-    original = canonical_json(
-        {"role": ROLE, "file": path, "lines": [chunk.first_line, chunk.last_line], "content": text}
-    )
-    grade = importance.grade(ROLE, text)
-    return MessageRecord(
-        role=ROLE,
-        created_at=mtime,
-        text=text,
-        original=original,
-        content_hash=hashlib.sha256(original.encode("utf-8", "surrogatepass")).digest(),
-        window_key=citation_of(path, chunk),
-        tokens=token_estimate.estimate_tokens(text),
-        importance=grade.score,
-        importance_label=grade.label,
-        dated=True,
-    )
+    return chunk_record(path, chunk.first_line, chunk.last_line, chunk.text, mtime, options)
 
 
 class MemoryIndexer:
@@ -139,14 +117,20 @@ class MemoryIndexer:
 
     def _pass_over(self, workspaces: list[Workspace]) -> IndexReport:
         report = IndexReport(workspaces=[f"{w.agent_id}: {w.root}" for w in workspaces])
-        known = {(f.agent_id, f.path): f for f in self.ops.memory_files.files(self.db.reader())}
+        conn = self.db.reader()
+        known = {(f.agent_id, f.path): f for f in self.ops.memory_files.files(conn)}
+        held = self._held(conn)
         seen: set[tuple[str, str]] = set()
         removed: list[int] = []
         for workspace in workspaces:
             for relative, path in memory_paths(workspace.root):
-                seen.add((workspace.agent_id, relative))
+                key = (workspace.agent_id, relative)
+                seen.add(key)
                 report.files += 1
-                removed += self._file(workspace, relative, path, known.get((workspace.agent_id, relative)), report)
+                prior = known.get(key)
+                if prior is not None and prior.chunks != held.get(key, 0):
+                    prior = _with_chunks(prior, -1)  # chunks went (archived by the size cap): store them again
+                removed += self._file(workspace, relative, path, prior, report)
         for agent, relative in sorted(set(known) - seen):
             removed += self.db.write(partial(self._drop, agent=agent, relative=relative))
             report.files_removed += 1
@@ -171,11 +155,8 @@ class MemoryIndexer:
                 report.skipped.append(f"{workspace.agent_id}:{relative}: larger than {MAX_FILE_BYTES} bytes")
                 return []
             root = str(workspace.root)
-            if prior is not None and (prior.size, prior.mtime_ns, prior.workspace) == (
-                status.st_size,
-                status.st_mtime_ns,
-                root,
-            ):
+            now = (status.st_size, status.st_mtime_ns, root)
+            if prior is not None and prior.chunks >= 0 and (prior.size, prior.mtime_ns, prior.workspace) == now:
                 return []
             data = path.read_bytes()
         except OSError as exc:
@@ -183,7 +164,7 @@ class MemoryIndexer:
             return []
         digest = hashlib.sha256(data).digest()
         row = MemoryFile(workspace.agent_id, relative, root, digest, len(data), status.st_mtime_ns, 0, time.time())
-        if prior is not None and prior.file_hash == digest:
+        if prior is not None and prior.file_hash == digest and prior.chunks >= 0:
             self.db.write(lambda conn: self.ops.memory_files.record_file(conn, _with_chunks(row, prior.chunks)))
             return []
         text = data.decode("utf-8", errors="replace")
@@ -203,8 +184,19 @@ class MemoryIndexer:
         held = {c.content_hash for c in stored}
         new = self.ops.messages.insert_records(conn, session, [r for r in records if r.content_hash not in held])
         self.ops.memory_files.mark_chunks(conn, new)
-        self.ops.memory_files.record_file(conn, _with_chunks(row, len(records)))
+        # What the store holds of the file: a chunk forgotten (tombstoned) is not stored again while it is there.
+        kept = len(stored) - len(gone) + len(new)
+        self.ops.memory_files.record_file(conn, _with_chunks(row, kept))
         return len(new), gone
+
+    def _held(self, conn: Any) -> dict[tuple[str, str], int]:
+        """The chunks stored per (agent, file), to see those that went another way (the size cap's archive)."""
+        held: dict[tuple[str, str], int] = {}
+        for agent, rowid in self.ops.memory_files.sessions(conn).items():
+            for chunk in self.ops.memory_files.stored_chunks(conn, rowid):
+                path = chunk.citation.removeprefix("file:").rpartition("#L")[0]
+                held[(agent, path)] = held.get((agent, path), 0) + 1
+        return held
 
     def _drop(self, conn: Any, agent: str, relative: str) -> list[int]:
         sessions = self.ops.memory_files.sessions(conn)
