@@ -10,7 +10,8 @@
    ``recallTokenBudget`` for the whole block), taken from the two rankings in turn, the prompt's first:
    the prompt's own best matches get at least ``PROMPT_SHARE`` of the hits, so a direct question finds
    what it asks for whatever the recent turns are about. With ``recall_duplicate_cosine`` below 1, a hit
-   that near-repeats one already kept is left out (``_Distinct``).
+   that near-repeats one already kept is left out (``_Distinct``). Chunks of the agent's workspace memory
+   files (kind ``memory``, docs/workspace-memory.md) take at most ``memory_file_share`` of the room.
 6. Neighbours: up to ``neighbourRadius`` messages either side of each kept hit in its session, hits in rank
    order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
    two away from the turn that shares its words (the reply to a matching question, the question a matching
