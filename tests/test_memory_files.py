@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from openclaw_lossless.doctor import store_checks
 from openclaw_lossless.memory_files.chunks import chunk_markdown
 from openclaw_lossless.memory_files.workspaces import locate, memory_paths
 from openclaw_lossless.store.sqlite.transfer import ExportScope
@@ -244,3 +245,19 @@ def test_an_export_carries_the_chunks_into_another_store(server: LiveSidecar, tm
         assert report.imported >= 3, report
         hits = _search(copy, "boathouse key", "keyword", "memory")["hits"]
         assert [h["citation"] for h in hits if OLD_WORDS in h["text"]] == ["file:MEMORY.md#L4-5"]
+
+
+def test_doctor_counts_the_files_and_names_one_not_yet_indexed(tmp_path: Path, workspace: Path) -> None:
+    settings = make_settings(tmp_path / "state", memory_files_interval_s=0)  # a pass at start, then on request
+    with live_sidecar(settings, HashEmbedder()) as server:
+        _wait(server, "Quillfeather", present=True)
+        sidecar = server.sidecar
+        finding = store_checks.memory_files(sidecar.ops, sidecar.db.reader(), settings)
+        assert finding.ok and finding.code == "memory_files_ok" and finding.data is not None
+        assert finding.data["files"] == 2 and finding.data["chunks"] == 3
+        _write(workspace / "memory" / "2026-12-01.md", "Bought a new kettle.\n")
+        waiting = store_checks.memory_files(sidecar.ops, sidecar.db.reader(), settings)
+        assert waiting.ok and waiting.code == "memory_files_waiting" and waiting.fix and waiting.data is not None
+        assert waiting.data["waiting"] == ["main:memory/2026-12-01.md"]
+        assert server.client.post("/v1/memory-files/reindex").json()["chunks_added"] == 1
+        assert store_checks.memory_files(sidecar.ops, sidecar.db.reader(), settings).code == "memory_files_ok"
