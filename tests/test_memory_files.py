@@ -224,14 +224,16 @@ def test_the_share_setting_bounds_what_memory_files_take(server: LiveSidecar) ->
     assert OLD_WORDS in on["systemPromptAddition"]
 
 
-def test_chunks_the_size_cap_archived_are_stored_again(server: LiveSidecar) -> None:
-    _wait(server, OLD_WORDS, present=True)
-    sidecar = server.sidecar
-    pruned = sidecar.ops.archive.prune(sidecar.db, server.settings.archive_dir, 0.001)
-    assert getattr(pruned, "pruned", 0) >= 1
-    assert OLD_WORDS not in _texts(server, "boathouse key", "keyword", "memory")
-    server.client.post("/v1/memory-files/reindex")
-    assert OLD_WORDS in _texts(server, "boathouse key", "keyword", "memory")
+def test_chunks_the_size_cap_archived_are_stored_again(tmp_path: Path, workspace: Path) -> None:
+    settings = make_settings(tmp_path / "state", memory_files_interval_s=0)  # a pass at start, then on request
+    with live_sidecar(settings, HashEmbedder()) as server:
+        _wait(server, OLD_WORDS, present=True)
+        sidecar = server.sidecar
+        pruned = sidecar.ops.archive.prune(sidecar.db, settings.archive_dir, 0.001)
+        assert getattr(pruned, "pruned", 0) >= 1
+        assert OLD_WORDS not in _texts(server, "boathouse key", "keyword", "memory")  # archived with the oldest
+        assert server.client.post("/v1/memory-files/reindex").json()["chunks_added"] >= 1
+        assert OLD_WORDS in _texts(server, "boathouse key", "keyword", "memory")
 
 
 def test_an_export_carries_the_chunks_into_another_store(server: LiveSidecar, tmp_path: Path) -> None:
