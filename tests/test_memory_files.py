@@ -19,6 +19,7 @@ import pytest
 from openclaw_lossless.doctor import store_checks
 from openclaw_lossless.memory_files.chunks import chunk_markdown
 from openclaw_lossless.memory_files.workspaces import locate, memory_paths
+from openclaw_lossless.recall.render import FILES_NOTE
 from openclaw_lossless.store.sqlite.transfer import ExportScope
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, store_rows
 
@@ -109,6 +110,7 @@ def test_a_fact_only_in_memory_md_is_recalled_and_never_again_once_edited(server
     block = recalled["systemPromptAddition"]
     assert OLD_FACT in block
     assert "[file:MEMORY.md#L4-5]" in block  # the chunk's own citation: its file and lines
+    assert FILES_NOTE.strip() in block  # and the block says what such a citation is
     assert any(item["citation"] == "file:MEMORY.md#L4-5" for item in recalled["recalled"])
 
     _write(workspace / "MEMORY.md", MEMORY_MD.replace(OLD_FACT, NEW_FACT))
@@ -218,7 +220,7 @@ def test_the_share_setting_bounds_what_memory_files_take(server: LiveSidecar) ->
     body = {"sessionId": "fresh", "sessionKey": "agent:main:fresh", "messages": [],
             "prompt": "Where is the spare key to the boathouse?"}  # fmt: skip
     off = server.post("assemble", body | {"config": {"memoryFileShare": 0}}).json()
-    assert OLD_WORDS not in off["systemPromptAddition"]
+    assert OLD_WORDS not in off["systemPromptAddition"] and FILES_NOTE.strip() not in off["systemPromptAddition"]
     assert OLD_WORDS in _texts(server, "boathouse key", "keyword", "memory")  # still searchable
     on = server.post("assemble", body).json()
     assert OLD_WORDS in on["systemPromptAddition"]

@@ -341,7 +341,7 @@ class Assembler:
         when.weigh(conn, self.ops.message_days, question, found.values(), stored, request.settings.recall_time_boost)
         ranked, sources = _in_turn(found.values(), request.settings.min_similarity)
         chosen: list[tuple[Candidate, str]] = []
-        memory_room = int(request.settings.memory_file_share * room)  # workspace memory files' share of the block
+        memory_room = memory_share = int(request.settings.memory_file_share * room)  # the memory files' share
         distinct = _Distinct(self.index, request.settings.recall_duplicate_cosine)
         for candidate in ranked:
             if candidate.decision != "considered":
@@ -355,6 +355,8 @@ class Assembler:
             text = render.line(stored[candidate.message_id], request.recalled_text_chars)
             cost = render.estimate_tokens(text) + 1
             from_file = stored[candidate.message_id].kind == MEMORY_KIND
+            if from_file and memory_room == memory_share:  # the first memory-file line brings the block's note
+                cost += render.files_note_tokens()
             if cost > room or (from_file and cost > memory_room):
                 candidate.decision = "over_memory_share" if cost <= room else "over_budget"
                 continue
@@ -424,7 +426,8 @@ class Assembler:
         if not chosen:
             return
         chosen.sort(key=lambda pair: (stored[pair[0].message_id].created_at, pair[0].message_id))
-        result.system_prompt_addition = render.block([text for _, text in chosen])
+        files = any(stored[candidate.message_id].kind == MEMORY_KIND for candidate, _ in chosen)
+        result.system_prompt_addition = render.block([text for _, text in chosen], files=files)
         result.estimated_tokens = result.window_tokens + render.estimate_tokens(result.system_prompt_addition)
         for candidate, _ in chosen:
             message = stored[candidate.message_id]
