@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from openclaw_lossless.cli import main
 from openclaw_lossless.doctor import store_checks
 from openclaw_lossless.memory_files.chunks import chunk_markdown
 from openclaw_lossless.memory_files.workspaces import locate, memory_paths
@@ -265,3 +266,19 @@ def test_doctor_counts_the_files_and_names_one_not_yet_indexed(tmp_path: Path, w
         assert waiting.data["waiting"] == ["main:memory/2026-12-01.md"]
         assert server.client.post("/v1/memory-files/reindex").json()["chunks_added"] == 1
         assert store_checks.memory_files(sidecar.ops, sidecar.db.reader(), settings).code == "memory_files_ok"
+
+
+def test_the_cli_searches_one_source_and_forgets_a_file(
+    server: LiveSidecar, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _wait(server, "Quillfeather", present=True)
+    args = ["--state-dir", str(server.settings.state_dir), "--port", str(server.settings.port)]
+    assert main(["search", "piano tuner", "--source", "memory", "--mode", "keyword", *args]) == 0
+    out, _ = capsys.readouterr()
+    assert "file:memory/2026-11-30.md#L3-3" in out
+    assert main(["forget", "--file", "memory/none.md", "--yes", *args]) != 0
+    _, err = capsys.readouterr()
+    assert "no chunk of a memory file 'memory/none.md' is stored" in err and "Traceback" not in err
+    assert main(["forget", "--file", "memory/2026-11-30.md", "--yes", *args]) == 0
+    capsys.readouterr()
+    assert "Quillfeather" not in _texts(server, "piano tuner Quillfeather", "keyword")
