@@ -19,7 +19,7 @@ import pytest
 from openclaw_lossless.cli import main
 from openclaw_lossless.doctor import store_checks
 from openclaw_lossless.memory_files.chunks import chunk_markdown
-from openclaw_lossless.memory_files.workspaces import locate, memory_paths
+from openclaw_lossless.memory_files.workspaces import locate, memory_paths, read_config
 from openclaw_lossless.recall.render import FILES_NOTE
 from openclaw_lossless.store.sqlite.transfer import ExportScope
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, store_rows
@@ -179,6 +179,15 @@ def test_workspaces_are_found_as_openclaw_finds_them(tmp_path: Path) -> None:
     }
     found = {w.agent_id: w.root for w in locate(state, config, None)}
     assert found == {"main": state / "workspace", "coder": state / "elsewhere/coder", "ops": state / "workspace-ops"}
+    # the host's config (JSON5, as the gateway reads it): a root for the agents' workspaces
+    root = tmp_path / "roots"
+    (root / "main" / "ops").mkdir(parents=True)  # a configured root: the other agents' are <root>/<agentId>
+    (state / "openclaw.json").write_text(
+        "// the gateway's config\n"
+        f"{{agents: {{defaults: {{workspace: '{root / 'main'}'}}, list: [{{id: 'main'}}, {{id: 'ops'}}]}}}}"
+    )
+    found = {w.agent_id: w.root for w in locate(state, read_config(state, None), None)}
+    assert found == {"main": root / "main", "ops": root / "main" / "ops"}
     # a link out of the workspace is never followed
     (state / "workspace" / "memory").mkdir()
     (state / "secret.md").write_text("not memory")

@@ -38,7 +38,7 @@ class Workspace:
 
 def read_config(openclaw_state: Path, config_path: Path | None) -> dict[str, Any]:
     """The host's config (``config_path``, else ``<state>/openclaw.json``), ``{}`` when there is none to read."""
-    path = config_path or host_config._config_in(openclaw_state)
+    path = config_path.expanduser() if config_path is not None else host_config._config_in(openclaw_state)
     location = host_config.Location(path, openclaw_state, "settings")
     try:
         return host_config.load(location, {}).data
