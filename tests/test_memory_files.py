@@ -184,10 +184,16 @@ def test_workspaces_are_found_as_openclaw_finds_them(tmp_path: Path) -> None:
     (root / "main" / "ops").mkdir(parents=True)  # a configured root: the other agents' are <root>/<agentId>
     (state / "openclaw.json").write_text(
         "// the gateway's config\n"
-        f"{{agents: {{defaults: {{workspace: '{root / 'main'}'}}, list: [{{id: 'main'}}, {{id: 'ops'}}]}}}}"
+        f"{{agents: {{defaults: {{workspace: '{root / 'main'}'}},"
+        " list: [{id: 'main', default: true}, {id: 'ops'}]}}"
     )
     found = {w.agent_id: w.root for w in locate(state, read_config(state, None), None)}
     assert found == {"main": root / "main", "ops": root / "main" / "ops"}
+    # several agents, none marked default: none keeps the default workspace (OpenClaw 2026.9)
+    (state / "workspace-main").mkdir()
+    unmarked = {"agents": {"list": [{"id": "main"}, {"id": "ops"}]}}
+    found = {w.agent_id: w.root for w in locate(state, unmarked, None)}
+    assert found == {"main": state / "workspace-main", "ops": state / "workspace-ops"}
     # a link out of the workspace is never followed
     (state / "workspace" / "memory").mkdir()
     (state / "secret.md").write_text("not memory")

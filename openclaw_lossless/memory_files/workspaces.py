@@ -2,9 +2,10 @@
 
 OpenClaw's rules (docs.openclaw.ai, "Agent workspace"): the default workspace is ``agents.defaults.workspace``,
 else ``$OPENCLAW_WORKSPACE_DIR``, else ``<state>/workspace``; an agent's entry (``agents.list[]`` or
-``agents.entries.<id>``) may set its own ``workspace``; the default agent (the entry marked ``default``, else
-the first, else ``main``) uses the default workspace, and any other agent ``<agents.defaults.workspace>/<id>``
-when that root is configured, else ``<state>/workspace-<id>``. Agents the host has transcripts of
+``agents.entries.<id>``) may set its own ``workspace``; the agent owning the default workspace (the one entry
+marked ``default``, else the sole entry, else ``main`` when none is listed; none among several unmarked) uses
+it, and any other agent ``<agents.defaults.workspace>/<id>`` when that root is configured, else
+``<state>/workspace-<id>`` (OpenClaw 2026.9's ``resolveAgentWorkspaceDir``). Agents the host has transcripts of
 (``<state>/agents/<id>``) but no entry for follow the same rule. The config is read as doctor reads it
 (``doctor/host_config.py``: JSON5, ``$include``); a config that cannot be read leaves the defaults.
 
@@ -60,22 +61,32 @@ def locate(
     root = _path(defaults.get("workspace"))
     default_workspace = root or workspace_dir or openclaw_state / "workspace"
     entries = _entries(agents_section)
-    default_agent = next(
-        (i for i, e in entries if e.get("default") is True), entries[0][0] if entries else DEFAULT_AGENT
-    )
+    default_agent = _owner(agents_section, entries)
     found: dict[str, Path] = {}
     for agent, entry in entries:
         found.setdefault(
             agent,
             _path(entry.get("workspace")) or _derived(agent, default_agent, default_workspace, root, openclaw_state),
         )
-    for agent in [*_host_agents(openclaw_state), *known_agents, default_agent]:
+    for agent in [*_host_agents(openclaw_state), *known_agents, *([default_agent] if default_agent else [])]:
         if AGENT_ID.match(agent) and agent not in found:
             found[agent] = _derived(agent, default_agent, default_workspace, root, openclaw_state)
     return [Workspace(agent, path) for agent, path in found.items() if path.is_dir()]
 
 
-def _derived(agent: str, default_agent: str, default_workspace: Path, root: Path | None, state: Path) -> Path:
+def _owner(agents_section: dict[str, Any], entries: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """The agent that keeps the default workspace (OpenClaw's legacy data owner): the one entry marked
+    ``default: true`` (unless ``agents.ownership`` is ``explicit``), else the sole entry, else ``main`` when
+    the config lists no agents at all; with several entries and no marker, none does."""
+    marked = [agent for agent, entry in entries if entry.get("default") is True]
+    if agents_section.get("ownership") != "explicit" and len(marked) == 1:
+        return marked[0]
+    if not entries:
+        return None if "list" in agents_section or "entries" in agents_section else DEFAULT_AGENT
+    return entries[0][0] if len(entries) == 1 else None
+
+
+def _derived(agent: str, default_agent: str | None, default_workspace: Path, root: Path | None, state: Path) -> Path:
     if agent == default_agent:
         return default_workspace
     return root / agent if root is not None else state / f"workspace-{agent}"
