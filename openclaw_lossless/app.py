@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openclaw_lossless import __version__
-from openclaw_lossless.api import agents, forget, hooks, identity, ops, query
+from openclaw_lossless.api import agents, forget, hooks, identity, memory_files, ops, query
 from openclaw_lossless.api.redaction import router as redaction_router
 from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.auth_token import load_or_create_token
@@ -170,6 +170,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
             to_thread.current_default_thread_limiter().total_tokens = place_of(settings).request_threads
         app.state.store_id = identity.store_id(settings)  # the file opened, for /v1/identity
         app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (history/catchup.py)
+        app.state.sidecar.memory_files.start()  # serving: index the workspace memory files (memory_files/)
         try:
             yield
         finally:
@@ -179,7 +180,15 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     app = FastAPI(title="openclaw-lossless", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
     app.state.identity_token = token  # /v1/identity proves it holds the token without sending it
     app.state.exposition = Exposition(lambda: getattr(app.state, "sidecar", None))  # /metrics (prometheus.py)
-    for router in (hooks.router, query.router, ops.router, identity.router, agents.router, forget.router):
+    for router in (
+        hooks.router,
+        query.router,
+        ops.router,
+        identity.router,
+        agents.router,
+        forget.router,
+        memory_files.router,
+    ):
         app.include_router(router)
     app.include_router(redaction_router)
     install_error_handlers(app)

@@ -83,11 +83,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     filtered = _filtered(args)
     params = {"q": args.query, "scope": _scope(args), "k": SEARCH_CEILING if filtered else args.k, "mode": args.mode}
+    if args.source != "all":  # only asked for: a sidecar older than the workspace memory files knows no source
+        params["source"] = args.source
     data = ask(
         settings,
         "/v1/search",
         params,
-        lambda s: wire(SearchResponse, s.queries.search(args.query, params["scope"], params["k"], args.mode)),
+        lambda s: wire(
+            SearchResponse, s.queries.search(args.query, params["scope"], params["k"], args.mode, args.source)
+        ),
     )
     hits = [h for h in data["hits"] if _keep(h, args)][: args.k]
     if filtered and len(hits) < args.k and _pool_may_be_cut(len(data["hits"])):
@@ -365,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
         " no offset means UTC",
     )
     search.add_argument("--mode", choices=["hybrid", "keyword", "vector"], default="hybrid")
+    search.add_argument(
+        "--source",
+        choices=["all", "memory", "messages"],
+        default="all",
+        help="memory: the agents' workspace memory files only; messages: the conversation only (default all)",
+    )
     search.add_argument("-k", type=whole(1, SEARCH_CEILING), default=10, help="how many hits (default 10, at most 200)")
 
     pack = add_command(commands, "pack", cmd_pack, "the bounded, cited context bundle for a query")
@@ -428,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--until", type=until, help="only messages up to this time (a date alone: that whole day)")
     forget.add_argument("--match", type=query_text, help="only messages holding every word of this query")
     forget.add_argument("--all", action="store_true", help="let a time range alone select every stored message")
+    forget.add_argument(
+        "--file", help="the chunks of a workspace memory file, by its path in the workspace (MEMORY.md, memory/...)"
+    )
     forget.add_argument("--dry-run", action="store_true", help="show exactly what would go, change nothing")
     forget.add_argument("--yes", action="store_true", help="no confirmation question (for scripts)")
     doctor = add_command(commands, "doctor", cmd_doctor, "check the installation; each finding says how to fix it")

@@ -33,6 +33,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         "match": args.match,
         "all": args.all,
     }
+    if args.file is not None:  # only sent when asked: a sidecar older than the memory files knows no "file"
+        body["file"] = args.file
     found = _forget(settings, body | {"dryRun": True})
     if args.dry_run or not args.yes:
         emit(found, args.json, readable.forget)
@@ -50,13 +52,14 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     """Through the running sidecar when it serves this store (its vector index forgets too), else the file."""
 
     def on_file() -> Any:
-        from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse
+        from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse, chunks_of
         from openclaw_lossless.api.responses import wire
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
+            selector = request.selector(chunks_of(sidecar, request))
             done = sidecar.ops.forget.run(
-                sidecar.db, sidecar.index, settings.archive_dir, request.selector(), dry_run=request.dry_run
+                sidecar.db, sidecar.index, settings.archive_dir, selector, dry_run=request.dry_run
             )
         return wire(ForgetResponse, done)
 

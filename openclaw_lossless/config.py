@@ -67,6 +67,7 @@ class RecallSettings(BaseModel):
     recall_token_budget: int = Field(2000, ge=0)
     recall_duplicate_cosine: float = Field(1.0, ge=0, le=1)  # 1: off (recall/assemble.py, near-duplicates)
     recall_time_boost: float = Field(0.2, ge=0, le=1)  # a match of the question's time: score × (1 + this)
+    memory_file_share: float = Field(0.3, ge=0, le=1)  # of the recalled block's room, at most, for memory files
 
 
 class RecallOverrides(BaseModel):
@@ -83,6 +84,7 @@ class RecallOverrides(BaseModel):
     recency_floor: float | None = Field(None, ge=0, le=1, alias="recencyFloor")
     neighbour_radius: int | None = Field(None, ge=0, le=10, alias="neighbourRadius")
     recall_token_budget: int | None = Field(None, ge=0, alias="recallTokenBudget")
+    memory_file_share: float | None = Field(None, ge=0, le=1, alias="memoryFileShare")
 
     def apply(self, base: RecallSettings) -> RecallSettings:
         changes = self.model_dump(exclude_none=True)
@@ -122,6 +124,17 @@ class Settings(BaseSettings):
     recall_token_budget: int = Field(2000, ge=0)
     recall_duplicate_cosine: float = Field(1.0, ge=0, le=1)
     recall_time_boost: float = Field(0.2, ge=0, le=1)
+    # Workspace memory files (memory_files/, docs/workspace-memory.md): indexed at start and every interval
+    # (0: at start only), and given at most this share of the recalled block's room.
+    memory_files: bool = True
+    memory_files_interval_s: float = Field(30.0, ge=0, le=86_400)
+    memory_file_share: float = Field(0.3, ge=0, le=1)
+    openclaw_config: Path | None = Field(
+        None, validation_alias=AliasChoices("OPENCLAW_CONFIG_PATH", "LOSSLESS_OPENCLAW_CONFIG")
+    )
+    openclaw_workspace: Path | None = Field(
+        None, validation_alias=AliasChoices("OPENCLAW_WORKSPACE_DIR", "LOSSLESS_OPENCLAW_WORKSPACE")
+    )
     default_token_budget: int = Field(100_000, ge=1)
     assemble_deadline_ms: int = Field(400, ge=10)
     query_embed_deadline_ms: int = Field(250, ge=1)
@@ -230,4 +243,5 @@ class Settings(BaseSettings):
             recall_token_budget=self.recall_token_budget,
             recall_duplicate_cosine=self.recall_duplicate_cosine,
             recall_time_boost=self.recall_time_boost,
+            memory_file_share=self.memory_file_share,
         )

@@ -103,16 +103,20 @@ class MemorySearch:
         self.settings = settings
         self.provider_factory = provider_factory
 
-    def search(self, query: str, scope: str, k: int, mode: Mode) -> tuple[Source, list[dict[str, Any]], str | None]:
+    def search(
+        self, query: str, scope: str, k: int, mode: Mode, origin: str = "all"
+    ) -> tuple[Source, list[dict[str, Any]], str | None]:
         """The hits for the query (``/v1/search``'s shape), where they came from, and what a lane that gave
         nothing leaves out. A session the store has never seen has no history: no hits (nothing else in a
         search is "not found")."""
         path = self.settings.database_path
         params = {"q": query, "scope": scope, "k": k, "mode": mode}
+        if origin != "all":  # only asked for: a sidecar older than the workspace memory files knows no source
+            params["source"] = origin
 
         def on_file(sidecar: Sidecar) -> dict[str, Any]:
             try:
-                return wire(SearchResponse, sidecar.queries.search(query, scope, k, mode))
+                return wire(SearchResponse, sidecar.queries.search(query, scope, k, mode, origin))
             except NotFound:
                 return {"hits": []}
 
@@ -217,18 +221,22 @@ def build_server(settings: Settings, searcher: MemorySearch | None = None) -> MC
             ),
         ] = "all",
         mode: Annotated[Mode, Field(description="'hybrid' (meaning and keywords), 'keyword' or 'vector'.")] = "hybrid",
+        source: Annotated[
+            Literal["all", "memory", "messages"],
+            Field(description="'memory': the agent's workspace memory files only; 'messages': conversation only."),
+        ] = "all",
     ) -> Annotated[CallToolResult, SearchResult]:
         text = query.strip()
         if not text:
             raise ToolError("query must not be blank")
         try:
-            source, raw, note = memory.search(text, scope, k, mode)
+            answered_by, raw, note = memory.search(text, scope, k, mode, source)
         except LosslessError as exc:
             raise ToolError(exc.message) from exc
         except (OSError, httpx.HTTPError) as exc:
             raise ToolError(f"the search failed: {exc}") from exc
         hits = [hit_view(h) for h in raw[:k]]
-        result = SearchResult(query=text, scope=scope, mode=mode, source=source, hits=hits, note=note)
+        result = SearchResult(query=text, scope=scope, mode=mode, source=answered_by, hits=hits, note=note)
         return CallToolResult(
             content=[TextContent(type="text", text=render(result))],
             structured_content=result.model_dump(mode="json", by_alias=True),

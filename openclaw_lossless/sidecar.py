@@ -28,6 +28,7 @@ from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
 from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.memory_files.indexer import MemoryIndexer
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import Assembler
 from openclaw_lossless.selection import SessionSelection
@@ -45,7 +46,7 @@ DAYS_BACKFILL_PAUSE_S = 0.02  # between backfill batches, so turns' writes come 
 
 class Sidecar:
     """The process's parts (``db``, ``embedding``, ``index``, ``worker``, ``assembler``, ``activity``,
-    ``metrics``, ``catch_up``, ``size_cap``) and its jobs (``ingest``, ``queries``, ``status``)."""
+    ``metrics``, ``catch_up``, ``size_cap``, ``memory_files``) and its jobs (``ingest``, ``queries``, ``status``)."""
 
     def __init__(
         self,
@@ -89,6 +90,8 @@ class Sidecar:
         clean = self.capture_options.injected.strip
         self.assembler = Assembler(self.ops, self.index, self.embedding, terms, clean=clean)
         self.size_cap = SizeCap(self.store, settings, self.metrics, self.index, terms)
+        # The workspace memory files: its thread starts with the server (app.py), like catch-up's.
+        self.memory_files = MemoryIndexer(settings, self.store, self.capture_options, self.index, terms, self.worker)
         self._wire_jobs()
         if background_load and self.ops.message_days.backfill_pending(self.db.reader()):
             backfill = threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True)
@@ -222,7 +225,11 @@ class Sidecar:
         self._closing.set()
         for thread in self._threads:
             thread.join()
-        stopped = {"archiving": self.size_cap.close(), "catch-up": self.catch_up.close()}
+        stopped = {
+            "archiving": self.size_cap.close(),
+            "catch-up": self.catch_up.close(),
+            "memory-file indexing": self.memory_files.close(),
+        }
         if self.worker is not None:
             stopped["embedding"] = self.worker.stop()
         if self.index is not None:

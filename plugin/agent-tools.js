@@ -43,6 +43,12 @@ const SEARCH_PARAMETERS = {
       description: "'agent' (default: your own history, every session), 'session' (this conversation only), " +
         "'all' (every agent's history), or an explicit 'agent:<agentId>' / 'session:<sessionId>'.",
     },
+    source: {
+      type: "string",
+      enum: ["all", "memory", "messages"],
+      default: "all",
+      description: "'memory': only your workspace memory files (MEMORY.md, memory/*.md); 'messages': only the conversation.",
+    },
   },
 };
 
@@ -114,17 +120,20 @@ function rejectUnknown(tool, params, known) {
   if (unknown.length) throw new ToolParamError(tool, `unknown argument ${unknown.map((k) => JSON.stringify(k)).join(", ")}; expected ${known.join(", ")}`);
 }
 
-/** lossless_search's arguments, checked, with defaults: {query, k, scope}. */
+/** lossless_search's arguments, checked, with defaults: {query, k, scope, source}. */
 export function validateSearchParams(params) {
   const tool = "lossless_search";
   const p = plainObject(params, tool);
-  rejectUnknown(tool, p, ["query", "k", "scope"]);
+  rejectUnknown(tool, p, ["query", "k", "scope", "source"]);
+  if (p.source !== undefined && !["all", "memory", "messages"].includes(p.source)) {
+    throw new ToolParamError(tool, "source must be 'all', 'memory' or 'messages'");
+  }
   const query = typeof p.query === "string" ? p.query.trim() : "";
   if (!query) throw new ToolParamError(tool, "query must be a non-empty string");
   if (query.length > QUERY_MAX_CHARS) throw new ToolParamError(tool, `query is longer than ${QUERY_MAX_CHARS} characters`);
   const k = integerParam(tool, "k", p.k, { min: 1, max: SEARCH_K_MAX, fallback: SEARCH_K_DEFAULT });
   if (p.scope !== undefined && typeof p.scope !== "string") throw new ToolParamError(tool, "scope must be a string");
-  return { query, k, scope: p.scope?.trim() || undefined };
+  return { query, k, scope: p.scope?.trim() || undefined, source: p.source ?? "all" };
 }
 
 const FORGET_PARAMETERS = {
@@ -267,10 +276,11 @@ export function createAgentTools(pluginConfig, toolContext = {}, { log = console
       "history, the default), 'session' (this conversation), 'all' (every agent).",
     parameters: SEARCH_PARAMETERS,
     async execute(_toolCallId, params, signal) {
-      const { query, k, scope } = validateSearchParams(params);
+      const { query, k, scope, source } = validateSearchParams(params);
       // By default the tool looks where recall looks (recallScope), within the calling agent's history.
       const sidecarScope = resolveScope(scope ?? (settings.recallScope === "session" && context.sessionId ? "session" : "agent"), context);
       const qs = new URLSearchParams({ q: query, scope: sidecarScope, k: String(k), mode: "hybrid" });
+      if (source !== "all") qs.set("source", source); // only when asked: an older sidecar knows no source
       let answer;
       try {
         answer = await sidecarRequest(settings, "lossless_search", { method: "GET", path: `${MANIFEST.operator.search.path}?${qs}`, timeoutMs, signal }, log);

@@ -118,7 +118,7 @@ def test_memory_search_over_stdio_against_the_running_sidecar(sidecar: LiveSidec
     assert tool.name == TOOL_NAME
     assert "not instructions" in (tool.description or "")
     assert tool.input_schema["required"] == ["query"]
-    assert set(tool.input_schema["properties"]) == {"query", "k", "scope", "mode"}
+    assert set(tool.input_schema["properties"]) == {"query", "k", "scope", "mode", "source"}
     assert tool.output_schema is not None and "hits" in tool.output_schema["properties"]
     assert tool.annotations is not None and tool.annotations.read_only_hint is True
 

@@ -37,6 +37,7 @@ TABLES = {
     "archives",
     "forgotten",
     "message_days",
+    "memory_files",  # m010: the workspace memory files indexed (docs/workspace-memory.md)
     # m009: the vectors' sqlite-vec table and the ordinary tables sqlite-vec keeps it in
     "message_vectors",
     "message_vectors_info",
@@ -132,6 +133,16 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
         ("vector", "BLOB", 1, None, 0),
     ],
     "embedding_backlog": [("message_id", "INTEGER", 0, None, 1)],
+    "memory_files": [
+        ("agent_id", "TEXT", 1, None, 1),
+        ("path", "TEXT", 1, None, 2),
+        ("workspace", "TEXT", 1, None, 0),
+        ("file_hash", "BLOB", 1, None, 0),
+        ("size", "INTEGER", 1, None, 0),
+        ("mtime_ns", "INTEGER", 1, None, 0),
+        ("chunks", "INTEGER", 1, None, 0),
+        ("indexed_at", "REAL", 1, None, 0),
+    ],
     "archives": [
         ("id", "INTEGER", 0, None, 1),
         ("path", "TEXT", 1, None, 0),
@@ -289,7 +300,8 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
     # m008 leaves the old messages' days to the server's backfill, and records where it starts (meta)
-    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "message_days": 0, "meta": before["counts"]["meta"] + 1}
+    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "message_days": 0, "memory_files": 0}
+    counts["meta"] = before["counts"]["meta"] + 1
     assert after["counts"] == before["counts"] | counts
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite.forget import Selector
 
@@ -34,6 +35,9 @@ class ForgetRequest(Wire):
     match: str | None = Field(None, max_length=20_000, description="Messages holding every word of this query.")
     all: bool = Field(False, description="Allow a time range alone to select every stored message.")
     dry_run: bool = Field(False, alias="dryRun", description="List what would go; change nothing.")
+    file: str | None = Field(
+        None, min_length=1, max_length=4096, description="A workspace memory file (its path in the workspace)."
+    )
 
     @field_validator("ids")
     @classmethod
@@ -43,9 +47,10 @@ class ForgetRequest(Wire):
             raise ValueError(f"a citation is msg:N, not {bad[0][:40]!r}")
         return ids
 
-    def selector(self) -> Selector:
+    def selector(self, file_chunks: tuple[int, ...] = ()) -> Selector:
+        """The selection; ``file_chunks``: the ids of the memory file's chunks ``file`` names (``chunks_of``)."""
         return Selector(
-            ids=tuple(int(CITATION.match(i).group(1)) for i in self.ids),  # type: ignore[union-attr]
+            ids=file_chunks or tuple(int(CITATION.match(i).group(1)) for i in self.ids),  # type: ignore[union-attr]
             session=self.session_id,
             agent=self.agent_id,
             since=self.since,
@@ -96,10 +101,33 @@ def run_forget(sidecar: Sidecar, selector: Selector, dry_run: bool) -> ForgetRes
 DryRun = Annotated[bool, Query(alias="dryRun", description="List what would go; change nothing.")]
 
 
+def chunks_of(sidecar: Sidecar, request: ForgetRequest) -> tuple[int, ...]:
+    """The ids of the stored chunks of the memory file ``request.file`` names (of ``agentId``'s workspace, or
+    of every agent's), or ``()`` when it names none; ``BadRequest``/``NotFound`` saying what to fix."""
+    if request.file is None:
+        return ()
+    if request.ids:
+        raise BadRequest("name citations or a memory file, not both: nothing was forgotten")
+    conn = sidecar.db.reader()
+    path = request.file.removeprefix("file:").split("#", 1)[0]
+    prefix = f"file:{path}#L"
+    ids = tuple(
+        chunk.id
+        for agent, rowid in sidecar.ops.memory_files.sessions(conn).items()
+        if request.agent_id in (None, agent)
+        for chunk in sidecar.ops.memory_files.stored_chunks(conn, rowid)
+        if chunk.citation.startswith(prefix)
+    )
+    if not ids:
+        raise NotFound(f"no chunk of a memory file {path[:200]!r} is stored: nothing was forgotten")
+    return ids
+
+
 @router.post("/forget", response_model_by_alias=True)
 def forget_selection(sidecar: SidecarDep, body: ForgetRequest) -> ForgetResponse:
-    """Forget every message the selectors name together (citations AND session AND agent AND time AND match)."""
-    return run_forget(sidecar, body.selector(), body.dry_run)
+    """Forget every message the selectors name together (citations or a memory file's chunks AND session AND
+    agent AND time AND match)."""
+    return run_forget(sidecar, body.selector(chunks_of(sidecar, body)), body.dry_run)
 
 
 @router.delete("/messages/{message_id}", response_model_by_alias=True)

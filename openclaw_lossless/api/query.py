@@ -30,9 +30,13 @@ def search(
     ] = "all",
     k: Annotated[int, Query(ge=1, le=200)] = 10,
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid",
+    source: Annotated[
+        Literal["all", "memory", "messages"],
+        Query(description="'memory': the workspace memory files only; 'messages': the conversation only."),
+    ] = "all",
 ) -> SearchResponse:
     """The best hits, and which lanes they came from: a lane out of time says so (``skipped``)."""
-    return SearchResponse.model_validate(queries.search(q, scope, k, mode))
+    return SearchResponse.model_validate(queries.search(q, scope, k, mode, source))
 
 
 @router.get("/sessions/{session_id}/messages", response_model=RecoverResponse)

@@ -64,6 +64,7 @@ class SearchResponse(Out):
     query: str
     scope: str
     mode: str
+    source: str = Field("all", description="'all', or the one source searched: 'memory' or 'messages'.")
     hits: list[SearchHit]
     lanes_ran: list[str] = Field(
         alias="lanesRan", description="The lanes the hits were drawn from: 'keyword', 'vector' or both."

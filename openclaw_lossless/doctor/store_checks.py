@@ -42,7 +42,40 @@ def store_checks(ops: Backend, settings: Settings, known: set[str], integrity: C
         ("forgotten", lambda conn: forgotten(ops, conn)),
         ("backlog", lambda conn: backlog(ops, conn, settings)),
         ("index", lambda conn: index_identity(ops, conn, settings)),
+        ("memory_files", lambda conn: memory_files(ops, conn, settings)),
     ]
+
+
+def memory_files(ops: Backend, conn: Any, settings: Settings) -> Finding:
+    """The workspace memory files: how many are indexed, and whether any in a workspace waits (stale or new)."""
+    from openclaw_lossless.memory_files.workspaces import locate, memory_paths, read_config
+
+    if not ops.checks.has_table(conn, "memory_files"):
+        return Finding("memory_files", True, "not migrated yet (done on first start)", code="memory_files_not_migrated")
+    indexed = {(f.agent_id, f.path): f for f in ops.memory_files.files(conn)}
+    config = read_config(settings.openclaw_state, settings.openclaw_config)
+    waiting = []
+    for workspace in locate(settings.openclaw_state, config, settings.openclaw_workspace):
+        for relative, path in memory_paths(workspace.root):
+            row = indexed.get((workspace.agent_id, relative))
+            if row is None or row.size != path.stat().st_size or row.mtime_ns != path.stat().st_mtime_ns:
+                waiting.append(f"{workspace.agent_id}:{relative}")
+    chunks = sum(f.chunks for f in indexed.values())
+    detail = f"{len(indexed)} memory files indexed ({chunks} chunks)"
+    data = {"files": len(indexed), "chunks": chunks, "waiting": waiting}
+    if not waiting:
+        return Finding("memory_files", True, detail, code="memory_files_ok", data=data)
+    fix = (
+        "start the sidecar (it indexes them at start and every memory_files_interval_s) or POST"
+        " /v1/memory-files/reindex"
+        if settings.memory_files
+        else "set LOSSLESS_MEMORY_FILES=true to index them"
+    )
+    shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
+    return Finding(
+        "memory_files", True, f"{detail}; not yet indexed as they are now: {shown}", fix=fix,
+        code="memory_files_waiting", data=data,
+    )  # fmt: skip
 
 
 def embedder(settings: Settings) -> Finding:

@@ -10,7 +10,8 @@
    ``recallTokenBudget`` for the whole block), taken from the two rankings in turn, the prompt's first:
    the prompt's own best matches get at least ``PROMPT_SHARE`` of the hits, so a direct question finds
    what it asks for whatever the recent turns are about. With ``recall_duplicate_cosine`` below 1, a hit
-   that near-repeats one already kept is left out (``_Distinct``).
+   that near-repeats one already kept is left out (``_Distinct``). Chunks of the agent's workspace memory
+   files (kind ``memory``, docs/workspace-memory.md) take at most ``memory_file_share`` of the room.
 6. Neighbours: up to ``neighbourRadius`` messages either side of each kept hit in its session, hits in rank
    order and each hit's nearest first, while the room lasts. The answer to a question often sits a turn or
    two away from the turn that shares its words (the reply to a matching question, the question a matching
@@ -25,7 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,8 @@ from openclaw_lossless.recall.search import fts_query, keyword_search
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
 from openclaw_lossless.store.api import KeywordStats
 from openclaw_lossless.store.backend import Backend
+from openclaw_lossless.store.sqlite.memory_files import KIND as MEMORY_KIND
+from openclaw_lossless.store.sqlite.memory_files import session_id_of
 from openclaw_lossless.store.sqlite.messages import Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import (
     DEFAULT_AGENT,
@@ -161,7 +164,7 @@ class Assembler:
             result.skipped = "no_room" if room <= 0 else ("no_query" if not result.query else None)
             return result
         session = self._session(conn, request)
-        scope = request.scope or self.ops.sessions.recall_scope(conn, session, request.settings.recall_scope)
+        scope = request.scope or self._scope(conn, session, request.settings)
         window_keys = {d.key for d in window}
         skip = _stored_window(self.ops, conn, session, window_keys)
         clock.lap(result, "setup")
@@ -175,6 +178,19 @@ class Assembler:
         self._render(result, chosen, stored)
         clock.lap(result, "render")
         return result
+
+    def _scope(self, conn: Any, session: SessionRef, settings: RecallSettings) -> Scope:
+        """The session's recall scope; its agent's workspace memory files are in it whatever the scope's mode
+        (an agent's own notes are never another session's), and out of it when their share is 0."""
+        scope = self.ops.sessions.recall_scope(conn, session, settings.recall_scope)
+        if settings.recall_scope == "agent" and settings.memory_file_share > 0:
+            return scope  # the agent's sessions hold its memory-file session already
+        notes = self.ops.sessions.find_session(conn, session_id_of(session.agent_id))
+        if notes is None:
+            return scope
+        if settings.memory_file_share > 0:
+            return replace(scope, session_rowids=scope.session_rowids | {notes.rowid})
+        return replace(scope, excluded=scope.excluded | {notes.rowid})
 
     def _session(self, conn: Any, request: AssembleInput) -> SessionRef:
         known = self.ops.sessions.find_session(conn, request.session_id)
@@ -327,6 +343,7 @@ class Assembler:
         when.weigh(conn, self.ops.message_days, question, found.values(), stored, request.settings.recall_time_boost)
         ranked, sources = _in_turn(found.values(), request.settings.min_similarity)
         chosen: list[tuple[Candidate, str]] = []
+        memory_room = memory_share = int(request.settings.memory_file_share * room)  # the memory files' share
         distinct = _Distinct(self.index, request.settings.recall_duplicate_cosine)
         for candidate in ranked:
             if candidate.decision != "considered":
@@ -339,10 +356,14 @@ class Assembler:
                 continue
             text = render.line(stored[candidate.message_id], request.recalled_text_chars)
             cost = render.estimate_tokens(text) + 1
-            if cost > room:
-                candidate.decision = "over_budget"
+            from_file = stored[candidate.message_id].kind == MEMORY_KIND
+            if from_file and memory_room == memory_share:  # the first memory-file line brings the block's note
+                cost += render.files_note_tokens()
+            if cost > room or (from_file and cost > memory_room):
+                candidate.decision = "over_memory_share" if cost <= room else "over_budget"
                 continue
             room -= cost
+            memory_room -= cost if from_file else 0
             candidate.decision = "kept"
             candidate.chosen_by = sources.get(candidate.message_id)
             chosen.append((candidate, text))
@@ -367,7 +388,8 @@ class Assembler:
         hit or of another neighbour, never a message the host's window holds, and never outside the scope.
         """
         radius = request.settings.neighbour_radius
-        hits = [candidate.message_id for candidate, _ in chosen]
+        # A memory-file chunk stands on its own: its neighbours are other paragraphs, not a conversation's turns.
+        hits = [candidate.message_id for candidate, _ in chosen if stored[candidate.message_id].kind != MEMORY_KIND]
         rows = self.ops.messages.neighbours(conn, [(i, stored[i].session_rowid) for i in hits], radius, scope)
         around: dict[int, list[Neighbour]] = {}
         for row in rows:
@@ -406,7 +428,8 @@ class Assembler:
         if not chosen:
             return
         chosen.sort(key=lambda pair: (stored[pair[0].message_id].created_at, pair[0].message_id))
-        result.system_prompt_addition = render.block([text for _, text in chosen])
+        files = any(stored[candidate.message_id].kind == MEMORY_KIND for candidate, _ in chosen)
+        result.system_prompt_addition = render.block([text for _, text in chosen], files=files)
         result.estimated_tokens = result.window_tokens + render.estimate_tokens(result.system_prompt_addition)
         for candidate, _ in chosen:
             message = stored[candidate.message_id]

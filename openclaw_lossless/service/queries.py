@@ -59,6 +59,10 @@ class Searched:
     hits: list[Hit]
     lanes_ran: list[str]
     skipped: str | None
+    source: str = "all"
+
+
+SOURCES = ("all", "memory", "messages")  # what a search may be narrowed to (docs/workspace-memory.md)
 
 
 @dataclass(frozen=True)
@@ -172,14 +176,15 @@ class Queries:
     # -- search and pack -----------------------------------------------------------------------------------
 
     @counted
-    def search(self, text: str, scope: str, k: int, mode: str) -> Searched:
-        """The ``k`` best hits for ``text`` in ``scope``, each with the score parts a caller may weigh."""
+    def search(self, text: str, scope: str, k: int, mode: str, source: str = "all") -> Searched:
+        """The ``k`` best hits for ``text`` in ``scope``, each with the score parts a caller may weigh; ``source``
+        narrows them to the workspace memory files (``memory``) or the conversation (``messages``)."""
         began = time.perf_counter()
         conn = self.db.reader()
         found = self.assembler.search(
             conn,
             text,
-            self.scope(conn, scope),
+            self.of_source(conn, self.scope(conn, scope), source),
             k,
             mode,
             self.settings.recall,
@@ -207,7 +212,22 @@ class Queries:
             )
             for c, m in found.hits
         ]
-        return Searched(text, scope, mode, hits, sorted(found.lanes_ran), found.skipped)
+        return Searched(text, scope, mode, hits, sorted(found.lanes_ran), found.skipped, source)
+
+    def of_source(self, conn: Any, scope: Scope, source: str) -> Scope:
+        """``scope`` narrowed to one source: ``memory`` (the agents' memory-file sessions), ``messages`` (all but
+        those), or ``all`` as it is."""
+        if source == "all":
+            return scope
+        if source not in SOURCES:
+            raise BadRequest("source must be 'all', 'memory' or 'messages'")
+        notes = self.ops.memory_files.sessions(conn)
+        if source == "messages":
+            return replace(scope, excluded=scope.excluded | set(notes.values()))
+        agents = set(scope.agent_ids)
+        if scope.session_rowids:
+            agents |= {self.ops.sessions.session_by_rowid(conn, rowid).agent_id for rowid in scope.session_rowids}
+        return Scope(session_rowids=frozenset(rowid for agent, rowid in notes.items() if agent in agents))
 
     def scope(self, conn: Any, spec: str) -> Scope:
         """Parse a search scope: 'all', 'agent:<agentId>' or 'session:<sessionId>'."""

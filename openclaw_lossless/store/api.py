@@ -40,6 +40,7 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
 from openclaw_lossless.store.sqlite.counts import StoreCounts
 from openclaw_lossless.store.sqlite.forget import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk
 from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 from openclaw_lossless.store.sqlite.snapshots import (
@@ -500,6 +501,38 @@ class Agents(Protocol[C]):
     def message_count(self, conn: C, agent_id: str) -> int: ...
 
     def agents_by_session(self, conn: C) -> dict[int, str]: ...
+
+
+# -- workspace memory files --------------------------------------------------------------------------------------
+
+
+class MemoryFiles(Protocol[C, D]):
+    """The agents' workspace memory files (``memory_files/``): a row per file indexed, and its chunks stored as
+    messages of kind ``memory`` in the agent's ``memory-files:<agentId>`` session, whose window key is the
+    chunk's citation (``file:MEMORY.md#L3-7``). A chunk replaced by an edit, or of a deleted file, is removed
+    by forget's deletion without a tombstone, and ``scrub`` leaves no byte of it, as after a forget."""
+
+    def files(self, conn: C) -> list[MemoryFile]: ...
+
+    def record_file(self, conn: C, file: MemoryFile) -> None: ...
+
+    def drop_file(self, conn: C, agent_id: str, path: str) -> None: ...
+
+    def sessions(self, conn: C) -> dict[str, int]:
+        """Agent id -> the row id of its memory-file session, for the agents that have one."""
+        ...
+
+    def stored_chunks(self, conn: C, session_rowid: int) -> list[StoredChunk]: ...
+
+    def mark_chunks(self, conn: C, ids: Sequence[int]) -> None:
+        """Make messages just stored (``insert_records``) memory chunks, in the same transaction."""
+        ...
+
+    def remove_chunks(self, conn: C, ids: Sequence[int]) -> int: ...
+
+    def scrub(self, db: D) -> bool:
+        """After a commit that removed chunks: forget's scrubbing (SQLite: the WAL emptied; PostgreSQL: VACUUM)."""
+        ...
 
 
 # -- archive, forget, transfer: operations that run their own transactions ---------------------------------------

@@ -29,6 +29,7 @@ from openclaw_lossless.store.sqlite import (
     forget,
     fulltext,
     imported,
+    memory_files,
     message_days,
     messages,
     meta,
@@ -75,6 +76,7 @@ class Backend:
     rewrite: api.Rewrite[Any]
     checks: api.Checks[Any]
     maintenance: api.FileMaintenance[Any]
+    memory_files: api.MemoryFiles[Any, Any]
     translate_error: Callable[[Exception], Exception]  # a driver's error as the project's (``errors.py``)
 
 
@@ -101,6 +103,7 @@ SQLITE = Backend(
     rewrite=rewrite,
     checks=checks,
     maintenance=connection,
+    memory_files=memory_files,
     translate_error=connection.translate_error,
 )
 
@@ -193,6 +196,7 @@ def postgres() -> Backend:
         fulltext,
         imported,
         maintenance,
+        memory_files,
         message_days,
         messages,
         meta,
@@ -230,5 +234,6 @@ def postgres() -> Backend:
         rewrite=rewrite,
         checks=checks,
         maintenance=maintenance,
+        memory_files=memory_files,
         translate_error=connection.translate_error,
     )

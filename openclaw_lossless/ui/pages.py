@@ -21,6 +21,7 @@ from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wi
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.forget import confirm_page, forget_post
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
+from openclaw_lossless.ui.memory import memory_page
 from openclaw_lossless.ui.recall import recall_page
 from openclaw_lossless.ui.records import compactions_page, create_snapshot, snapshots_page
 from openclaw_lossless.ui.render import page, session_of
@@ -116,6 +117,10 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
     @router.get("/compactions")
     def compactions(request: Request, queries: QueriesDep) -> HTMLResponse:
         return compactions_page(request, queries)
+
+    @router.get("/memory")
+    def memory(request: Request, sidecar: SidecarDep) -> HTMLResponse:
+        return memory_page(request, sidecar)
 
     return router
 

@@ -65,7 +65,7 @@ test("register declares both tools in contracts.tools and builds them per run", 
     assert.equal(tool.parameters.additionalProperties, false);
   }
   assert.deepEqual(built[0].parameters.required, ["query"]);
-  assert.deepEqual(Object.keys(built[0].parameters.properties), ["query", "k", "scope"]);
+  assert.deepEqual(Object.keys(built[0].parameters.properties), ["query", "k", "scope", "source"]);
   assert.deepEqual(built[1].parameters.required, ["citation"]);
 });
 
@@ -172,8 +172,8 @@ test("the default scope follows recallScope: 'session' searches this conversatio
 });
 
 test("search params are validated before any request", async () => {
-  assert.deepEqual(validateSearchParams({ query: "x" }), { query: "x", k: 8, scope: undefined });
-  assert.deepEqual(validateSearchParams({ query: "x", k: "12", scope: " all " }), { query: "x", k: 12, scope: "all" });
+  assert.deepEqual(validateSearchParams({ query: "x" }), { query: "x", k: 8, scope: undefined, source: "all" });
+  assert.deepEqual(validateSearchParams({ query: "x", k: "12", scope: " all " }), { query: "x", k: 12, scope: "all", source: "all" });
   for (const [params, message] of [
     [{}, /query must be a non-empty string/],
     [{ query: "   " }, /query must be a non-empty string/],
@@ -350,6 +350,23 @@ test("lossless_forget exists only with agentMayForget, forgets by citation withi
     await assert.rejects(anonymous[2].execute("c", { citations: ["msg:1"] }), ToolParamError);
     assert.equal(sidecar.requests.length, 1);  // nothing bad reached the sidecar
     assert.deepEqual(validateForgetParams({ citations: [12, "msg:12"] }), { citations: ["msg:12"] });
+  } finally {
+    await sidecar.close();
+  }
+});
+
+test("lossless_search narrows to the workspace memory files or the conversation with source, and cites a file", async () => {
+  const sidecar = await stubSidecar({
+    "GET /v1/search": () => [200, { hits: [HIT(5, "Oat milk in coffee", { kind: "memory", role: "memory", citation: "file:MEMORY.md#L8-8" })] }],
+  });
+  try {
+    const { search } = toolsFor(sidecar);
+    const out = await search.execute("call-1", { query: "milk", source: "memory" });
+    assert.equal(sidecar.requests[0].query.source, "memory");
+    assert.match(out.content[0].text, /^\[file:MEMORY\.md#L8-8\] /m);
+    await search.execute("call-2", { query: "milk" });
+    assert.equal(sidecar.requests[1].query.source, undefined); // "all" is not sent: an older sidecar knows none
+    assert.throws(() => validateSearchParams({ query: "milk", source: "notes" }), ToolParamError);
   } finally {
     await sidecar.close();
   }

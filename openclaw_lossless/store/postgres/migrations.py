@@ -282,6 +282,23 @@ def m007_keyword_vectors_in_the_row(conn: Connection) -> None:
     conn.execute("ALTER TABLE messages ALTER COLUMN search SET STORAGE MAIN")
 
 
+def m008_memory_files(conn: Connection) -> None:
+    """The agents' workspace memory files indexed: one row per file (SQLite's m010 says why)."""
+    conn.execute(
+        """CREATE TABLE memory_files (
+            agent_id text COLLATE "C" NOT NULL,
+            path text COLLATE "C" NOT NULL,
+            workspace text NOT NULL,
+            file_hash bytea NOT NULL,
+            size bigint NOT NULL,
+            mtime_ns bigint NOT NULL,
+            chunks integer NOT NULL,
+            indexed_at double precision NOT NULL,
+            PRIMARY KEY (agent_id, path)
+        )"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_extensions_and_text_search,
     m002_sessions_turns_messages,
@@ -290,6 +307,7 @@ MIGRATIONS: list[Migration] = [
     m005_vectors_in_lists,
     m006_words_by_id,
     m007_keyword_vectors_in_the_row,
+    m008_memory_files,
 ]
 
 

@@ -106,7 +106,10 @@ def require_session(conn: Connection, session_id: str) -> SessionRef:
 
 def latest_session(conn: Connection) -> SessionRef:
     """The most recently active session: what ``recover`` and ``snapshot create`` mean when none is named."""
-    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions ORDER BY last_seen_at DESC, id DESC LIMIT 1").fetchone()
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM sessions WHERE NOT starts_with(session_id, 'memory-files:')"
+        " ORDER BY last_seen_at DESC, id DESC LIMIT 1"
+    ).fetchone()
     if row is None:
         raise NotFound("the store holds no sessions yet")
     return _ref(row)

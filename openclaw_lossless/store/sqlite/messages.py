@@ -53,7 +53,8 @@ class StoredMessage:
 
     @property
     def citation(self) -> str:
-        return f"msg:{self.id}"
+        """``msg:N``; a workspace memory-file chunk's is its file and lines (``file:MEMORY.md#L3-7``)."""
+        return self.window_key if self.kind == "memory" else f"msg:{self.id}"
 
 
 def _stored(row: Sequence[Any]) -> StoredMessage:

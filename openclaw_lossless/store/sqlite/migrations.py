@@ -390,6 +390,29 @@ def _m009_quantize_float_vec0(conn: Connection, batch: int = 20000) -> None:
     conn.execute("DROP TABLE message_vectors")
 
 
+def m010_memory_files(conn: Connection) -> None:
+    """The agents' workspace memory files indexed (``MEMORY.md``, ``memory/**/*.md``): one row per file.
+
+    Why: a file's chunks are messages of the agent's ``memory-files:<agentId>`` session (kind ``memory``), so
+    the keyword and vector lanes, forget, export and the size cap reach them like any message; this table
+    keeps what the indexer needs to skip an unchanged file (its hash, size and mtime) and what the UI and
+    doctor list (docs/workspace-memory.md).
+    """
+    conn.execute(
+        """CREATE TABLE memory_files (
+            agent_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            workspace TEXT NOT NULL,
+            file_hash BLOB NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            chunks INTEGER NOT NULL,
+            indexed_at REAL NOT NULL,
+            PRIMARY KEY (agent_id, path)
+        )"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
@@ -400,6 +423,7 @@ MIGRATIONS: list[Migration] = [
     m007_forgotten,
     m008_message_days,
     m009_vectors_in_vec0,
+    m010_memory_files,
 ]
 
 

@@ -169,7 +169,10 @@ def required(found: SessionRef | None, session_id: str) -> SessionRef:
 
 def latest_session(conn: Connection) -> SessionRef:
     """The most recently active session: what ``recover`` and ``snapshot create`` mean when none is named."""
-    row = conn.execute("SELECT session_id FROM sessions ORDER BY last_seen_at DESC LIMIT 1").fetchone()
+    # never an agent's workspace memory-file session (store/sqlite/memory_files.py): no one converses there
+    row = conn.execute(
+        "SELECT session_id FROM sessions WHERE session_id NOT LIKE 'memory-files:%' ORDER BY last_seen_at DESC LIMIT 1"
+    ).fetchone()
     if row is None:
         raise NotFound("the store holds no sessions yet")
     return require_session(conn, str(row[0]))

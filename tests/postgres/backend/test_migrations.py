@@ -204,7 +204,7 @@ def test_a_long_message_keeps_its_keyword_vector_in_its_row_and_reindex_moves_ol
         monkeypatch.undo()
         assert vector_out_of_row(db, before)
 
-        assert migrations.migrate(db) == ["m007_keyword_vectors_in_the_row"]
+        assert migrations.migrate(db) == ["m007_keyword_vectors_in_the_row", "m008_memory_files"]
 
         _, (after,) = commit(db, "k2", [said("a ferry timetable " + long_text(2))])
         assert not vector_out_of_row(db, after)

@@ -22,6 +22,9 @@ from typing import Any, TypeVar
 from openclaw_lossless.capture.importance import label_for
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, canonical_json, capture, storable
 from openclaw_lossless.errors import BadRequest
+from openclaw_lossless.memory_files.records import CITATION as MEMORY_CITATION
+from openclaw_lossless.memory_files.records import chunk_record
+from openclaw_lossless.store.sqlite.memory_files import KIND as MEMORY_KIND
 from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
 from openclaw_lossless.store.sqlite.subagents import outcome_identity
@@ -244,10 +247,14 @@ def _message_line(record: dict[str, Any], options: CaptureOptions) -> MessageLin
         captured = capture(record["message"], options, now=created_at)
     elif kind == "outcome":
         captured, child_key = _outcome(record, options)
+    elif kind == MEMORY_KIND:
+        captured = _memory_chunk(record, options, created_at)
     else:
         raise Malformed(f"unknown message kind {kind!r}")
     window_key = _string(record["windowKey"])
-    if not _HEX64.match(window_key) or not _HEX64.match(_string(record["contentHash"])):
+    if kind == MEMORY_KIND:  # a chunk's window key is its citation: already checked and rebuilt above
+        window_key = captured.window_key
+    elif not _HEX64.match(window_key) or not _HEX64.match(_string(record["contentHash"])):
         raise Malformed("windowKey and contentHash are SHA-256 digests in hex")
     # The host computed the window key and the token estimate on the message before redaction: recomputing
     # them from a redacted original would stop the stored message matching the host's.
@@ -266,6 +273,23 @@ def _message_line(record: dict[str, Any], options: CaptureOptions) -> MessageLin
         None if not key else check_identifier(_string(key), "advancementKey"),
         child_key,
     )
+
+
+def _memory_chunk(record: dict[str, Any], options: CaptureOptions, created_at: float) -> MessageRecord:
+    """A workspace memory-file chunk (``memory_files/``): rebuilt from its file, lines and text, redacted here
+    again, so its identity is the one the indexer gives it (nothing else a line puts there is kept)."""
+    message: dict[str, Any] = record["message"]
+    lines, content = message.get("lines"), message.get("content")
+    citation = MEMORY_CITATION.match(_string(record["windowKey"]))
+    if (
+        citation is None
+        or not isinstance(content, str)
+        or not isinstance(lines, list)
+        or lines != [int(citation["first"]), int(citation["last"])]
+        or message.get("file") != citation["path"]
+    ):
+        raise Malformed("a memory chunk's original names its file and lines as its windowKey does")
+    return chunk_record(citation["path"], lines[0], lines[1], content, created_at, options)
 
 
 def _identity(record: dict[str, Any], captured: MessageRecord) -> bytes:
