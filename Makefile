@@ -78,9 +78,11 @@ pytest:
 
 test: install-test lint typecheck docs-check pytest
 
-# The fast developer loop: no fault/load tests, no real-gateway end-to-end run.
+# The fast developer loop (a few minutes on 2 cores): SQLite only, no fault/load tests or heaviest modules
+# (marked slow), no real-gateway end-to-end run, no browser, no PostgreSQL server. make test runs them all.
 check: install-test lint typecheck commits
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow and not e2e" -q
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow and not e2e and not browser" \
+		--ignore=tests/postgres -q
 
 # The Dockerfile built and started with podman on a new volume (minutes: not part of `make test`).
 container-test: install-test

@@ -12,6 +12,8 @@ import pytest
 from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 MANIFEST = json.loads((Path(__file__).parents[1] / "plugin-manifest.json").read_text())
 HOOK_PATHS = [hook["path"] for hook in MANIFEST["hooks"].values()]
 GOOD = {"sessionId": "s", "sessionKey": "agent:main:main"}

@@ -23,6 +23,8 @@ from openclaw_lossless.selection import SessionSelection
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 from tests.test_history_import import AgentDatabase, Transcript, file_digests, legacy_sessions
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 MAIN_KEY = "agent:main:main"
 SESSION = "5b1c0f8e-2f0e-4d53-9a55-0c3f8b7d6e21"
 

@@ -24,6 +24,8 @@ from tests.helpers import (
 )
 from tests.openclaw_state import use_linked_openclaw
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 
 @pytest.fixture(scope=per_test_on_postgres)
 def state(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -31,7 +31,7 @@ from tests.helpers import HashEmbedder, assert_error, live_sidecar, make_setting
 from tests.openclaw_state import linked_openclaw_home
 from tests.reliability import record
 
-pytestmark = pytest.mark.sqlite_only
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.slow]  # slow: make check leaves it to make test
 
 TURNS = 300
 PAGE = 4096

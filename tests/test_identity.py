@@ -33,6 +33,8 @@ from tests.conversation import commit_body, conversation
 from tests.helpers import LiveSidecar, assert_error
 from tests.reliability import SidecarProcess
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 
 def expected_proof(token: str, challenge: str) -> str:
     return hmac.new(token.encode(), f"openclaw-lossless identity v1\n{challenge}".encode(), hashlib.sha256).hexdigest()

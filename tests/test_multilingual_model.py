@@ -26,6 +26,8 @@ from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import EmbeddingUnavailable
 from tests.helpers import LiveSidecar, live_sidecar, make_settings
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 REFERENCE = Path(__file__).parent / "fixtures" / "e5_reference.json"
 E5 = E5_SMALL.name
 # Measured: fp32 0.9999 on every text (the reference engine quantizes activations to int8, we do not);

@@ -26,6 +26,8 @@ from tests.conversation import commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings
 from tests.reliability import SidecarProcess
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 PUBLIC = {"/healthz", "/v1/identity"}
 
 

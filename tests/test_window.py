@@ -20,6 +20,8 @@ from openclaw_lossless.store.sqlite.connection import Connection, Database, open
 from openclaw_lossless.store.sqlite.migrations import migrate
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 
+pytestmark = pytest.mark.slow  # minutes of the fast loop: make check leaves it to make test
+
 
 def d(role: str, tokens: int, text: str | None = None) -> Descriptor:
     return Descriptor(role=role, key=f"{role}-{tokens}-{text}", tokens=tokens, text=text)
