@@ -84,6 +84,31 @@ def test_a_when_question_prefers_the_message_that_says_when(server: LiveSidecar)
         assert undated_line in block and dated_line not in block
 
 
+def test_a_chinese_question_about_last_saturday_recalls_what_was_said_that_saturday(server: LiveSidecar) -> None:
+    """ "上周六我们说了什么" asked on Thursday 1 June is about Saturday 27 May: the message written that day wins
+    over the same kind of message written on the Tuesday after, which wins without the time (it is newer).
+
+    The test embedder shares no word with an unspaced question, so both messages are equally (barely) similar
+    to it; ``minSimilarity`` 0 lets both be weighed, as a multilingual model or a bigram keyword index would."""
+    saturday = "我们讨论了搬家的预算。"
+    tuesday = "我们讨论了搬家的日期。"
+    said = {saturday: datetime(2023, 5, 27, 15, 0, tzinfo=UTC), tuesday: datetime(2023, 5, 30, 15, 0, tzinfo=UTC)}
+    messages = [{"role": "user", "content": text, "timestamp": ms(when)} for text, when in said.items()]
+    body = {"sessionId": "moving", "sessionKey": "agent:main:main", "advancementKey": "moving-1"}
+    assert server.post("commit-turn", body | {"messages": messages}).status_code == 200
+    server.wait_for_backlog()
+    question = {"sessionId": "later", "sessionKey": "agent:main:main", "prompt": "上周六我们说了什么？"}
+    extra = {"now": ms(ASKED), "tokenBudget": 4000, "trace": True, "config": {"minSimilarity": 0.0}}
+    answer = server.post("assemble", question | extra).json()
+    block = answer["systemPromptAddition"]
+    if server.settings.recall_time_boost > 0:
+        assert saturday in block and tuesday not in block
+        kept = [c for c in answer["trace"]["candidates"] if c["decision"] == "kept"]
+        assert kept[0]["time_match"] == "written"
+    else:
+        assert tuesday in block and saturday not in block
+
+
 def _migrated_before_days(path: Path, texts: list[str]) -> None:
     """A store as a release before m008 left it: its messages' days were never read."""
     db = Database(path)
