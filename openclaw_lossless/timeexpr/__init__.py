@@ -69,8 +69,14 @@ def _sentences(text: str) -> list[str]:
     return [text] if len(text) < 200 else _SENTENCE_END.split(text)
 
 
+_ALL_WORDS = frozenset(word for lang in LANGUAGES.values() for word in lang.trigger_words)
+_ALL_CHARACTERS = "".join(sorted({c for lang in LANGUAGES.values() for c in lang.trigger_characters}))
+
+
 def _read(text: str, at: float, readers: tuple[Language, ...]) -> list[DayRange]:
     present = words(text)
+    if present.isdisjoint(_ALL_WORDS) and (text.isascii() or not _ALL_CHARACTERS):
+        return []  # the common sentence: no language's word, no other script
     triggered = [lang for lang in readers if lang.triggered(text, present)]
     if not triggered:
         return []

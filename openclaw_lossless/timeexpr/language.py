@@ -14,6 +14,7 @@ import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from functools import cache
 
 from openclaw_lossless.timeexpr.days import DayRange
 
@@ -81,29 +82,27 @@ def apply(rules: Sequence[Rule], text: str, today: date, present: Words) -> list
 
 @dataclass(frozen=True)
 class Language:
-    """One language's time expressions. ``triggered`` is the cheap test (the text and its ``words``);
-    ``ranges`` reads the day ranges of a text that passed it; ``asks_when`` tells a question asking when."""
+    """One language's time expressions. Its cheap test: the text holds one of ``trigger_words`` (a language
+    written with spaces) or of ``trigger_characters`` (one written without); ``ranges`` reads the day ranges
+    of a text that passed it; ``asks_when`` tells a question asking when."""
 
     code: str
-    triggered: Callable[[str, Words], bool]
     ranges: Callable[[str, date, Words], list[DayRange]]
     asks_when: Callable[[str], bool]
+    trigger_words: Words = frozenset()
+    trigger_characters: str = ""
+
+    def triggered(self, text: str, present: Words) -> bool:
+        """Whether ``text`` (whose words are ``present``) may hold this language's time words."""
+        if not present.isdisjoint(self.trigger_words):
+            return True
+        return bool(self.trigger_characters) and not text.isascii() and _holds(text, self.trigger_characters)
 
 
-def by_words(triggers: Words) -> Callable[[str, Words], bool]:
-    """The test of a language written with spaces: the text holds one of ``triggers``."""
-
-    def triggered(text: str, present: Words) -> bool:
-        return not present.isdisjoint(triggers)
-
-    return triggered
+def _holds(text: str, characters: str) -> bool:
+    return _hint(characters).search(text) is not None
 
 
-def by_characters(characters: str) -> Callable[[str, Words], bool]:
-    """The test of a language written without spaces: the text holds one of ``characters``."""
-    hint = re.compile(f"[{re.escape(characters)}]")
-
-    def triggered(text: str, present: Words) -> bool:
-        return not text.isascii() and hint.search(text) is not None
-
-    return triggered
+@cache
+def _hint(characters: str) -> re.Pattern[str]:
+    return re.compile(f"[{re.escape(characters)}]")

@@ -29,7 +29,7 @@ from openclaw_lossless.timeexpr.arithmetic import (
     year_range,
 )
 from openclaw_lossless.timeexpr.days import DayRange
-from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, by_characters
+from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply
 
 DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8,
           "九": 9}  # fmt: skip
@@ -184,4 +184,4 @@ def asks_when(text: str) -> bool:
     return not text.isascii() and _WHEN.search(text) is not None
 
 
-LANGUAGE = Language("zh", by_characters(_HINTS), ranges, asks_when)
+LANGUAGE = Language("zh", ranges, asks_when, trigger_characters=_HINTS)

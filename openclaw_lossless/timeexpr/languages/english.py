@@ -36,7 +36,7 @@ from openclaw_lossless.timeexpr.arithmetic import weekday_after as _weekday_afte
 from openclaw_lossless.timeexpr.arithmetic import weekday_before as _weekday_before
 from openclaw_lossless.timeexpr.arithmetic import weekend_of as _weekend_of
 from openclaw_lossless.timeexpr.days import DayRange
-from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, by_words, either, word_set
+from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, either, word_set
 
 MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 MONTH_ABBREVIATIONS = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
@@ -349,4 +349,4 @@ RULES: list[Rule] = [
 ]
 # A text holding none of these words (most messages) is done after one set check.
 TRIGGER_WORDS = word_set(*(rule.needs[0] for rule in RULES))
-LANGUAGE = Language("en", by_words(TRIGGER_WORDS), ranges, asks_when)
+LANGUAGE = Language("en", ranges, asks_when, trigger_words=TRIGGER_WORDS)

@@ -30,7 +30,7 @@ from openclaw_lossless.timeexpr.arithmetic import (
     year_range,
 )
 from openclaw_lossless.timeexpr.days import DayRange
-from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, by_words, either, word_set
+from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, either, word_set
 
 MONTHS = {"januar": 1, "jänner": 1, "februar": 2, "märz": 3, "april": 4, "mai": 5, "juni": 6, "juli": 7,
           "august": 8, "september": 9, "oktober": 10, "november": 11, "dezember": 12}  # fmt: skip
@@ -166,8 +166,12 @@ def ranges(text: str, today: date, present: Words) -> list[DayRange]:
     return apply(RULES, text, today, present)
 
 
+_WHEN_HINTS = ("wann", "welch", "lange")  # substrings of every match: most prompts skip the pattern
+
+
 def asks_when(text: str) -> bool:
-    return _WHEN.search(text) is not None
+    lower = text.lower()
+    return any(hint in lower for hint in _WHEN_HINTS) and _WHEN.search(text) is not None
 
 
-LANGUAGE = Language("de", by_words(word_set(*(rule.needs[0] for rule in RULES))), ranges, asks_when)
+LANGUAGE = Language("de", ranges, asks_when, trigger_words=word_set(*(rule.needs[0] for rule in RULES)))

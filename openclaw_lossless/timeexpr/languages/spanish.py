@@ -31,7 +31,7 @@ from openclaw_lossless.timeexpr.arithmetic import (
     year_range,
 )
 from openclaw_lossless.timeexpr.days import DayRange
-from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, by_words, either, word_set
+from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, either, word_set
 
 MONTHS = {"enero": 1, "febrero": 2, "marzo": 3, "abril": 4, "mayo": 5, "junio": 6, "julio": 7, "agosto": 8,
           "septiembre": 9, "setiembre": 9, "octubre": 10, "noviembre": 11, "diciembre": 12}  # fmt: skip
@@ -179,8 +179,21 @@ def ranges(text: str, today: date, present: Words) -> list[DayRange]:
     return apply(RULES, text, today, present)
 
 
+_WHEN_HINTS = (
+    "cuándo",
+    "cuando",
+    "cuánto",
+    "cuanto",
+    "qué",
+    "que ",
+    "cuál",
+    "cual ",
+)  # substrings of every match: most prompts skip the pattern
+
+
 def asks_when(text: str) -> bool:
-    return _WHEN.search(text) is not None
+    lower = text.lower()
+    return any(hint in lower for hint in _WHEN_HINTS) and _WHEN.search(text) is not None
 
 
-LANGUAGE = Language("es", by_words(word_set(*(rule.needs[0] for rule in RULES))), ranges, asks_when)
+LANGUAGE = Language("es", ranges, asks_when, trigger_words=word_set(*(rule.needs[0] for rule in RULES)))
