@@ -223,6 +223,7 @@ ORDINARY: dict[str, list[str]] = {
         "No compartas tu contraseña con nadie.",
         "La clave es tener paciencia.",
         "La clave del éxito es el trabajo.",
+        "El año clave es 2024, cuando cambió todo.",
         "Mañana tenemos una reunión a las diez.",
         "Hace mucho calor hoy.",
         "Vamos a la playa el fin de semana.",

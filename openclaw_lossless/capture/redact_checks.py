@@ -371,6 +371,8 @@ def check_prose_password_intl(match: re.Match[str]) -> Span | None:
         return None
     if not any(c.isalnum() for c in value) or (_CALL_OR_ATTRIBUTE.match(value) and "(" in value):
         return None
+    if name.lower().startswith("clave") and value.isdigit():
+        return None  # "el año clave es 2024": "clave" is also "key" as in "crucial"
     if _PIN_WORDS.search(name):
         if sum(c.isdigit() for c in value) < 4 and not _has_digit_and_letter(value):
             return None
