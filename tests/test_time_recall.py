@@ -109,6 +109,43 @@ def test_a_chinese_question_about_last_saturday_recalls_what_was_said_that_satur
         assert tuesday in block and saturday not in block
 
 
+def test_a_store_read_in_english_only_reads_its_messages_days_again_in_every_language(tmp_path: Path) -> None:
+    """A store whose days a release reading only English kept: "上周六" and "letzten Samstag" stored then refer
+    to nothing, until the server, started on it, reads every message again in the background."""
+    settings = make_settings(tmp_path)
+    texts = ["上周六我们去爬山了。", "Letzten Samstag waren wir klettern.", PAST]
+    with live_sidecar(settings, HashEmbedder()) as server:
+        commit(server, texts)
+        db, days = server.sidecar.db, server.sidecar.ops.message_days
+        assert set(days.of(db.reader(), [1, 2, 3])) == {1, 2, 3}
+
+    store = connect(place_of(settings))  # as the English-only release left it: only English days, marked so
+    try:
+        _as_read_in_english_only(store.db, store.ops.message_days)
+        assert set(store.ops.message_days.of(store.db.reader(), [1, 2, 3])) == {3}
+    finally:
+        store.db.close()
+    sidecar = Sidecar(settings, provider=HashEmbedder(), background_load=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(found := sidecar.ops.message_days.of(sidecar.db.reader(), [1, 2, 3])) < 3:
+            assert time.monotonic() < deadline, "the messages were not read again"
+            time.sleep(0.05)
+        assert not sidecar.db.write(sidecar.ops.message_days.read_again_in_new_languages)  # once only
+    finally:
+        sidecar.close()
+    saturday = [("2023-05-06", "2023-05-06")]
+    assert [[(r.first.isoformat(), r.last.isoformat()) for r in found[i]] for i in (1, 2, 3)] == [saturday] * 3
+
+
+def _as_read_in_english_only(db: Any, days: Any) -> None:
+    def rewind(conn: Any) -> None:
+        conn.execute("DELETE FROM message_days WHERE message_id IN (1, 2)")
+        conn.execute("UPDATE meta SET value = 'en' WHERE key = 'message_days_languages'")
+
+    db.write(rewind)
+
+
 def _migrated_before_days(path: Path, texts: list[str]) -> None:
     """A store as a release before m008 left it: its messages' days were never read."""
     db = Database(path)
