@@ -93,6 +93,8 @@ class Sidecar:
         # The workspace memory files: its thread starts with the server (app.py), like catch-up's.
         self.memory_files = MemoryIndexer(settings, self.store, self.capture_options, self.index, terms, self.worker)
         self._wire_jobs()
+        if background_load:
+            self._read_days_in_new_languages()
         if background_load and self.ops.message_days.backfill_pending(self.db.reader()):
             backfill = threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True)
             self._threads.append(backfill)
@@ -184,9 +186,18 @@ class Sidecar:
             return DatabaseIndex(self.db, dimension)
         return VectorIndex(dimension, shortlist=self.settings.vector_shortlist)
 
+    def _read_days_in_new_languages(self) -> None:
+        """After an upgrade whose date reader knows more languages, queue every message to be read again (a
+        marker in ``meta``, one short write at start-up; the reading is the background backfill's)."""
+        try:
+            self.db.write(self.ops.message_days.read_again_in_new_languages)
+        except Exception:  # start-up goes on: recall works without those days, and the log says why
+            log.exception("the days older messages refer to could not be queued to be read again")
+
     def _backfill_days(self) -> None:
-        """Read the days that messages stored before migration m008 refer to, a batch per write, in the
-        background (``store/sqlite/message_days.py``): start-up never waits on it, and turns queue behind one batch."""
+        """Read the days that messages stored before migration m008 (or before the date reader knew all its
+        languages) refer to, a batch per write, in the background (``store/sqlite/message_days.py``): start-up
+        never waits on it, and turns queue behind one batch."""
         try:
             while not self._closing.is_set() and self.db.write(self.ops.message_days.backfill_step):
                 self._closing.wait(DAYS_BACKFILL_PAUSE_S)

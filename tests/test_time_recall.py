@@ -84,6 +84,68 @@ def test_a_when_question_prefers_the_message_that_says_when(server: LiveSidecar)
         assert undated_line in block and dated_line not in block
 
 
+def test_a_chinese_question_about_last_saturday_recalls_what_was_said_that_saturday(server: LiveSidecar) -> None:
+    """ "上周六我们说了什么" asked on Thursday 1 June is about Saturday 27 May: the message written that day wins
+    over the same kind of message written on the Tuesday after, which wins without the time (it is newer).
+
+    The test embedder shares no word with an unspaced question, so both messages are equally (barely) similar
+    to it; ``minSimilarity`` 0 lets both be weighed, as a multilingual model or a bigram keyword index would."""
+    saturday = "我们讨论了搬家的预算。"
+    tuesday = "我们讨论了搬家的日期。"
+    said = {saturday: datetime(2023, 5, 27, 15, 0, tzinfo=UTC), tuesday: datetime(2023, 5, 30, 15, 0, tzinfo=UTC)}
+    messages = [{"role": "user", "content": text, "timestamp": ms(when)} for text, when in said.items()]
+    body = {"sessionId": "moving", "sessionKey": "agent:main:main", "advancementKey": "moving-1"}
+    assert server.post("commit-turn", body | {"messages": messages}).status_code == 200
+    server.wait_for_backlog()
+    question = {"sessionId": "later", "sessionKey": "agent:main:main", "prompt": "上周六我们说了什么？"}
+    extra = {"now": ms(ASKED), "tokenBudget": 4000, "trace": True, "config": {"minSimilarity": 0.0}}
+    answer = server.post("assemble", question | extra).json()
+    block = answer["systemPromptAddition"]
+    if server.settings.recall_time_boost > 0:
+        assert saturday in block and tuesday not in block
+        kept = [c for c in answer["trace"]["candidates"] if c["decision"] == "kept"]
+        assert kept[0]["time_match"] == "written"
+    else:
+        assert tuesday in block and saturday not in block
+
+
+def test_a_store_read_in_english_only_reads_its_messages_days_again_in_every_language(tmp_path: Path) -> None:
+    """A store whose days a release reading only English kept: "上周六" and "letzten Samstag" stored then refer
+    to nothing, until the server, started on it, reads every message again in the background."""
+    settings = make_settings(tmp_path)
+    texts = ["上周六我们去爬山了。", "Letzten Samstag waren wir klettern.", PAST]
+    with live_sidecar(settings, HashEmbedder()) as server:
+        commit(server, texts)
+        db, days = server.sidecar.db, server.sidecar.ops.message_days
+        assert set(days.of(db.reader(), [1, 2, 3])) == {1, 2, 3}
+
+    store = connect(place_of(settings))  # as the English-only release left it: only English days, marked so
+    try:
+        _as_read_in_english_only(store.db, store.ops.message_days)
+        assert set(store.ops.message_days.of(store.db.reader(), [1, 2, 3])) == {3}
+    finally:
+        store.db.close()
+    sidecar = Sidecar(settings, provider=HashEmbedder(), background_load=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(found := sidecar.ops.message_days.of(sidecar.db.reader(), [1, 2, 3])) < 3:
+            assert time.monotonic() < deadline, "the messages were not read again"
+            time.sleep(0.05)
+        assert not sidecar.db.write(sidecar.ops.message_days.read_again_in_new_languages)  # once only
+    finally:
+        sidecar.close()
+    saturday = [("2023-05-06", "2023-05-06")]
+    assert [[(r.first.isoformat(), r.last.isoformat()) for r in found[i]] for i in (1, 2, 3)] == [saturday] * 3
+
+
+def _as_read_in_english_only(db: Any, days: Any) -> None:
+    def rewind(conn: Any) -> None:
+        conn.execute("DELETE FROM message_days WHERE message_id IN (1, 2)")
+        conn.execute("UPDATE meta SET value = 'en' WHERE key = 'message_days_languages'")
+
+    db.write(rewind)
+
+
 def _migrated_before_days(path: Path, texts: list[str]) -> None:
     """A store as a release before m008 left it: its messages' days were never read."""
     db = Database(path)

@@ -317,6 +317,71 @@ def check_prose_password(match: re.Match[str]) -> Span | None:
     return _trimmed(match)
 
 
+# Words for a password, a PIN or a code in the languages beyond English (``secret_rules.toml``'s ``password``
+# rules for them): the class decides what value may follow. See docs/decisions/0320-redaction-beyond-english.md.
+_PIN_WORDS = re.compile(r"(?i)pin|пин|код|geheimzahl|code|código|codigo|暗証|验证|驗證|認証|인증|핀|الرقم|التحقق")
+_NON_LATIN = re.compile(r"[^\x00-\u024f]")
+# A Latin word that follows a password word in ordinary sentences of these languages without being one.
+_FOREIGN_PROSE = frozenset(
+    [
+        "wifi",
+        "wi-fi",
+        "wlan",
+        "email",
+        "e-mail",
+        "mail",
+        "app",
+        "apple",
+        "google",
+        "icloud",
+        "qq",
+        "wechat",
+        "http",
+        "https",
+        "ok",
+        "pin",
+        "id",
+        "none",
+        "null",
+    ]
+)
+
+
+def _looks_given(value: str) -> bool:
+    """A value someone set rather than a word of the sentence: digits, symbols or inner capitals."""
+    has_symbol = any(not c.isalnum() for c in value)
+    inner_upper = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    return any(c.isdigit() for c in value) or has_symbol or inner_upper or token_like(value)
+
+
+def check_prose_password_intl(match: re.Match[str]) -> Span | None:
+    """ "wifi密码是Tr0ub4dor-77", "パスワードはTr0ub4dor-77です", "пароль от вайфая Tr0ub4dor-77", "la contraseña
+    del wifi es Tr0ub4dor-77": the value after a password or PIN word and a copula or colon.
+
+    A value in quotes goes whole. Otherwise a PIN or code needs digits; a password given in a sentence in a
+    Latin-script language must look set (digits, symbols, inner capitals: "das Passwort ist falsch" is
+    prose); after a word in another script, a Latin value of four or more characters is the password
+    ("пароль: qwerty", "密码是admin"), as no word of the sentence is written that way.
+    """
+    name = match.group("name")
+    if _group(match, "q") and match.group("secret").strip():
+        return match.span("secret")
+    value = match.group("secret").rstrip(_TRAILING + "。，、！？）」』")
+    if len(value) < 3 or is_reference(value) or value.lower() in _STOPWORDS or value.lower() in _FOREIGN_PROSE:
+        return None
+    if not any(c.isalnum() for c in value) or (_CALL_OR_ATTRIBUTE.match(value) and "(" in value):
+        return None
+    if name.lower().startswith("clave") and value.isdigit():
+        return None  # "el año clave es 2024": "clave" is also "key" as in "crucial"
+    if _PIN_WORDS.search(name):
+        if sum(c.isdigit() for c in value) < 4 and not _has_digit_and_letter(value):
+            return None
+    elif not _looks_given(value) and not (_NON_LATIN.search(name) and value.isascii() and len(value) >= 4):
+        return None
+    start = match.start("secret")
+    return start, start + len(value)
+
+
 _NOT_TOKEN = re.compile(
     r"^(?:\d{4}-\d{2}-\d{2}|v?\d+(?:\.\d+)+|\d+(?:\.\d+){3}|[a-z0-9\-]+(?:\.[a-z0-9\-]+)+$|[a-z]+(?:_[a-z0-9]+)+$)"
 )
@@ -342,4 +407,5 @@ CHECKS: dict[str, Check] = {
     "assignment": check_assignment,
     "prose_password": check_prose_password,
     "prose_token": check_prose_token,
+    "prose_password_intl": check_prose_password_intl,
 }

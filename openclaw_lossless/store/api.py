@@ -287,6 +287,11 @@ class MessageDays(Protocol[C]):
         """Queue every message to be read again (salvage)."""
         ...
 
+    def read_again_in_new_languages(self, conn: C) -> bool:
+        """Queue every message to be read again when the date reader knows languages the stored days were not
+        read in (an upgrade); whether it did."""
+        ...
+
 
 # -- vectors and the embedding backlog ---------------------------------------------------------------------------
 

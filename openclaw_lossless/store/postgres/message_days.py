@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from openclaw_lossless import timeexpr
 from openclaw_lossless.store.postgres import meta
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.message_days import BACKFILL_BATCH, BACKFILL_KEY, MAX_CHARS, ROLES
+from openclaw_lossless.store.sqlite.message_days import (
+    BACKFILL_BATCH,
+    BACKFILL_KEY,
+    LANGUAGES_KEY,
+    MAX_CHARS,
+    ROLES,
+    languages,
+)
 from openclaw_lossless.timeexpr import DayRange
 
 
@@ -56,6 +63,16 @@ def read_again(conn: Connection) -> None:
     row = conn.execute("SELECT max(id) FROM messages").fetchone()
     if row is not None and row[0] is not None:
         meta.put(conn, BACKFILL_KEY, str(int(row[0]) + 1))
+
+
+def read_again_in_new_languages(conn: Connection) -> bool:
+    """Queue every message to be read again when the stored days were read in fewer languages than
+    ``timeexpr`` reads now; whether it did (the SQLite module's rule)."""
+    if meta.get(conn, LANGUAGES_KEY) == languages():
+        return False
+    read_again(conn)
+    meta.put(conn, LANGUAGES_KEY, languages())
+    return True
 
 
 def backfill_pending(conn: Connection) -> bool:

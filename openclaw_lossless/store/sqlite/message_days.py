@@ -25,6 +25,13 @@ ROLES = frozenset({"user", "assistant"})
 MAX_CHARS = 4000
 BACKFILL_KEY = "message_days_backfill_below"  # meta: messages with a smaller id are still to be read
 BACKFILL_BATCH = 500
+# meta: the languages the stored days were read in; a release that reads more reads every message again
+LANGUAGES_KEY = "message_days_languages"
+
+
+def languages() -> str:
+    """The languages ``timeexpr`` reads now, as kept in ``meta``."""
+    return ",".join(sorted(timeexpr.LANGUAGES))
 
 
 def index(conn: Connection, message_id: int, role: str, text: str, created_at: float) -> None:
@@ -68,6 +75,17 @@ def read_again(conn: Connection) -> None:
     last = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
     if last is not None:
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (BACKFILL_KEY, str(int(last) + 1)))
+
+
+def read_again_in_new_languages(conn: Connection) -> bool:
+    """Queue every message to be read again when the stored days were read in fewer languages than
+    ``timeexpr`` reads now (a store from before "上周六" or "letzten Samstag" were read); whether it did."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (LANGUAGES_KEY,)).fetchone()
+    if row is not None and str(row[0]) == languages():
+        return False
+    read_again(conn)
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (LANGUAGES_KEY, languages()))
+    return True
 
 
 def backfill_pending(conn: Connection) -> bool:

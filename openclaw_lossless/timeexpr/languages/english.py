@@ -23,12 +23,20 @@ from __future__ import annotations
 
 import calendar
 import re
-import string
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import date, timedelta
 
+from openclaw_lossless.timeexpr.arithmetic import add_months as _add_months
+from openclaw_lossless.timeexpr.arithmetic import bare_weekday, named_month, relative_unit, relative_weekday
+from openclaw_lossless.timeexpr.arithmetic import month_range as _month
+from openclaw_lossless.timeexpr.arithmetic import nearest as _nearest
+from openclaw_lossless.timeexpr.arithmetic import safe_date as _safe_date
+from openclaw_lossless.timeexpr.arithmetic import steps as _steps
+from openclaw_lossless.timeexpr.arithmetic import week_of as _week
+from openclaw_lossless.timeexpr.arithmetic import weekday_after as _weekday_after
+from openclaw_lossless.timeexpr.arithmetic import weekday_before as _weekday_before
+from openclaw_lossless.timeexpr.arithmetic import weekend_of as _weekend_of
 from openclaw_lossless.timeexpr.days import DayRange
+from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, either, word_set
 
 MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 MONTH_ABBREVIATIONS = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
@@ -41,16 +49,11 @@ QUANTITIES = {"a": (1, 1), "an": (1, 1), "one": (1, 1), "two": (2, 2), "three": 
 SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11), "winter": (12, 2)}
 
 
-def _either(words: Iterable[str]) -> str:
-    """An alternation of ``words``, longest first, so "a couple of" wins over "a"."""
-    return "|".join(sorted((re.escape(w).replace(r"\ ", r"\s+") for w in words), key=len, reverse=True))
-
-
-_FULL_MONTH = _either(MONTHS)
-_ANY_MONTH = _either([*MONTHS, *MONTH_ABBREVIATIONS])
-_WEEKDAY = _either(WEEKDAYS)
-_SEASON = _either(SEASONS)
-_COUNT = rf"(?P<n>\d{{1,3}}|{_either(QUANTITIES)})"
+_FULL_MONTH = either(MONTHS)
+_ANY_MONTH = either([*MONTHS, *MONTH_ABBREVIATIONS])
+_WEEKDAY = either(WEEKDAYS)
+_SEASON = either(SEASONS)
+_COUNT = rf"(?P<n>\d{{1,3}}|{either(QUANTITIES)})"
 _UNIT = r"(?P<unit>day|weekend|week|fortnight|month|year)s?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
@@ -62,62 +65,12 @@ ABSOLUTE = [
     re.compile(rf"(?P<month>{_ANY_MONTH})\.?\s+(?:the\s+)?{_DAY}\b(?![:.]?\d)(?:,?\s+{_YEAR}\b)?", re.I),
     re.compile(rf"(?P<month>{_ANY_MONTH}),?\s+{_YEAR}\b", re.I),
 ]
-_SEPARATORS = str.maketrans(dict.fromkeys(string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014\u2026", " "))
-_YEAR_TOKEN = re.compile(r"(?:19|20)\d\d")
-_ORDINAL_TOKEN = re.compile(r"\d+(?:st|nd|rd|th)")
 
 
-def words(text: str) -> frozenset[str]:
-    """The text's lower-case words, with ``#year`` for a year-like number and ``#ordinal`` for "5th".
-
-    Each rule names the words it cannot match without, the rarest set first; a rule runs only on a text holding
-    them, so the common message (no time words) costs one tokenising pass and one set check, and the rest
-    only the rules their words call for.
-    """
-    found = set(text.lower().translate(_SEPARATORS).split())  # str methods: several times a regex's speed
-    if any(_YEAR_TOKEN.fullmatch(w) for w in found if w[:1].isdigit()):
-        found.add("#year")
-    if any(_ORDINAL_TOKEN.fullmatch(w) for w in found if w[:1].isdigit()):
-        found.add("#ordinal")
-    return frozenset(found)
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?;\n])\s+")
-
-
-def ranges(text: str, today: date) -> list[DayRange]:
-    """The day ranges ``text`` names, read as said on ``today``, in the order the rules find them.
-
-    Read a sentence at a time (no expression spans two), and only the sentences holding a time word: a long
-    message costs its tokenising pass plus the rules its few dated sentences call for.
-    """
-    if len(text) < 200:
-        return _sentence_ranges(text, today)
-    return [span for sentence in _SENTENCE_END.split(text) for span in _sentence_ranges(sentence, today)]
-
-
-def _sentence_ranges(text: str, today: date) -> list[DayRange]:
-    present = words(text)
-    if present.isdisjoint(TRIGGER_WORDS):
-        return []
-    taken: list[tuple[int, int]] = []
-    found: list[DayRange] = []
-    for rule in RULES:
-        if any(present.isdisjoint(need) for need in rule.needs):
-            continue
-        for match in rule.pattern.finditer(text):
-            if any(match.start() < end and start < match.end() for start, end in taken):
-                continue
-            resolved = rule.resolve(match, today)
-            if resolved is None:
-                continue
-            span, days = resolved
-            taken.append(span)
-            found += days
-    return found
-
-
-Resolved = tuple[tuple[int, int], list[DayRange]] | None
+def ranges(text: str, today: date, present: Words) -> list[DayRange]:
+    """The day ranges a sentence (whose words are ``present``) names, read as said on ``today``, in the order
+    the rules find them."""
+    return apply(RULES, text, today, present)
 
 
 def asks_when(text: str) -> bool:
@@ -132,61 +85,13 @@ _WHEN = re.compile(
 )
 
 
-# ---- calendar arithmetic ----
-
-
-def _month(year: int, month: int) -> DayRange:
-    return DayRange(date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1]))
-
-
-def _add_months(day: date, months: int) -> date:
-    index = day.year * 12 + day.month - 1 + months
-    year, month = divmod(index, 12)
-    return date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
-
-
-def _nearest(today: date, build: Callable[[int], DayRange | None]) -> DayRange | None:
-    """Of the occurrences last year, this year and next (``build(year)``), the one nearest ``today``."""
-    options = [r for r in (build(today.year + k) for k in (-1, 0, 1)) if r is not None]
-
-    def distance(r: DayRange) -> tuple[int, bool]:
-        away = 0 if r.first <= today <= r.last else min(abs((r.first - today).days), abs((r.last - today).days))
-        return away, r.first > today  # a tie goes to the past
-
-    return min(options, key=distance) if options else None
-
-
-def _weekday_before(day: date, weekday: int) -> date:
-    """The last ``weekday`` strictly before ``day``."""
-    return day - timedelta(days=(day.weekday() - weekday - 1) % 7 + 1)
-
-
-def _weekday_after(day: date, weekday: int) -> date:
-    """The first ``weekday`` strictly after ``day``."""
-    return day + timedelta(days=(weekday - day.weekday() - 1) % 7 + 1)
-
-
-def _week(day: date) -> DayRange:
-    monday = day - timedelta(days=day.weekday())
-    return DayRange(monday, monday + timedelta(days=6))
-
-
-def _weekend_of(day: date) -> DayRange:
-    saturday = day - timedelta(days=day.weekday()) + timedelta(days=5)
-    return DayRange(saturday, saturday + timedelta(days=1))
+# ---- helpers ----
 
 
 def _season(name: str, start_year: int) -> DayRange:
     first, last = SEASONS[name.lower()]
     end_year = start_year if last >= first else start_year + 1
     return DayRange(date(start_year, first, 1), _month(end_year, last).last)
-
-
-def _safe_date(year: int, month: int, day: int) -> date | None:
-    try:
-        return date(year, month, day)
-    except ValueError:
-        return None
 
 
 def _count(word: str) -> tuple[int, int]:
@@ -280,30 +185,6 @@ def _one_step(what: str, day: date, before: bool) -> DayRange | None:
     return DayRange.day(_weekday_before(day, weekday) if before else _weekday_after(day, weekday))
 
 
-def _steps(count: tuple[int, int], unit: str, day: date, sign: int) -> DayRange | None:
-    """``count`` units before (``sign`` -1) or after (+1) ``day``, loose where people are loose."""
-    low, high = count
-    if unit == "day":
-        ends = (day + timedelta(days=sign * low), day + timedelta(days=sign * high))
-    elif unit in ("week", "fortnight"):
-        size = 7 if unit == "week" else 14
-        slack = 3 if unit == "week" else 4
-        ends = (day + timedelta(days=sign * size * low), day + timedelta(days=sign * size * high))
-        ends = (min(ends) - timedelta(days=slack), max(ends) + timedelta(days=slack))
-    elif unit == "weekend":
-        step = _weekday_before if sign < 0 else _weekday_after
-        sunday = step(day, 6) if sign < 0 else step(day, 5) + timedelta(days=1)
-        ends = (sunday + timedelta(days=sign * 7 * (low - 1)), sunday + timedelta(days=sign * 7 * (high - 1)))
-        return DayRange(min(ends) - timedelta(days=1), max(ends))
-    elif unit == "month":
-        ends = (_add_months(day, sign * low), _add_months(day, sign * high))
-        ends = (min(ends) - timedelta(days=15), max(ends) + timedelta(days=15))
-    else:
-        years = (day.year + sign * low, day.year + sign * high)
-        return DayRange(date(min(years), 1, 1), date(max(years), 12, 31))
-    return DayRange(min(ends), max(ends))
-
-
 def _ago(match: re.Match[str], today: date) -> Resolved:
     found = _steps(_count(match["n"]), match["unit"].lower(), today, -1)
     return (_span(match), [found]) if found else None
@@ -343,34 +224,13 @@ def _relative(match: re.Match[str], today: date) -> Resolved:
 
 
 def _relative_unit(what: str, today: date, step: int) -> list[DayRange]:
-    if what == "week":
-        return [_week(today + timedelta(days=7 * step))]
-    if what == "weekend":
-        return [_weekend_of(today + timedelta(days=7 * step))]
-    if what == "month":
-        shifted = _add_months(today.replace(day=1), step)
-        return [_month(shifted.year, shifted.month)]
-    if what == "year":
-        return [DayRange(date(today.year + step, 1, 1), date(today.year + step, 12, 31))]
     if what in WEEKDAYS:
-        weekday = WEEKDAYS[what]
-        if step < 0:
-            return [DayRange.day(_weekday_before(today, weekday))]
-        if step > 0:
-            coming = _weekday_after(today, weekday)
-            return [DayRange.day(coming), DayRange.day(coming + timedelta(days=7))]
-        return [DayRange.day(today - timedelta(days=today.weekday() - weekday))]
+        return relative_weekday(WEEKDAYS[what], today, step)
     if what in MONTHS:
-        return [_named_month(MONTHS[what], today, step)]
-    return [_named_season(what, today, step)]
-
-
-def _named_month(month: int, today: date, step: int) -> DayRange:
-    if step < 0:
-        return _month(today.year if month < today.month else today.year - 1, month)
-    if step > 0:
-        return _month(today.year if month > today.month else today.year + 1, month)
-    return _month(today.year, month)
+        return [named_month(MONTHS[what], today, step)]
+    if what in SEASONS:
+        return [_named_season(what, today, step)]
+    return relative_unit(what, today, step)
 
 
 def _named_season(name: str, today: date, step: int) -> DayRange:
@@ -384,10 +244,7 @@ def _named_season(name: str, today: date, step: int) -> DayRange:
 
 
 def _bare_weekday(match: re.Match[str], today: date) -> Resolved:
-    """ "on Saturday": the last one (today included) or the coming one; the text rarely says which."""
-    weekday = WEEKDAYS[match["weekday"].lower()]
-    last = today if today.weekday() == weekday else _weekday_before(today, weekday)
-    return _span(match), [DayRange.day(last), DayRange.day(_weekday_after(today, weekday))]
+    return _span(match), bare_weekday(WEEKDAYS[match["weekday"].lower()], today)
 
 
 def _bare_weekend(match: re.Match[str], today: date) -> Resolved:
@@ -422,35 +279,24 @@ def _ordinal(match: re.Match[str], today: date) -> Resolved:
     return _span(match), [DayRange.day(min(options, key=lambda d: (abs((d - today).days), d > today)))]
 
 
-@dataclass(frozen=True)
-class Rule:
-    pattern: re.Pattern[str]
-    resolve: Callable[[re.Match[str], date], Resolved]
-    needs: tuple[frozenset[str], ...]  # the text must hold a word of each set (``words``)
-
-
-def _set(*groups: Iterable[str]) -> frozenset[str]:
-    return frozenset(word for group in groups for word in group)
-
-
-_UNITS = _set(("day", "days", "week", "weeks", "weekend", "weekends", "fortnight", "fortnights", "month", "months",
+_UNITS = word_set(("day", "days", "week", "weeks", "weekend", "weekends", "fortnight", "fortnights", "month", "months",
                "year", "years"))  # fmt: skip
-_MONTH_WORDS = _set(MONTHS, MONTH_ABBREVIATIONS)
+_MONTH_WORDS = word_set(MONTHS, MONTH_ABBREVIATIONS)
 _STEP = rf"(?:{_COUNT}\s+{_UNIT}|the\s+(?P<single>day|weekend|week|month|{_WEEKDAY}))"
 RULES: list[Rule] = [
     Rule(
         re.compile(rf"\b{_STEP}\s+(?P<dir>before|after|prior\s+to|following)\s+(?:the\s+)?", re.I),
         _anchored,
-        (_set(("before", "after", "prior", "following")), _set(_MONTH_WORDS, ["#year"])),
+        (word_set(("before", "after", "prior", "following")), word_set(_MONTH_WORDS, ["#year"])),
     ),
     Rule(
         re.compile(r"\bthe\s+(?P<unit>weekend|week|month)\s+of\s+(?:the\s+)?", re.I),
         _week_of,
-        (_set(("week", "weekend", "month")), _set(_MONTH_WORDS, ["#year"])),
+        (word_set(("week", "weekend", "month")), word_set(_MONTH_WORDS, ["#year"])),
     ),
-    Rule(re.compile(rf"\b{ABSOLUTE[0].pattern}", re.I), _absolute_rule, (_set(["#year"]),)),
+    Rule(re.compile(rf"\b{ABSOLUTE[0].pattern}", re.I), _absolute_rule, (word_set(["#year"]),)),
     *(Rule(re.compile(rf"\b{p.pattern}", re.I), _absolute_rule, (_MONTH_WORDS,)) for p in ABSOLUTE[1:]),
-    Rule(re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+ago\b", re.I), _ago, (_set(["ago"]), _UNITS)),
+    Rule(re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+ago\b", re.I), _ago, (word_set(["ago"]), _UNITS)),
     Rule(  # "I've had them for 3 years", "for the past two weeks": since about then
         re.compile(
             r"(?:(?:['\u2019]ve|\bhave|\bhas|\bhad)\b[^.!?\n]{0,60}?\bfor\s+(?:the\s+(?:past|last)\s+)?"
@@ -458,19 +304,19 @@ RULES: list[Rule] = [
             re.I,
         ),
         _ago,
-        (_UNITS, _set(["for"])),
+        (_UNITS, word_set(["for"])),
     ),
     Rule(
         re.compile(rf"\bin\s+{_COUNT}\s+{_UNIT}\b(?!\s+(?:ago|before|after))", re.I),
         _ahead,
-        (_UNITS, _set(["in"])),
+        (_UNITS, word_set(["in"])),
     ),
     Rule(
-        re.compile(rf"\b(?:{_either(_DAY_WORDS)})\b", re.I),
+        re.compile(rf"\b(?:{either(_DAY_WORDS)})\b", re.I),
         _day_word,
-        (_set(("yesterday", "today", "tonight", "tomorrow", "night", "morning", "afternoon", "evening")),),
+        (word_set(("yesterday", "today", "tonight", "tomorrow", "night", "morning", "afternoon", "evening")),),
     ),
-    Rule(re.compile(r"\bthe\s+other\s+day\b", re.I), _other_day, (_set(["day"]), _set(["other"]))),
+    Rule(re.compile(r"\bthe\s+other\s+day\b", re.I), _other_day, (word_set(["day"]), word_set(["other"]))),
     Rule(
         re.compile(
             r"\b(?P<rel>this\s+past|this\s+coming|last|past|this|next|coming)\s+"
@@ -479,12 +325,12 @@ RULES: list[Rule] = [
         ),
         _relative,
         (
-            _set(("weekend", "week", "month", "year"), WEEKDAYS, MONTHS, SEASONS),
-            _set(("this", "past", "last", "next", "coming")),
+            word_set(("weekend", "week", "month", "year"), WEEKDAYS, MONTHS, SEASONS),
+            word_set(("this", "past", "last", "next", "coming")),
         ),
     ),
-    Rule(re.compile(r"\b(?:over|on|at|during|for)\s+the\s+weekend\b", re.I), _bare_weekend, (_set(["weekend"]),)),
-    Rule(re.compile(rf"\b(?:on\s+)?(?P<weekday>{_WEEKDAY})\b", re.I), _bare_weekday, (_set(WEEKDAYS),)),
+    Rule(re.compile(r"\b(?:over|on|at|during|for)\s+the\s+weekend\b", re.I), _bare_weekend, (word_set(["weekend"]),)),
+    Rule(re.compile(rf"\b(?:on\s+)?(?P<weekday>{_WEEKDAY})\b", re.I), _bare_weekday, (word_set(WEEKDAYS),)),
     Rule(
         re.compile(
             r"\b(?:in|during|since|until|till|by|through|throughout|early|mid|late|end\s+of|beginning\s+of"
@@ -492,14 +338,15 @@ RULES: list[Rule] = [
             re.I,
         ),
         _bare_month,
-        (_set(MONTHS),),
+        (word_set(MONTHS),),
     ),
     Rule(
         re.compile(rf"\b(?:in|during|since|of|from|back\s+in|around|until|by)\s+{_YEAR}\b", re.I),
         _year,
-        (_set(["#year"]),),
+        (word_set(["#year"]),),
     ),
-    Rule(re.compile(rf"\bon\s+the\s+{_DAY}\b", re.I), _ordinal, (_set(["#ordinal"]), _set(["on"]))),
+    Rule(re.compile(rf"\bon\s+the\s+{_DAY}\b", re.I), _ordinal, (word_set(["#ordinal"]), word_set(["on"]))),
 ]
 # A text holding none of these words (most messages) is done after one set check.
-TRIGGER_WORDS = _set(*(rule.needs[0] for rule in RULES))
+TRIGGER_WORDS = word_set(*(rule.needs[0] for rule in RULES))
+LANGUAGE = Language("en", ranges, asks_when, trigger_words=TRIGGER_WORDS)
