@@ -81,6 +81,7 @@ KIND_EDGES = np.array([0.35, 0.55, 0.58, 0.60])  # stop, topic, name, number, co
 # written as their speakers write (no spaces in Chinese and Japanese, particles attached in Korean).
 UNSPACED_LANGUAGES = ("zh", "ja", "ko")
 JA_PARTICLES = ["の", "は", "を", "に", "で", "が", "と", "も", "から", "まで"]
+LEXICON_SEED = 36
 KO_PARTICLES = ["은", "는", "이", "가", "을", "를", "에", "에서", "와", "예요", "입니다"]
 
 
@@ -94,8 +95,8 @@ class UnspacedText:
     for two words in a question.
     """
 
-    def __init__(self, seed: int) -> None:
-        rng = np.random.default_rng(seed)
+    def __init__(self) -> None:
+        rng = np.random.default_rng(LEXICON_SEED)  # one lexicon, as one English vocabulary: prompts find words
         han = [chr(c) for c in rng.choice(np.arange(0x4E00, 0x9FA6), size=2500, replace=False)]
         hangul = [chr(c) for c in rng.choice(np.arange(0xAC00, 0xD7A4), size=1200, replace=False)]
         kana = [chr(c) for c in range(0x30A1, 0x30F4)] + ["ー"]
@@ -163,7 +164,7 @@ class ChatGenerator:
         self.rng = np.random.default_rng(seed)
         # a mixed-language store draws its languages and their words apart: at 0 the chat is as it always was
         self.unspaced_share = unspaced_share
-        self.unspaced = UnspacedText(seed) if unspaced_share > 0 else None
+        self.unspaced = UnspacedText() if unspaced_share > 0 else None
         self.language_rng = np.random.default_rng(seed + 1)
         self.end_time = end_time
         ranks = np.arange(1, len(COMMON) + 1, dtype=np.float64)
