@@ -77,6 +77,79 @@ NUMBERS = [str(n) for n in range(2, 3000, 7)]
 KIND_EDGES = np.array([0.35, 0.55, 0.58, 0.60])  # stop, topic, name, number, common
 
 
+# Mixed-language stores (``unspaced_share``): that share of the sessions is in Chinese, Japanese or Korean,
+# written as their speakers write (no spaces in Chinese and Japanese, particles attached in Korean).
+UNSPACED_LANGUAGES = ("zh", "ja", "ko")
+JA_PARTICLES = ["の", "は", "を", "に", "で", "が", "と", "も", "から", "まで"]
+LEXICON_SEED = 36
+KO_PARTICLES = ["은", "는", "이", "가", "을", "를", "에", "에서", "와", "예요", "입니다"]
+
+
+class UnspacedText:
+    """Synthetic Chinese, Japanese and Korean with realistic posting lists for the keyword index's pairs.
+
+    Not real language: each language has a lexicon of made-up words (two characters mostly, some of one or
+    three) over a pool of real characters (2,500 ideographs, 1,200 Hangul syllables, the katakana), drawn
+    Zipf-weighted, so a few pairs are in many messages and most in few, and a word's pairs also occur across
+    word boundaries, as they do in real text. Prompts ask for a word of the lexicon (a name, a term) or
+    for two words in a question.
+    """
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(LEXICON_SEED)  # one lexicon, as one English vocabulary: prompts find words
+        han = [chr(c) for c in rng.choice(np.arange(0x4E00, 0x9FA6), size=2500, replace=False)]
+        hangul = [chr(c) for c in rng.choice(np.arange(0xAC00, 0xD7A4), size=1200, replace=False)]
+        kana = [chr(c) for c in range(0x30A1, 0x30F4)] + ["ー"]
+        self.lexicon = {
+            "zh": _lexicon(rng, han, 8000),
+            "ja": _lexicon(rng, han, 5000) + ["".join(rng.choice(kana, size=int(n))) for n in rng.integers(3, 6, 1500)],
+            "ko": _lexicon(rng, hangul, 5000),
+        }
+        self.cdf = {lang: _zipf_cdf(len(words)) for lang, words in self.lexicon.items()}
+
+    def text(self, lang: str, count: int, rng: np.random.Generator) -> str:
+        """``count`` words of ``lang`` as sentences."""
+        words = [self.lexicon[lang][i] for i in np.searchsorted(self.cdf[lang], rng.random(count))]
+        if lang == "ja":
+            words = [w + JA_PARTICLES[int(rng.integers(len(JA_PARTICLES)))] if rng.random() < 0.5 else w for w in words]
+            return "".join(w + ("。" if i % 12 == 11 else "、" if i % 5 == 4 else "") for i, w in enumerate(words))
+        if lang == "ko":
+            words = [w + KO_PARTICLES[int(rng.integers(len(KO_PARTICLES)))] if rng.random() < 0.6 else w for w in words]
+            return " ".join(w + ("." if i % 10 == 9 else "") for i, w in enumerate(words))
+        return "".join(w + ("。" if i % 12 == 11 else "，" if i % 6 == 5 else "") for i, w in enumerate(words))
+
+    def prompt(self, rng: np.random.Generator) -> str:
+        """A word asked for alone (half the prompts), or two in a question, in one of the languages."""
+        lang = UNSPACED_LANGUAGES[int(rng.integers(len(UNSPACED_LANGUAGES)))]
+        words = self.lexicon[lang]
+        # a word from the middle of the distribution: neither the commonest nor one never written
+        picks: list[str] = []
+        while len(picks) < 2:  # a word of two characters or more: one alone is not searched
+            word = words[int(rng.integers(20, min(len(words), 1500)))]
+            picks += [word] if len(word) > 1 else []
+        if rng.random() < 0.5:
+            return picks[0]
+        return {"zh": f"{picks[0]}和{picks[1]}是什么？", "ja": f"{picks[0]}と{picks[1]}はどうなりましたか？",
+                "ko": f"{picks[0]}와 {picks[1]}는 어떻게 됐어요?"}[lang]  # fmt: skip
+
+
+def _lexicon(rng: np.random.Generator, pool: list[str], size: int) -> list[str]:
+    """``size`` distinct made-up words over ``pool``: two characters mostly, a tenth one, a fifth three."""
+    ranks = _zipf_cdf(len(pool))
+    words: dict[str, None] = {}
+    while len(words) < size:
+        length = int(np.searchsorted([0.1, 0.8, 1.0], rng.random(), side="right")) + 1
+        words["".join(pool[i] for i in np.searchsorted(ranks, rng.random(length)))] = None
+    return list(words)
+
+
+def _zipf_cdf(size: int) -> npt.NDArray[np.float64]:
+    ranks = np.arange(1, size + 1, dtype=np.float64)
+    cdf: npt.NDArray[np.float64] = np.cumsum(1 / ranks) / (1 / ranks).sum()
+    cdf[-1] = 1.0
+    return cdf
+
+
 @dataclass(frozen=True)
 class Message:
     role: str
@@ -87,8 +160,12 @@ class Message:
 class ChatGenerator:
     """Deterministic synthetic chat: the same seed gives the same messages in the same order."""
 
-    def __init__(self, seed: int = 5, end_time: float = 1.79e9) -> None:
+    def __init__(self, seed: int = 5, end_time: float = 1.79e9, unspaced_share: float = 0.0) -> None:
         self.rng = np.random.default_rng(seed)
+        # a mixed-language store draws its languages and their words apart: at 0 the chat is as it always was
+        self.unspaced_share = unspaced_share
+        self.unspaced = UnspacedText() if unspaced_share > 0 else None
+        self.language_rng = np.random.default_rng(seed + 1)
         self.end_time = end_time
         ranks = np.arange(1, len(COMMON) + 1, dtype=np.float64)
         self.common_cdf = np.cumsum(1 / ranks) / (1 / ranks).sum()
@@ -129,15 +206,32 @@ class ChatGenerator:
         while made < total:
             size = min(total - made, int(self.rng.integers(20, 400)))
             topics = list(self.rng.choice(self.topic_names, size=int(self.rng.integers(1, 3)), replace=False))
+            language = self._session_language()
             batch: list[Message] = []
             while len(batch) < size:
                 roles = ["user", "assistant"] + (["toolResult", "assistant"] if self.rng.random() < 0.2 else [])
                 for role in roles[: size - len(batch)]:
                     when = start + (made + len(batch)) * step
-                    batch.append(Message(role, self.words(self.length(role), topics), int(when * 1000)))
+                    batch.append(Message(role, self._text(language, self.length(role), topics), int(when * 1000)))
             yield f"bench-{number:06d}", batch
             made += size
             number += 1
+
+    def _session_language(self) -> str | None:
+        """None for English; else one of ``UNSPACED_LANGUAGES``, for ``unspaced_share`` of the sessions."""
+        if self.unspaced is None or self.language_rng.random() >= self.unspaced_share:
+            return None
+        return UNSPACED_LANGUAGES[int(self.language_rng.integers(len(UNSPACED_LANGUAGES)))]
+
+    def _text(self, language: str | None, count: int, topics: list[str]) -> str:
+        if language is None or self.unspaced is None:
+            return self.words(count, topics)
+        return self.unspaced.text(language, count, self.language_rng)
+
+    def unspaced_prompt(self) -> str:
+        """A question in Chinese, Japanese or Korean (a mixed-language store's generator only)."""
+        assert self.unspaced is not None, "a generator made with unspaced_share > 0"
+        return self.unspaced.prompt(self.language_rng)
 
     def prompt(self) -> str:
         """A question an agent might be asked about its history."""
@@ -203,13 +297,14 @@ def fill(
     ops: Backend = SQLITE,
     chunk: int = 20000,
     seed: int = 5,
+    unspaced_share: float = 0.0,
 ) -> FillReport:
     """Build ``total`` messages of synthetic chat with vectors, in big transactions through the store layer
     of either backend (``ops``): the same calls, so both backends hold the same content."""
     began = time.monotonic()
     source = VectorSource(real_texts_vectors, seed)
     made, sessions = 0, 0
-    for pending in session_chunks(total, chunk, seed):
+    for pending in session_chunks(total, chunk, seed, unspaced_share):
         stored = db.write(lambda conn, p=pending: _store_sessions(ops, conn, p))  # type: ignore[misc]
         ids = np.asarray([i for i, _ in stored], dtype=np.int64)
         session_rowids = [s for _, s in stored]
@@ -221,12 +316,14 @@ def fill(
     return FillReport(made, sessions, time.monotonic() - began, min(len(real_texts_vectors), made))
 
 
-def session_chunks(total: int, chunk: int, seed: int) -> Iterator[list[tuple[str, list[Message]]]]:
+def session_chunks(
+    total: int, chunk: int, seed: int, unspaced_share: float = 0.0
+) -> Iterator[list[tuple[str, list[Message]]]]:
     """The generator's sessions for ``total`` messages, in whole-session chunks of at least ``chunk`` messages
     (the last one smaller): a fill's transactions, the same for every way of writing them."""
     pending: list[tuple[str, list[Message]]] = []
     pending_count = 0
-    for session_id, batch in ChatGenerator(seed).sessions(total):
+    for session_id, batch in ChatGenerator(seed, unspaced_share=unspaced_share).sessions(total):
         pending.append((session_id, batch))
         pending_count += len(batch)
         if pending_count >= chunk:

@@ -53,6 +53,7 @@ from benchmarks.scale_data import (
     bulk_record,
     session_chunks,
 )
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store import quantize
@@ -68,9 +69,9 @@ _TURN_COLUMNS = ("id", "advancement_key", "session_rowid", "committed_at", "mess
 _TURN_TYPES = ("int8", "text", "int8", "float8", "int4", "bool")
 _MESSAGE_COLUMNS = ("id", "session_rowid", "agent_id", "turn_rowid", "role", "kind", "created_at", "stored_at",
                     "text", "original", "content_hash", "window_key", "tokens", "importance", "importance_label",
-                    "cites", "date_terms")  # fmt: skip
+                    "cites", "date_terms", "grams")  # fmt: skip
 _MESSAGE_TYPES = ("int8", "int8", "text", "int8", "text", "text", "float8", "float8", "text", "text", "bytea", "text",
-                  "int8", "float8", "text", "int8", "text")  # fmt: skip
+                  "int8", "float8", "text", "int8", "text", "text")  # fmt: skip
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # binary COPY's header: no flags, no extension
 _TRAILER = b"\xff\xff"
 
@@ -93,13 +94,14 @@ def fill(
     *,
     chunk: int = 20000,
     seed: int = 5,
+    unspaced_share: float = 0.0,
 ) -> FillReport:
     """``scale_data.fill``'s store for PostgreSQL (same arguments, same rows), written with ``COPY``."""
     began = time.monotonic()
     source = VectorSource(real_texts_vectors, seed)
     made, sessions = 0, 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fill-prepare") as prepare:
-        chunks = session_chunks(total, chunk, seed)
+        chunks = session_chunks(total, chunk, seed, unspaced_share)
         ahead = prepare.submit(_prepare, chunks, source)
         while (ready := ahead.result()) is not None:
             ahead = prepare.submit(_prepare, chunks, source)  # the next while the server takes this one
@@ -181,7 +183,8 @@ def _message_row(ident: int, ref: SessionRef, turn: int, now: float, r: MessageR
     """A message as ``messages.insert_records`` stores it (``kind`` its default, no citation)."""
     text, terms = pg_text(r.text), date_terms(r.created_at)
     return (ident, ref.rowid, ref.agent_id, turn, r.role, "message", r.created_at, now, text, r.original,
-            r.content_hash, r.window_key, r.tokens, r.importance, r.importance_label, None, terms)  # fmt: skip
+            r.content_hash, r.window_key, r.tokens, r.importance, r.importance_label, None, terms,
+            gram_text(text))  # fmt: skip
 
 
 def reserve_ids(conn: Connection, table: str, count: int) -> int:

@@ -77,6 +77,7 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
         ("importance", "REAL", 0, None, 0),
         ("importance_label", "TEXT", 0, None, 0),
         ("cites", "INTEGER", 0, None, 0),
+        ("grams", "TEXT", 0, None, 0),  # m011: pairs of characters of unspaced text, beside it in the index
     ],
     "sessions": [
         ("id", "INTEGER", 0, None, 1),
@@ -223,7 +224,7 @@ def test_migrated_schema_is_pinned(tmp_path: Path) -> None:
     generated = [row[1:] for row in _rows(path, "PRAGMA table_xinfo(messages)") if row[-1] != 0]
     assert generated == [("date_terms", "TEXT", 0, None, 0, 2)]
     fts = _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'messages_fts'")[0][0]
-    assert "text, date_terms, content='messages', content_rowid='id'" in fts
+    assert "text, date_terms, grams, content='messages', content_rowid='id'" in fts
     assert _rows(path, "SELECT sql FROM sqlite_master WHERE name = 'message_vectors'")[0][0] == VECTOR_TABLE
 
 

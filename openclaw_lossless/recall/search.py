@@ -7,15 +7,14 @@ past its deadline is interrupted (SQLite progress handler) and reported, never l
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from openclaw_lossless.capture import grams
 from openclaw_lossless.store.api import Fulltext, KeywordStats
 from openclaw_lossless.store.sqlite.sessions import Scope
 
 MAX_QUERY_TERMS = 32
-_WORD = re.compile(r"\w+", re.UNICODE)
 STOP_WORDS = frozenset(
     [
         "a",
@@ -182,9 +181,13 @@ class KeywordHit:
 
 
 def fts_query(text: str) -> str | None:
-    """A safe FTS5 MATCH expression: the distinct non-stop words of ``text``, quoted, OR-ed."""
+    """A safe FTS5 MATCH expression: the distinct non-stop words of ``text``, quoted, OR-ed.
+
+    A run of a script written without spaces becomes its pairs of characters, as the index holds it
+    (``capture/grams.py``); a single character of such a script is left out, as a single letter is.
+    """
     terms: list[str] = []
-    for word in _WORD.findall(text.lower()):
+    for word in grams.query_words(text.lower()):
         if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()) or word in terms:
             continue
         terms.append(word)

@@ -129,15 +129,18 @@ def _columns(conn: Connection, table: str) -> list[Column]:
     rows = table_columns(conn, table)
     single_pk = sum(1 for r in rows if r[5]) == 1
     return [
-        Column(r[1], str(r[2]).upper(), bool(r[3]), bool(r[5]) and single_pk and r[2] == "INTEGER", *_default(r[4]))
+        Column(
+            r[1], str(r[2]).upper(), bool(r[3]), bool(r[5]) and single_pk and r[2] == "INTEGER", *_default(r[4], r[3])
+        )
         for r in rows
     ]
 
 
-def _default(literal: str | None) -> tuple[Any, bool]:
-    """A column's declared default as a value: a quoted string or a number (all this schema declares)."""
+def _default(literal: str | None, not_null: object) -> tuple[Any, bool]:
+    """A column's declared default as a value: a quoted string or a number (all this schema declares); NULL for
+    a column that may be NULL and declares none (m011's ``grams``), as SQLite reads it for an older row."""
     if literal is None:
-        return None, False
+        return None, not not_null
     if len(literal) >= 2 and literal[0] == literal[-1] == "'":
         return literal[1:-1].replace("''", "'"), True
     try:

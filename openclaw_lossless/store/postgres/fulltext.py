@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import date_terms, pg_text
 from openclaw_lossless.store.sqlite.sessions import Scope
@@ -424,27 +425,28 @@ def in_time(conn: Connection) -> Connection:
 def rebuild(conn: Connection, batch: int) -> Iterator[int]:
     """Derive every message's ``search`` vector again, ``batch`` messages at a time; yields each batch's count.
 
-    The vector is a generated column: rewriting its inputs (the text, and the date words computed again from
-    ``created_at``) makes PostgreSQL compute it again with the current text search configuration. Run it to
-    the end in one write transaction: readers keep the old vectors until it commits, and an interrupted
-    rebuild leaves them as they were. Each message is rewritten once (dead row versions for VACUUM).
+    The vector is a generated column: rewriting its inputs (the text, and the date words and pairs of
+    characters computed again from ``created_at`` and the text) makes PostgreSQL compute it again with the
+    current text search configuration. Run it to the end in one write transaction: readers keep the old
+    vectors until it commits, and an interrupted rebuild leaves them as they were. Each message is rewritten
+    once (dead row versions for VACUUM).
     """
     last = 0
     while True:
         rows = conn.execute(
-            "SELECT id, created_at FROM messages WHERE id > %s ORDER BY id LIMIT %s", (last, batch)
+            "SELECT id, created_at, text FROM messages WHERE id > %s ORDER BY id LIMIT %s", (last, batch)
         ).fetchall()
         if not rows:
             forget_counts()  # lengths and counts changed; a query racing the commit re-counts after the TTL
             return
-        yield _rewrite(conn, [int(r[0]) for r in rows], [float(r[1]) for r in rows])
+        yield _rewrite(conn, [int(r[0]) for r in rows], [float(r[1]) for r in rows], [str(r[2]) for r in rows])
         last = int(rows[-1][0])
 
 
-def _rewrite(conn: Connection, ids: Sequence[int], created: Sequence[float]) -> int:
+def _rewrite(conn: Connection, ids: Sequence[int], created: Sequence[float], texts: Sequence[str]) -> int:
     cursor = conn.execute(
-        "UPDATE messages m SET text = m.text, date_terms = d.terms"
-        " FROM unnest(%s::bigint[], %s::text[]) AS d(id, terms) WHERE m.id = d.id",
-        (list(ids), [date_terms(at) for at in created]),
+        "UPDATE messages m SET text = m.text, date_terms = d.terms, grams = d.grams"
+        " FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS d(id, terms, grams) WHERE m.id = d.id",
+        (list(ids), [date_terms(at) for at in created], [gram_text(text) for text in texts]),
     )
     return cursor.rowcount

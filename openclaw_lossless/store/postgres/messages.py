@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.store.postgres import message_days
 from openclaw_lossless.store.postgres.connection import Connection
@@ -121,9 +122,9 @@ def insert_records(
 
 
 _BATCH = ("role", "created_at", "text", "original", "content_hash", "window_key", "tokens", "importance",
-          "importance_label", "date_terms")  # fmt: skip
+          "importance_label", "date_terms", "grams")  # fmt: skip
 _BATCH_ARRAYS = "%s::text[], %s::float8[], %s::text[], %s::text[], %s::bytea[], %s::text[], %s::int[], %s::float8[],"
-_BATCH_ARRAYS += " %s::text[], %s::text[]"
+_BATCH_ARRAYS += " %s::text[], %s::text[], %s::text[]"
 
 
 def _columns(batch: Sequence[MessageRecord]) -> tuple[list[Any], ...]:
@@ -139,6 +140,7 @@ def _columns(batch: Sequence[MessageRecord]) -> tuple[list[Any], ...]:
         [r.importance for r in batch],
         [r.importance_label for r in batch],
         [date_terms(r.created_at) for r in batch],
+        [gram_text(pg_text(r.text)) for r in batch],
     )
 
 
@@ -164,13 +166,14 @@ def insert_row(
     # Any conflict leaves the row out, as SQLite's INSERT OR IGNORE: the session's identity, or an imported id.
     row = conn.execute(
         "INSERT INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at, text,"
-        " original, content_hash, window_key, tokens, importance, importance_label, cites, date_terms)"
+        " original, content_hash, window_key, tokens, importance, importance_label, cites, date_terms, grams)"
         f" VALUES ({'DEFAULT' if message_id is None else '%s'}, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-        " %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+        " %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
         (
             *(() if message_id is None else (message_id,)),
             *message_values(session, record, pg_text(record.text), stored_at, turn_rowid, kind, cites),
             date_terms(record.created_at),
+            gram_text(pg_text(record.text)),
         ),
     ).fetchone()
     if row is None:

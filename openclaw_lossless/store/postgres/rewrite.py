@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from psycopg import pq
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.store.postgres import forget, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
@@ -69,8 +70,9 @@ def rewrite_message(
     """
     stored = pg_text(text)
     row = conn.execute(
-        "UPDATE messages SET text = %s, original = %s, content_hash = %s WHERE id = %s RETURNING role, created_at",
-        (stored, original, content_hash, message_id),
+        "UPDATE messages SET text = %s, original = %s, content_hash = %s, grams = %s WHERE id = %s"
+        " RETURNING role, created_at",
+        (stored, original, content_hash, gram_text(stored), message_id),
     ).fetchone()
     if row is None or stored == old_text:
         return

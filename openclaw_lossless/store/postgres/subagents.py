@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from functools import partial
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.store.postgres import message_days
@@ -34,6 +35,7 @@ from openclaw_lossless.store.postgres.sessions import (
 from openclaw_lossless.store.sqlite.sessions import SessionRef, agent_of
 from openclaw_lossless.store.sqlite.subagents import (
     OUTCOME_SOURCE,
+    OUTCOME_TEXT,
     Outcome,
     copy_outcomes,
     final_answer,
@@ -154,12 +156,13 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
 
 def _insert_outcome(conn: Connection, parent: SessionRef, outcome: Outcome) -> int | None:
     hold_id_order(conn)
+    values = outcome.values(parent, time.time())
     stored = conn.execute(
         "INSERT INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text, original,"
-        " content_hash, window_key, tokens, importance, importance_label, cites, date_terms)"
-        " VALUES (%s, %s, %s, 'outcome', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " content_hash, window_key, tokens, importance, importance_label, cites, date_terms, grams)"
+        " VALUES (%s, %s, %s, 'outcome', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT DO NOTHING RETURNING id",
-        (*outcome.values(parent, time.time()), date_terms(outcome.created_at)),
+        (*values, date_terms(outcome.created_at), gram_text(str(values[OUTCOME_TEXT]))),
     ).fetchone()
     if stored is None:
         return None

@@ -60,8 +60,8 @@ def rebuild(conn: Connection, batch: int) -> Iterator[int]:
         found = end.fetchone()
         upto = 2**62 if found is None else int(found[0])
         yield conn.execute(
-            "INSERT INTO messages_fts(rowid, text, date_terms)"
-            " SELECT id, text, date_terms FROM messages WHERE id > ? AND id <= ?",
+            "INSERT INTO messages_fts(rowid, text, date_terms, grams)"
+            " SELECT id, text, date_terms, grams FROM messages WHERE id > ? AND id <= ?",
             (last, upto),
         ).rowcount
         if found is None:

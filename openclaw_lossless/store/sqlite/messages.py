@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.records import MessageRecord, canonical_json
 from openclaw_lossless.store.sqlite import message_days, meta
 from openclaw_lossless.store.sqlite.connection import Connection
@@ -109,9 +110,13 @@ def insert_row(
         return None
     cursor = conn.execute(
         "INSERT OR IGNORE INTO messages (id, session_rowid, agent_id, turn_rowid, role, kind, created_at, stored_at,"
-        " text, original, content_hash, window_key, tokens, importance, importance_label, cites)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (message_id, *message_values(session, record, record.text, stored_at, turn_rowid, kind, cites)),
+        " text, original, content_hash, window_key, tokens, importance, importance_label, cites, grams)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            message_id,
+            *message_values(session, record, record.text, stored_at, turn_rowid, kind, cites),
+            gram_text(record.text),
+        ),
     )
     if not cursor.rowcount:
         return None

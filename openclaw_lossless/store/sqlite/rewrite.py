@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.store.sqlite import message_days, vectors
 from openclaw_lossless.store.sqlite.connection import Connection
 
@@ -52,13 +53,15 @@ def rewrite_message(
     text_changed = text != old_text
     if text_changed:
         _fts_delete(conn, message_id, old_text, date_terms)
+    grams = gram_text(text)
     conn.execute(
-        "UPDATE messages SET text = ?, original = ?, content_hash = ? WHERE id = ?",
-        (text, original, content_hash, message_id),
+        "UPDATE messages SET text = ?, original = ?, content_hash = ?, grams = ? WHERE id = ?",
+        (text, original, content_hash, grams, message_id),
     )
     if text_changed:
         conn.execute(
-            "INSERT INTO messages_fts(rowid, text, date_terms) VALUES (?, ?, ?)", (message_id, text, date_terms)
+            "INSERT INTO messages_fts(rowid, text, date_terms, grams) VALUES (?, ?, ?, ?)",
+            (message_id, text, date_terms, grams),
         )
         _drop_vector(conn, message_id, old_text)
         message_days.read_anew(conn, message_id)
@@ -114,9 +117,10 @@ def cache_key(text: str) -> bytes:
 
 def _fts_delete(conn: Connection, message_id: int, text: str, date_terms: str | None) -> None:
     """Take a message out of the external-content FTS index: FTS5 needs the exact values it indexed."""
+    grams = conn.execute("SELECT grams FROM messages WHERE id = ?", (message_id,)).fetchone()
     conn.execute(
-        "INSERT INTO messages_fts(messages_fts, rowid, text, date_terms) VALUES ('delete', ?, ?, ?)",
-        (message_id, text, date_terms),
+        "INSERT INTO messages_fts(messages_fts, rowid, text, date_terms, grams) VALUES ('delete', ?, ?, ?, ?)",
+        (message_id, text, date_terms, None if grams is None else grams[0]),
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.capture.text import descriptor_text
@@ -159,11 +160,12 @@ def _copy_outcome(conn: Connection, child_key: str, parent: SessionRef) -> int:
 
 
 def _insert_outcome(conn: Connection, parent: SessionRef, outcome: Outcome) -> int | None:
+    values = outcome.values(parent, time.time())
     cursor = conn.execute(
         "INSERT OR IGNORE INTO messages (session_rowid, agent_id, role, kind, created_at, stored_at, text,"
-        " original, content_hash, window_key, tokens, importance, importance_label, cites)"
-        " VALUES (?, ?, ?, 'outcome', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        outcome.values(parent, time.time()),
+        " original, content_hash, window_key, tokens, importance, importance_label, cites, grams)"
+        " VALUES (?, ?, ?, 'outcome', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*values, gram_text(str(values[OUTCOME_TEXT]))),
     )
     if not cursor.rowcount:
         return None
@@ -172,6 +174,7 @@ def _insert_outcome(conn: Connection, parent: SessionRef, outcome: Outcome) -> i
     return new_id
 
 
+OUTCOME_TEXT = 5  # where ``Outcome.values`` puts the stored text
 OUTCOME_SOURCE = "id, role, created_at, text, window_key, tokens, importance, importance_label"
 
 

@@ -12,8 +12,10 @@ import pytest
 from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.recall.search import fts_query
 from openclaw_lossless.store.postgres import fulltext, migrations, vectors
-from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
@@ -22,6 +24,13 @@ from tests.postgres.backend.test_vectors import stored_messages, unit, vector_in
 from tests.postgres.server import PostgresServer
 
 ALL = [fn.__name__ for fn in migrations.MIGRATIONS]
+ORIGINAL = list(migrations.MIGRATIONS)
+
+
+def with_grams_column(db: Database) -> None:
+    """The column this version's inserts write (m009's), on a store migrated only part of the way, so a test of
+    an earlier migration can fill it with this version's code; m009 keeps it as it finds it."""
+    db.write(lambda conn: conn.execute("ALTER TABLE messages ADD COLUMN grams text"))
 
 
 def recorded(place: Place) -> list[str]:
@@ -113,6 +122,7 @@ def test_a_store_of_the_hnsw_layout_loses_that_index_and_keeps_its_vectors(
     try:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:4])
         migrations.migrate(db)
+        with_grams_column(db)
         session, ids = stored_messages(db, "main", "s1", 3)
         write(db, ids, unit(np.eye(3, 384, dtype=np.float32)), [session] * 3)
         monkeypatch.undo()
@@ -139,6 +149,7 @@ def test_a_store_of_the_words_only_keyword_index_gets_the_ids_beside_them(
     try:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:5])
         migrations.migrate(db)
+        with_grams_column(db)
         _, ids = commit(db, "k1", [said("the ferry to Lisbon"), said("a ferry timetable"), said("no boat")])
         monkeypatch.undo()
         assert keyword_index(db).endswith("USING gin (search) WITH (fastupdate=off)")
@@ -200,11 +211,13 @@ def test_a_long_message_keeps_its_keyword_vector_in_its_row_and_reindex_moves_ol
     try:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:6])
         migrations.migrate(db)
+        with_grams_column(db)
         _, (before,) = commit(db, "k1", [said("the ferry to Lisbon " + long_text(1))])
-        monkeypatch.undo()
         assert vector_out_of_row(db, before)
 
-        assert migrations.migrate(db) == ["m007_keyword_vectors_in_the_row", "m008_memory_files"]
+        monkeypatch.setattr(migrations, "MIGRATIONS", ORIGINAL[:7])  # m007 alone: m009 rewrites every row
+        assert migrations.migrate(db) == ["m007_keyword_vectors_in_the_row"]
+        monkeypatch.undo()
 
         _, (after,) = commit(db, "k2", [said("a ferry timetable " + long_text(2))])
         assert not vector_out_of_row(db, after)
@@ -216,5 +229,57 @@ def test_a_long_message_keeps_its_keyword_vector_in_its_row_and_reindex_moves_ol
             " WHERE search @@ to_tsquery('lossless', 'ferry') ORDER BY id"
         )
         assert found.fetchall() == [(before, True), (after, False)]
+    finally:
+        db.close()
+
+
+RELEASE_TEXTS = [
+    "我下周要去北京出差，住在王府井附近的酒店。",
+    "明日は田中さんと新宿で会議があります。",
+    "a ferry to Lisbon",
+]
+
+
+def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_after_m009(
+    place: Place, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """m009 pairs the messages a store already holds and computes every keyword entry again: words inside
+    Chinese and Japanese runs are found, the Latin words as before, and the index keeps the ids beside them."""
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:8])  # up to m008: the release before pairs
+        migrations.migrate(db)
+        monkeypatch.undo()
+
+        def release_rows(conn: Connection) -> list[int]:  # the release's own columns
+            conn.execute(
+                "INSERT INTO sessions (session_id, agent_id, created_at, last_seen_at) VALUES ('s1', 'main', 1, 1)"
+            )
+            return [
+                int(row[0])
+                for text in RELEASE_TEXTS
+                for row in conn.execute(
+                    "INSERT INTO messages (session_rowid, agent_id, role, created_at, stored_at, text, original,"
+                    " content_hash, window_key, tokens) SELECT id, 'main', 'user', 1, 1, %s, '{}', %s, %s, 1"
+                    " FROM sessions RETURNING id",
+                    (text, text.encode(), text),
+                ).fetchall()
+            ]
+
+        ids = db.write(release_rows)
+
+        def found(word: str) -> list[int]:
+            expression = fts_query(word)
+            assert expression is not None
+            hits = fulltext.best_matches(db.reader(), expression, 0, Scope(agent_ids=frozenset({"main"})), 5)
+            return [ident for ident, _ in hits]
+
+        assert found("北京") == [] and found("ferry") == [ids[2]]
+        with caplog.at_level("INFO"):
+            assert migrations.migrate(db) == ["m009_unspaced_grams"]
+        assert "m009): 2 of 2 messages paired" in caplog.text  # its progress, in the log
+        assert found("北京") == [ids[0]] and found("王府井") == [ids[0]] and found("田中") == [ids[1]]
+        assert found("ferry") == [ids[2]]
+        assert keyword_index(db).endswith("USING gin (id, search) WITH (fastupdate=off)")
     finally:
         db.close()
