@@ -4,8 +4,9 @@
 // it at the end, so an instance is a cheap, stateless shim: it picks the JSON-safe fields of the host's
 // params (host params hold functions, Sets and AbortSignals), POSTs them (sidecar-client.js) and maps the
 // answer back. A session outside includeSessions / excludeSessions sends nothing. Failures follow the host's
-// contract: bootstrap, assemble and commitTurn throw (the host falls back, or keeps the turn and re-delivers
-// it); compaction and the subagent hooks never fail because of the sidecar.
+// contract: bootstrap and commitTurn throw (the host goes on, or keeps the turn and re-delivers it); assemble
+// without an answer returns the host's history trimmed to its token budget (trim.js), and throws only when
+// the host gave no budget; compaction and the subagent hooks never fail because of the sidecar.
 
 import { readFileSync } from "node:fs";
 
@@ -13,6 +14,7 @@ import { describeMessages, descriptorTokens } from "./descriptors.js";
 import { sessionName } from "./sessions.js";
 import { ENGINE_ID, resolveSettings } from "./settings.js";
 import { SidecarError, callHook } from "./sidecar-client.js";
+import { outageWindow } from "./trim.js";
 
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
 
@@ -123,7 +125,17 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
         ...(typeof params?.model === "string" ? { model: params.model } : {}),
         config,
       };
-      const answer = await call("assemble", body);
+      let answer;
+      try {
+        answer = await call("assemble", body);
+      } catch (error) {
+        // No answer: the host's history trimmed to its budget here (trim.js), not the host's untrimmed one.
+        const trimmed = error instanceof SidecarError ? outageWindow(messages, { ...pick(params, ["tokenBudget", "prompt"]), windowShare: settings.windowShare }) : undefined;
+        if (!trimmed) throw error;
+        log.warn(`[lossless] assemble without the sidecar (${error.code}): the newest ${trimmed.messages.length} of ` +
+          `${messages.length} messages, ~${trimmed.estimatedTokens} tokens within the budget of ${params.tokenBudget}; the turn is stored once it answers`);
+        return { messages: trimmed.messages, estimatedTokens: trimmed.estimatedTokens };
+      }
       const start = answer.windowStart;
       if (!Number.isInteger(start) || start < 0 || start > messages.length) {
         throw new SidecarError("assemble", "invalid_response", `windowStart ${JSON.stringify(start)} is outside 0..${messages.length}`);
