@@ -92,6 +92,18 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
   const call = (hook, body) => callHook(settings, hook, body, log);
   const config = settings.overrides;
   const identity = (params) => pick(params, ["sessionId", "sessionKey"]);
+  // The hooks of hosts without durable turns (afterTurn, ingestBatch, ingest) never throw: such a host
+  // (2026.7) quarantines an engine for the whole process on any throw, and does not re-deliver the turn
+  // anyway; the sidecar's catch-up reads the turn from the host's transcript once it answers.
+  const stored = async (hook, body) => {
+    try {
+      return await call(hook, body);
+    } catch (error) {
+      if (!(error instanceof SidecarError)) throw error;
+      log.warn(`[lossless] ${hook} not stored now (${error.code}): the sidecar catches the turn up from the host's transcript once it answers`);
+      return undefined;
+    }
+  };
 
   return {
     info: {
@@ -169,15 +181,15 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     async ingest(params) {
       if (skipped(params)) return { ingested: false };
       const body = { ...identity(params), message: jsonSafe(params?.message ?? null), isHeartbeat: params?.isHeartbeat === true, config };
-      const answer = await call("ingest", body);
-      return { ingested: answer.ingested === true };
+      const answer = await stored("ingest", body);
+      return { ingested: answer?.ingested === true };
     },
 
     async ingestBatch(params) {
       if (skipped(params)) return { ingestedCount: 0 };
       const body = { ...identity(params), messages: jsonSafe(params?.messages ?? []), isHeartbeat: params?.isHeartbeat === true, config };
-      const answer = await call("ingestBatch", body);
-      return { ingestedCount: Number.isInteger(answer.ingestedCount) ? answer.ingestedCount : 0 };
+      const answer = await stored("ingestBatch", body);
+      return { ingestedCount: Number.isInteger(answer?.ingestedCount) ? answer.ingestedCount : 0 };
     },
 
     async afterTurn(params) {
@@ -192,7 +204,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
         isHeartbeat: params?.isHeartbeat === true,
         config,
       };
-      await call("afterTurn", body);
+      await stored("afterTurn", body);
     },
 
     async compact(params) {

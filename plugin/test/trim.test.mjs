@@ -109,3 +109,21 @@ test("assemble without a sidecar returns the host's history trimmed to the budge
   // With no budget from the host there is nothing to trim by: the failure goes to the host, as before.
   await assert.rejects(engine.assemble({ sessionId: "s", messages: history }), (e) => e.code === "sidecar_unreachable");
 });
+
+test("the hooks of hosts without durable turns never throw when the sidecar does not answer", async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), "lossless-nodurable-"));
+  writeFileSync(join(stateDir, "token"), "tok");
+  const warnings = [];
+  const log = { info() {}, warn: (m) => warnings.push(m), error() {} };
+  const engine = createEngine({ sidecarUrl: "http://127.0.0.1:9", stateDir, autoStart: false }, { log });
+  const ids = { sessionId: "s", sessionKey: "agent:main:main" };
+  const turn = [user("hello", 1), said("hi", 2)];
+  assert.deepEqual(await engine.ingest({ ...ids, message: turn[0] }), { ingested: false });
+  assert.deepEqual(await engine.ingestBatch({ ...ids, messages: turn }), { ingestedCount: 0 });
+  assert.equal(await engine.afterTurn({ ...ids, sessionFile: "/x.jsonl", messages: turn, prePromptMessageCount: 0 }), undefined);
+  for (const hook of ["ingest", "ingestBatch", "afterTurn"]) {
+    assert.ok(warnings.some((w) => w.startsWith(`[lossless] ${hook} not stored now (sidecar_unreachable)`)), warnings.join("\n"));
+  }
+  // commitTurn still throws: the durable host keeps the turn in its outbox and re-delivers it.
+  await assert.rejects(engine.commitTurn({ ...ids, advancementKey: "k", messages: turn }), (e) => e.code === "sidecar_unreachable");
+});
