@@ -4,9 +4,10 @@
 // it at the end, so an instance is a cheap, stateless shim: it picks the JSON-safe fields of the host's
 // params (host params hold functions, Sets and AbortSignals), POSTs them (sidecar-client.js) and maps the
 // answer back. A session outside includeSessions / excludeSessions sends nothing. Failures follow the host's
-// contract: bootstrap and commitTurn throw (the host goes on, or keeps the turn and re-delivers it); assemble
-// without an answer returns the host's history trimmed to its token budget (trim.js), and throws only when
-// the host gave no budget; compaction and the subagent hooks never fail because of the sidecar.
+// contract: commitTurn throws (the host keeps the turn and re-delivers it); bootstrap answers
+// {bootstrapped: false, reason}; assemble without an answer returns the host's history trimmed to its token
+// budget (trim.js), and throws only when the host gave no budget; afterTurn, ingestBatch, ingest, compaction
+// and the subagent hooks never fail because of the sidecar (a 2026.7 host quarantines an engine that throws).
 
 import { readFileSync } from "node:fs";
 
@@ -123,7 +124,15 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
       if (skipped(params)) return { bootstrapped: false, reason: "session not captured (includeSessions/excludeSessions)" };
       const body = { ...identity(params), ...pick(params, ["sessionFile"]) };
       if (params?.sessionTarget) body.sessionTarget = pick(params.sessionTarget, TARGET_FIELDS);
-      const answer = await call("bootstrap", body);
+      let answer;
+      try {
+        answer = await call("bootstrap", body);
+      } catch (error) {
+        // A throw would quarantine the engine on a 2026.7 host; the turn goes on without it either way.
+        if (!(error instanceof SidecarError)) throw error;
+        log.warn(`[lossless] bootstrap without the sidecar (${error.code}): the session is registered once it answers`);
+        return { bootstrapped: false, reason: error.message };
+      }
       return pick(answer, ["bootstrapped", "importedMessages", "reason"]);
     },
 

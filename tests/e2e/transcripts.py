@@ -128,7 +128,42 @@ def host_messages(openclaw_state: Path) -> tuple[list[JsonObj], int]:
                         "transcriptOnly": transcript_only(message),
                     }
                 )
-    return found, unread
+    return found + jsonl_messages(openclaw_state), unread
+
+
+def jsonl_messages(openclaw_state: Path) -> list[JsonObj]:
+    """The ``message`` entries of the JSONL transcripts (``agents/<id>/sessions/<sessionId>.jsonl`` and their
+    ``.reset.``/``.deleted.`` archives), which the 2026.7.33+ maintenance line keeps instead of the SQLite store."""
+    found: list[JsonObj] = []
+    for path in sorted(openclaw_state.glob("agents/*/sessions/*.jsonl*")):
+        if ".trajectory" in path.name or not re.search(r"\.jsonl($|\.(reset|deleted)\.)", path.name):
+            continue
+        session_id, keys = path.name.split(".jsonl", 1)[0], _jsonl_keys(path.parent)
+        for seq, line in enumerate(path.read_text(errors="replace").splitlines()):
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
+                if isinstance(message, dict):
+                    key = message_key(session_id, message)
+                    found.append(
+                        {
+                            "agent": path.parents[1].name,
+                            "sessionKey": keys.get(session_id),
+                            "seq": seq,
+                            "key": key,
+                            "turn": None,
+                            "transcriptOnly": transcript_only(message),
+                        }
+                    )
+    return found
+
+
+def _jsonl_keys(sessions_dir: Path) -> dict[str, str]:
+    """Session id -> key, from the sessions dir's ``sessions.json``."""
+    with contextlib.suppress(OSError, ValueError):
+        store = json.loads((sessions_dir / "sessions.json").read_text())
+        return {str(v["sessionId"]): str(k) for k, v in store.items() if isinstance(v, dict) and v.get("sessionId")}
+    return {}
 
 
 def heartbeat_turns(store: StoreReader) -> set[str]:
