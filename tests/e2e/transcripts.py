@@ -99,8 +99,11 @@ def host_messages(openclaw_state: Path) -> tuple[list[JsonObj], int]:
         agent = path.parents[1].name
         with contextlib.closing(_open_ro(path)) as conn:
             keys = dict(conn.execute("SELECT session_id, session_key FROM session_windows").fetchall())
+            # event_zstd came after 2026.8.2: an older store has only event_json.
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(transcript_events)")}
+            packed = "event_zstd" if "event_zstd" in columns else "NULL"
             rows = conn.execute(
-                "SELECT session_id, seq, event_json, event_zstd FROM transcript_events ORDER BY session_id, seq"
+                f"SELECT session_id, seq, event_json, {packed} FROM transcript_events ORDER BY session_id, seq"
             ).fetchall()
         turn_key, current = None, None
         for session_id, seq, text, packed in rows:
