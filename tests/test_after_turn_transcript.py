@@ -44,7 +44,11 @@ class JsonlHost:
         user, answer = self.transcript.user(text), self.transcript.assistant(f"Noted: {text}")
         self.entries += [user, answer]
         write_jsonl(self.sessions / f"{SESSION}.jsonl", self.entries)
-        live_user = {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": user["message"]["timestamp"] + 7000}
+        live_user = {
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "timestamp": user["message"]["timestamp"] + 7000,
+        }
         return [live_user, answer["message"]]
 
     def messages(self) -> list[dict[str, Any]]:
@@ -58,7 +62,13 @@ def stored(server: LiveSidecar) -> list[dict[str, Any]]:
 
 
 def after_turn(server: LiveSidecar, messages: list[dict[str, Any]]) -> int:
-    body = {"sessionId": SESSION, "sessionKey": KEY, "sessionFile": "x.jsonl", "messages": messages, "prePromptMessageCount": 0}
+    body = {
+        "sessionId": SESSION,
+        "sessionKey": KEY,
+        "sessionFile": "x.jsonl",
+        "messages": messages,
+        "prePromptMessageCount": 0,
+    }
     response = server.post("after-turn", body)
     assert response.status_code == 200, response.text
     count: int = response.json()["ingestedCount"]

@@ -1,10 +1,10 @@
 """The other maintained OpenClaw lines, end to end: a lean run of the real gateway on the newest release of each.
 
 The full run (``test_e2e_openclaw.py``, ``test_e2e_outages.py``) is on the version ``install.sh`` pins. Here each
-other line the registry serves (``LOSSLESS_E2E_LINES``, comma-separated; empty: none) gets its own install cache
-(``~/.cache/openclaw-lossless-e2e-<version>``) and one driver run of four scenarios: plain use, compaction, a
-typed ``/new``, and a sidecar killed with turns (a tool call, a subagent) during the outage. The lines run once,
-on the suite's SQLite pass. docs/openclaw-versions.md says what differs per line.
+other line the registry serves (``LOSSLESS_E2E_LINES``, comma-separated, default 2026.7.35 and 2026.8.2; empty:
+none) gets its own install cache (``~/.cache/openclaw-lossless-e2e-<version>``) and one driver run of four
+scenarios: plain use, compaction, a typed ``/new``, and a sidecar killed with turns (a tool call, a subagent)
+during the outage. The lines run once, on the suite's SQLite pass. docs/openclaw-versions.md says what differs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.e2e.gateway import FACT_PROBE, host_at_least
 
 pytestmark = pytest.mark.e2e
 
-LINES = [v.strip() for v in os.environ.get("LOSSLESS_E2E_LINES", "2026.8.2").split(",") if v.strip()]
+LINES = [v.strip() for v in os.environ.get("LOSSLESS_E2E_LINES", "2026.7.35,2026.8.2").split(",") if v.strip()]
 LEAN = ["selected", "compaction", "typedNew", "outageByPlugin"]
 DURABLE_TURNS = (2026, 8, 1)  # commitTurn and its outbox; before, afterTurn once per run
 
