@@ -35,7 +35,7 @@ from tests.e2e.loopback import assert_loopback_only, bring_up_loopback  # noqa: 
 
 Scenario = Callable[[Run], JsonObj]
 # Played only when --only names them (the other OpenClaw lines' lean runs, test_e2e_lines.py).
-ON_REQUEST = {"typedNew"}
+ON_REQUEST = {"typedNew", "outageOverflow"}
 
 # In order. The healthy ones first (their gateway log must show no degradation), then the ones that break
 # things: the plugin's sidecar killed, then the second gateway (autoStart off) with a foreign program on the
@@ -56,6 +56,7 @@ DISRUPTIVE: list[tuple[str, Scenario]] = [
     ("foreignPort", operator.scenario_foreign_port),
     ("outageByHand", outage.scenario_outage_by_hand),
     ("outageLong", lambda run: outage.scenario_outage_long(run, lambda label: operator.doctor_now(run, label))),
+    ("outageOverflow", outage.scenario_outage_overflow),
 ]
 
 
@@ -92,7 +93,7 @@ def main() -> int:
                 play(run, name, scenario)
         healthy_log = run.gateway_log_text()
         for name, scenario in DISRUPTIVE:
-            if wanted is None or name in wanted:
+            if (wanted is None and name not in ON_REQUEST) or (wanted is not None and name in wanted):
                 play(run, name, scenario)
         report["gatewayLog"] = {
             "degradedLines": [ln for ln in healthy_log.splitlines() if DEGRADED_LINE in ln][:10],

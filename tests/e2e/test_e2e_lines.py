@@ -21,6 +21,7 @@ pytestmark = pytest.mark.e2e
 
 LINES = [v.strip() for v in os.environ.get("LOSSLESS_E2E_LINES", "2026.7.35,2026.8.2").split(",") if v.strip()]
 LEAN = ["selected", "compaction", "typedNew", "outageByPlugin"]
+OVERFLOW = "outageOverflow"  # played on the newest of LINES only: the trim is the plugin's, the same on every line
 DURABLE_TURNS = (2026, 8, 1)  # commitTurn and its outbox; before, afterTurn once per run
 
 
@@ -31,7 +32,7 @@ def line(
     if request.config.getoption("--store-backend") == "postgresql":
         pytest.skip("the other OpenClaw lines run once, on the suite's SQLite pass")
     version = str(request.param)
-    return version, drive(tmp_path_factory, None, version, LEAN)
+    return version, drive(tmp_path_factory, None, version, LEAN + ([OVERFLOW] if version == LINES[-1] else []))
 
 
 def test_the_plugin_installs_and_the_engine_is_never_degraded_nor_quarantined(line: tuple[str, Report]) -> None:
@@ -103,4 +104,21 @@ def test_a_sidecar_kill_with_turns_during_the_outage_is_caught_up_exactly_once(l
     assert audit["duplicated"] == [], audit["duplicated"][:10]
     assert audit["storeOnly"] == [], audit["storeOnly"][:10]
     assert any(":subagent:" in str(key) for key in audit["hostSessions"].values()), audit["hostSessions"]
+    assert result["converged"], audit
+
+
+def test_an_overflowing_history_is_trimmed_to_the_budget_while_the_sidecar_is_silent(line: tuple[str, Report]) -> None:
+    version, report = line
+    if version != LINES[-1]:
+        pytest.skip(f"played on {LINES[-1]} only")
+    result = scenario(report, OVERFLOW)
+    budgets = result["budgets"]  # [kept, of, tokens, budget] from each "[lossless] assemble without the sidecar"
+    assert len(budgets) >= len(result["turns"]), result["trimmedLines"]
+    for turn, (kept, total, _, budget) in zip(result["turns"], budgets, strict=False):
+        assert turn["rc"] == 0 and turn["status"] == "ok" and turn["foundRequest"], turn
+        assert kept < total, (kept, total)  # trimmed: the host's own history would not have fit
+        assert result["hostHistoryTokens"] > budget, (result["hostHistoryTokens"], budget)
+        assert turn["historyTokens"] <= budget, (turn, budget)  # what the model got
+    audit = result["audit"]
+    assert audit["missing"] == [] and audit["duplicated"] == [], (audit["missing"][:5], audit["duplicated"][:5])
     assert result["converged"], audit

@@ -169,6 +169,11 @@ def _jsonl_keys(sessions_dir: Path) -> dict[str, str]:
     return {}
 
 
+def session_texts(openclaw_state: Path, session_key: str) -> list[str]:
+    """The plain texts of every message the host recorded under ``session_key`` (every session id it had)."""
+    return [m["key"][3] for m in host_messages(openclaw_state)[0] if m["sessionKey"] == session_key]
+
+
 def heartbeat_turns(store: StoreReader) -> set[str]:
     """The advancement keys of the turns the store recorded as heartbeats (their messages are not kept)."""
     return {str(row["advancement_key"]) for row in store.rows("SELECT advancement_key FROM turns WHERE heartbeat")}
