@@ -4,8 +4,10 @@
 // it at the end, so an instance is a cheap, stateless shim: it picks the JSON-safe fields of the host's
 // params (host params hold functions, Sets and AbortSignals), POSTs them (sidecar-client.js) and maps the
 // answer back. A session outside includeSessions / excludeSessions sends nothing. Failures follow the host's
-// contract: bootstrap, assemble and commitTurn throw (the host falls back, or keeps the turn and re-delivers
-// it); compaction and the subagent hooks never fail because of the sidecar.
+// contract: commitTurn throws (the host keeps the turn and re-delivers it); bootstrap answers
+// {bootstrapped: false, reason}; assemble without an answer returns the host's history trimmed to its token
+// budget (trim.js), and throws only when the host gave no budget; afterTurn, ingestBatch, ingest, compaction
+// and the subagent hooks never fail because of the sidecar (a 2026.7 host quarantines an engine that throws).
 
 import { readFileSync } from "node:fs";
 
@@ -13,6 +15,7 @@ import { describeMessages, descriptorTokens } from "./descriptors.js";
 import { sessionName } from "./sessions.js";
 import { ENGINE_ID, resolveSettings } from "./settings.js";
 import { SidecarError, callHook } from "./sidecar-client.js";
+import { outageWindow } from "./trim.js";
 
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
 
@@ -90,6 +93,18 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
   const call = (hook, body) => callHook(settings, hook, body, log);
   const config = settings.overrides;
   const identity = (params) => pick(params, ["sessionId", "sessionKey"]);
+  // The hooks of hosts without durable turns (afterTurn, ingestBatch, ingest) never throw: such a host
+  // (2026.7) quarantines an engine for the whole process on any throw, and does not re-deliver the turn
+  // anyway; the sidecar's catch-up reads the turn from the host's transcript once it answers.
+  const stored = async (hook, body) => {
+    try {
+      return await call(hook, body);
+    } catch (error) {
+      if (!(error instanceof SidecarError)) throw error;
+      log.warn(`[lossless] ${hook} not stored now (${error.code}): the sidecar catches the turn up from the host's transcript once it answers`);
+      return undefined;
+    }
+  };
 
   return {
     info: {
@@ -109,7 +124,15 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
       if (skipped(params)) return { bootstrapped: false, reason: "session not captured (includeSessions/excludeSessions)" };
       const body = { ...identity(params), ...pick(params, ["sessionFile"]) };
       if (params?.sessionTarget) body.sessionTarget = pick(params.sessionTarget, TARGET_FIELDS);
-      const answer = await call("bootstrap", body);
+      let answer;
+      try {
+        answer = await call("bootstrap", body);
+      } catch (error) {
+        // A throw would quarantine the engine on a 2026.7 host; the turn goes on without it either way.
+        if (!(error instanceof SidecarError)) throw error;
+        log.warn(`[lossless] bootstrap without the sidecar (${error.code}): the session is registered once it answers`);
+        return { bootstrapped: false, reason: error.message };
+      }
       return pick(answer, ["bootstrapped", "importedMessages", "reason"]);
     },
 
@@ -123,7 +146,17 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
         ...(typeof params?.model === "string" ? { model: params.model } : {}),
         config,
       };
-      const answer = await call("assemble", body);
+      let answer;
+      try {
+        answer = await call("assemble", body);
+      } catch (error) {
+        // No answer: the host's history trimmed to its budget here (trim.js), not the host's untrimmed one.
+        const trimmed = error instanceof SidecarError ? outageWindow(messages, { ...pick(params, ["tokenBudget", "prompt"]), windowShare: settings.windowShare }) : undefined;
+        if (!trimmed) throw error;
+        log.warn(`[lossless] assemble without the sidecar (${error.code}): the newest ${trimmed.messages.length} of ` +
+          `${messages.length} messages, ~${trimmed.estimatedTokens} tokens within the budget of ${params.tokenBudget}; the turn is stored once it answers`);
+        return { messages: trimmed.messages, estimatedTokens: trimmed.estimatedTokens };
+      }
       const start = answer.windowStart;
       if (!Number.isInteger(start) || start < 0 || start > messages.length) {
         throw new SidecarError("assemble", "invalid_response", `windowStart ${JSON.stringify(start)} is outside 0..${messages.length}`);
@@ -157,15 +190,15 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
     async ingest(params) {
       if (skipped(params)) return { ingested: false };
       const body = { ...identity(params), message: jsonSafe(params?.message ?? null), isHeartbeat: params?.isHeartbeat === true, config };
-      const answer = await call("ingest", body);
-      return { ingested: answer.ingested === true };
+      const answer = await stored("ingest", body);
+      return { ingested: answer?.ingested === true };
     },
 
     async ingestBatch(params) {
       if (skipped(params)) return { ingestedCount: 0 };
       const body = { ...identity(params), messages: jsonSafe(params?.messages ?? []), isHeartbeat: params?.isHeartbeat === true, config };
-      const answer = await call("ingestBatch", body);
-      return { ingestedCount: Number.isInteger(answer.ingestedCount) ? answer.ingestedCount : 0 };
+      const answer = await stored("ingestBatch", body);
+      return { ingestedCount: Number.isInteger(answer?.ingestedCount) ? answer.ingestedCount : 0 };
     },
 
     async afterTurn(params) {
@@ -180,7 +213,7 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
         isHeartbeat: params?.isHeartbeat === true,
         config,
       };
-      await call("afterTurn", body);
+      await stored("afterTurn", body);
     },
 
     async compact(params) {

@@ -64,7 +64,14 @@ def ingest_batch(body: schemas.IngestBatchRequest, sidecar: SidecarDep) -> dict[
 
 @router.post("/after-turn", response_model=schemas.IngestBatchResponse)
 def after_turn(body: schemas.AfterTurnRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    return ingest_batch(body, sidecar)
+    stored = sidecar.ingest.after_turn(
+        body.session_id,
+        body.session_key,
+        body.messages,
+        heartbeat=body.is_heartbeat,
+        recall=recall_settings(sidecar, body.config),
+    )
+    return {"ingestedCount": stored}
 
 
 @router.post("/assemble", response_model=schemas.AssembleResponse, response_model_exclude_none=True)

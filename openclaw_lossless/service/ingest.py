@@ -24,6 +24,7 @@ from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.history import import_session, skipped
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.feed import claim_imported
+from openclaw_lossless.history.sources import AGENT_ID, SAFE_SESSION_ID
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.size_cap import SizeCap
@@ -181,6 +182,29 @@ class Ingest:
         self.metrics.stored["ingest"] += len(ids)
         self.after_write(len(ids))
         return len(ids)
+
+    def after_turn(
+        self, session_id: str, session_key: str | None, raw: Sequence[Any], *, heartbeat: bool, recall: RecallSettings
+    ) -> int:
+        """A turn of a host without durable turns, read from the host's own transcript file when it keeps one.
+
+        OpenClaw 2026.7.33+ writes a session's transcript to ``sessions/<id>.jsonl`` and hands ``afterTurn`` the
+        run's in-memory copies, whose user messages differ from the file's (text blocks and a later timestamp
+        instead of a string and the queued one): storing both would keep those twice once catch-up reads the
+        file. So the file is the one source there (flushed before ``afterTurn``); without one, the messages as
+        given (see docs/decisions/0220-host-lines.md).
+        """
+        agent = agent_of(session_key) if session_key else None
+        if heartbeat or agent is None or not self._transcript_file(agent, session_id):
+            return self.ingest(session_id, session_key, raw, heartbeat=heartbeat, recall=recall)
+        if not self.selection.captures(session_id, session_key):
+            return 0
+        return self.catch_up.catch_up_now(agent, session_id)
+
+    def _transcript_file(self, agent: str, session_id: str) -> bool:
+        if not AGENT_ID.match(agent) or not SAFE_SESSION_ID.match(session_id):
+            return False
+        return (self.openclaw_state / "agents" / agent / "sessions" / f"{session_id}.jsonl").is_file()
 
     def bootstrap(self, session_id: str, session_key: str | None) -> Bootstrapped:
         """Register the session, importing its existing OpenClaw history the first time it is seen.

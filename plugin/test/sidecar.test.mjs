@@ -184,7 +184,7 @@ test("a sidecar someone else runs is left alone: not restarted, said once", asyn
     own.kill("SIGKILL");
     await new Promise((r) => own.once("exit", r));
     for (let i = 0; i < 3; i++) {
-      await assert.rejects(bootstrap(config, { log, supervision: FAST }), (e) => e.code === "sidecar_unreachable");
+      assert.match((await bootstrap(config, { log, supervision: FAST })).reason, /: sidecar_unreachable: /);
     }
     await new Promise((r) => setTimeout(r, 10 * FAST.firstDelayMs)); // ample time for a restart that must not come
     assert.equal(await identityPid(port), undefined);
@@ -211,7 +211,9 @@ test("a crash loop: no hook waits, restarts back off, then rest for the cool-dow
   const starts = () => (existsSync(join(dir, "starts.log")) ? readFileSync(join(dir, "starts.log"), "utf8").trim().split("\n").length : 0);
   const timed = async () => {
     const began = Date.now();
-    const error = await bootstrap(config, { log, supervision: policy }).then(() => null, (e) => e);
+    // bootstrap does not throw: a failure is its answer's reason ("lossless sidecar bootstrap: <code>: ...").
+    const answer = await bootstrap(config, { log, supervision: policy });
+    const error = answer.bootstrapped === false ? { code: /: (\w+): /.exec(answer.reason)?.[1] } : null;
     return { error, ms: Date.now() - began };
   };
   let pid;
@@ -283,7 +285,7 @@ for (const [kind, answer] of [["an HTML server", HTML_404], ["another state dir'
     const engine = createEngine({ sidecarUrl: `http://127.0.0.1:${foreign.port}`, stateDir: dir, autoStart: true, command: FAKE }, { log, supervision: FAST });
     const messages = [{ role: "user", content: "the secret plan", timestamp: 1 }];
     try {
-      await assert.rejects(engine.bootstrap({ sessionId: "s" }), (e) => e.code === "sidecar_not_verified" && e.retryable);
+      assert.match((await engine.bootstrap({ sessionId: "s" })).reason, /: sidecar_not_verified: /);
       await assert.rejects(engine.assemble({ sessionId: "s", messages, prompt: "the secret plan" }), (e) => e.code === "sidecar_not_verified");
       await assert.rejects(engine.commitTurn({ advancementKey: "k", sessionId: "s", messages }), (e) => e.code === "sidecar_not_verified");
       assert.ok(foreign.requests.length >= 3);
@@ -426,7 +428,8 @@ test("bad config values are refused at run time: one log line, hooks fail at onc
     for (const [config, pattern] of bad) {
       const { lines, log } = recorder();
       const engine = createEngine({ stateDir: "/nonexistent/lossless-test", ...config }, { log });
-      await assert.rejects(engine.bootstrap({ sessionId: "s" }), (e) => e.code === "invalid_config" && pattern.test(e.message));
+      const answer = await engine.bootstrap({ sessionId: "s" });
+      assert.ok(answer.bootstrapped === false && answer.reason.includes(": invalid_config: ") && pattern.test(answer.reason), answer.reason);
       await assert.rejects(engine.assemble({ sessionId: "s", messages: [] }), (e) => e.code === "invalid_config");
       const said = lines.filter((l) => l.includes("the plugin config is invalid"));
       assert.equal(said.length, 1, JSON.stringify(config));

@@ -35,6 +35,8 @@ from tests.e2e.gateway import DEGRADED_LINE, JsonObj, Run  # noqa: E402
 from tests.e2e.loopback import assert_loopback_only, bring_up_loopback  # noqa: E402
 
 Scenario = Callable[[Run], JsonObj]
+# Played only when --only names them (the other OpenClaw lines' lean runs, test_e2e_lines.py).
+ON_REQUEST = {"typedNew", "outageOverflow"}
 
 # In order. The healthy ones first (their gateway log must show no degradation), then the ones that break
 # things: the plugin's sidecar killed, then the second gateway (autoStart off) with a foreign program on the
@@ -43,6 +45,7 @@ HEALTHY: list[tuple[str, Scenario]] = [
     ("selected", core.scenario_selected),
     ("compaction", core.scenario_compaction),
     ("newSession", core.scenario_new_session),
+    ("typedNew", core.scenario_typed_new),
     ("agentTools", core.scenario_agent_tools),
     ("subagents", core.scenario_subagents),
     ("chatCommand", operator.scenario_chat_command),
@@ -54,6 +57,7 @@ DISRUPTIVE: list[tuple[str, Scenario]] = [
     ("foreignPort", operator.scenario_foreign_port),
     ("outageByHand", outage.scenario_outage_by_hand),
     ("outageLong", lambda run: outage.scenario_outage_long(run, lambda label: operator.doctor_now(run, label))),
+    ("outageOverflow", outage.scenario_outage_overflow),
     ("watchMode", watch.scenario_watch_mode),  # last: it switches the engine to legacy and back
 ]
 
@@ -87,16 +91,18 @@ def main() -> int:
     try:
         run.setup()
         for name, scenario in HEALTHY:
-            if wanted is None or name in wanted:
+            if (wanted is None and name not in ON_REQUEST) or (wanted is not None and name in wanted):
                 play(run, name, scenario)
         healthy_log = run.gateway_log_text()
         for name, scenario in DISRUPTIVE:
-            if wanted is None or name in wanted:
+            if (wanted is None and name not in ON_REQUEST) or (wanted is not None and name in wanted):
                 play(run, name, scenario)
         report["gatewayLog"] = {
             "degradedLines": [ln for ln in healthy_log.splitlines() if DEGRADED_LINE in ln][:10],
             "quarantineLines": [ln for ln in healthy_log.splitlines() if "quarantin" in ln.lower()][:10],
             "losslessLines": [ln for ln in run.gateway_log_text().splitlines() if "lossless" in ln][:60],
+            # The whole run's, outages included: a 2026.7 host quarantines an engine for the process on a throw.
+            "quarantineLinesAll": [ln for ln in run.gateway_log_text().splitlines() if "quarantin" in ln.lower()][:10],
         }
     except Exception as error:  # a setup failure is the report's finding
         report["setupError"] = f"{error!r}"

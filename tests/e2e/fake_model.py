@@ -162,6 +162,8 @@ class FakeModel:
                 for m in messages
             ],
             "tools": tool_names(body),
+            # The output budget the host asked for: a host squeezed by an over-long prompt asks for 1.
+            "maxTokens": body.get("max_completion_tokens") or body.get("max_tokens"),
             "reply": reply,
         }
         with self.lock:

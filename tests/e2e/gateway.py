@@ -272,11 +272,21 @@ class Run:
         with self.timed(f"gatewayRestart{len(self.report.get('pluginsConfigs', []))}"):
             self.start_gateway()
 
+    @property
+    def host_version(self) -> str:
+        """The OpenClaw version of this run's cache (its package.json)."""
+        package = self.cache / "node_modules" / "openclaw" / "package.json"
+        return str(json.loads(package.read_text())["version"])
+
+    def install_flags(self) -> list[str]:
+        """``plugins install -l`` flags: 2026.8 brought ``--force`` with a link and the capability consent."""
+        return ["--force", "--accept-capabilities"] if host_at_least(self.host_version, (2026, 8, 1)) else []
+
     def setup(self) -> None:
         fake_model.serve(self.model_port, str(self.requests_log))
         self.write_config()
         with self.timed("pluginInstall"):
-            done = self.openclaw("plugins", "install", "-l", str(PLUGIN_DIR), "--force", "--accept-capabilities")
+            done = self.openclaw("plugins", "install", "-l", str(PLUGIN_DIR), *self.install_flags())
         self.report["pluginInstall"] = {"rc": done.returncode, "stderrTail": done.stderr[-1500:]}
         if done.returncode != 0:
             raise RuntimeError(f"plugin install failed: {done.stderr[-1500:]}")
@@ -452,6 +462,12 @@ class Run:
                     os.kill(pid, sig)
             if pids:
                 wait_until(lambda: not own_namespace_pids(), timeout=5, interval=0.2)
+
+
+def host_at_least(version: str, floor: tuple[int, int, int]) -> bool:
+    """Whether an OpenClaw version label (``2026.7.35``, ``2026.8.1-beta.2``) is at least ``floor``."""
+    parts = version.split("-", 1)[0].split(".")
+    return tuple(int(p) for p in parts[:3] if p.isdigit()) >= floor
 
 
 def alive(pid: int) -> bool:

@@ -116,6 +116,21 @@ def scenario_new_session(run: Run) -> JsonObj:
     }
 
 
+def scenario_typed_new(run: Run) -> JsonObj:
+    """`/new` typed into the chat (through `openclaw agent`, as every channel sends it), then a question only
+    recall can answer: the lean form of ``scenario_new_session`` for the other OpenClaw lines, where the reset
+    keeps the session (2026.8+) or starts a new one (2026.7)."""
+    before = run.turns[-1].session_id
+    typed = run.turn("/new")
+    question = run.turn("Fresh start. Remind me: which day does the staging database password rotate?")
+    return {
+        "sessionIdBefore": before,
+        "typedNew": typed.view(),
+        "question": question.view(),
+        "factRows": run.rows_holding(FACT_PROBE),
+    }
+
+
 def scenario_agent_tools(run: Run) -> JsonObj:
     """The model is offered the plugin's tools by the real host, calls lossless_search, and reads its result."""
     turn = run.turn(f"Please {fake_model.SEARCH_TRIGGER}: what did we say about the staging database password?")

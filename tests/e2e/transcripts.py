@@ -99,8 +99,11 @@ def host_messages(openclaw_state: Path) -> tuple[list[JsonObj], int]:
         agent = path.parents[1].name
         with contextlib.closing(_open_ro(path)) as conn:
             keys = dict(conn.execute("SELECT session_id, session_key FROM session_windows").fetchall())
+            # event_zstd came after 2026.8.2: an older store has only event_json.
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(transcript_events)")}
+            packed = "event_zstd" if "event_zstd" in columns else "NULL"
             rows = conn.execute(
-                "SELECT session_id, seq, event_json, event_zstd FROM transcript_events ORDER BY session_id, seq"
+                f"SELECT session_id, seq, event_json, {packed} FROM transcript_events ORDER BY session_id, seq"
             ).fetchall()
         turn_key, current = None, None
         for session_id, seq, text, packed in rows:
@@ -128,7 +131,47 @@ def host_messages(openclaw_state: Path) -> tuple[list[JsonObj], int]:
                         "transcriptOnly": transcript_only(message),
                     }
                 )
-    return found, unread
+    return found + jsonl_messages(openclaw_state), unread
+
+
+def jsonl_messages(openclaw_state: Path) -> list[JsonObj]:
+    """The ``message`` entries of the JSONL transcripts (``agents/<id>/sessions/<sessionId>.jsonl`` and their
+    ``.reset.``/``.deleted.`` archives), which the 2026.7.33+ maintenance line keeps instead of the SQLite store."""
+    found: list[JsonObj] = []
+    for path in sorted(openclaw_state.glob("agents/*/sessions/*.jsonl*")):
+        if ".trajectory" in path.name or not re.search(r"\.jsonl($|\.(reset|deleted)\.)", path.name):
+            continue
+        session_id, keys = path.name.split(".jsonl", 1)[0], _jsonl_keys(path.parent)
+        for seq, line in enumerate(path.read_text(errors="replace").splitlines()):
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
+                if isinstance(message, dict):
+                    key = message_key(session_id, message)
+                    found.append(
+                        {
+                            "agent": path.parents[1].name,
+                            "sessionKey": keys.get(session_id),
+                            "seq": seq,
+                            "key": key,
+                            "turn": None,
+                            "transcriptOnly": transcript_only(message),
+                        }
+                    )
+    return found
+
+
+def _jsonl_keys(sessions_dir: Path) -> dict[str, str]:
+    """Session id -> key, from the sessions dir's ``sessions.json``."""
+    with contextlib.suppress(OSError, ValueError):
+        store = json.loads((sessions_dir / "sessions.json").read_text())
+        return {str(v["sessionId"]): str(k) for k, v in store.items() if isinstance(v, dict) and v.get("sessionId")}
+    return {}
+
+
+def session_texts(openclaw_state: Path, session_key: str) -> list[str]:
+    """The plain texts of every message the host recorded under ``session_key`` (every session id it had)."""
+    return [m["key"][3] for m in host_messages(openclaw_state)[0] if m["sessionKey"] == session_key]
 
 
 def heartbeat_turns(store: StoreReader) -> set[str]:
