@@ -342,3 +342,24 @@ def test_a_message_redacted_while_its_batch_is_embedded_keeps_no_vector_of_its_o
         assert embedder.texts[-1] == stored  # embedded again, from the redacted text
     finally:
         sidecar.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_rescan_of_an_older_store_leaves_no_old_copy_in_free_space(
+    capsys: pytest.CaptureFixture[str], settings: Settings
+) -> None:
+    """A store written before every write zeroed what it freed may hold a secret's old bytes in free space
+    (a row an UPDATE moved, a deleted row). Its first rescan that changes something rebuilds the file once."""
+    conn = open_connection(settings.database_path)
+    try:  # what an older version left: bytes freed but not zeroed, and no mark that the file was rebuilt
+        conn.execute("PRAGMA secure_delete = OFF")
+        conn.execute("INSERT INTO meta (key, value) VALUES ('old-copy', ?)", (f"an old copy of {GITHUB}",))
+        conn.execute("DELETE FROM meta WHERE key IN ('old-copy', 'free_space_zeroed')")
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    assert f"an old copy of {GITHUB}".encode() in _raw(settings)  # the premise: the freed copy is on disk
+    _cli(capsys, settings)
+    assert GITHUB.encode() not in _raw(settings)
+    assert store_rows(settings, "SELECT value FROM meta WHERE key = 'free_space_zeroed'") == [("1",)]

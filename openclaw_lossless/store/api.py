@@ -582,6 +582,11 @@ class Forgetting(Protocol[C, D]):
         """Stored messages a tombstone names (doctor: must be 0)."""
         ...
 
+    def zero_old_free_space(self, db: D) -> None:
+        """Once per store written before freed bytes were always zeroed, leave no old byte in free space
+        (SQLite: one ``VACUUM``; PostgreSQL: nothing, its ``VACUUM`` runs where text is removed)."""
+        ...
+
 
 class Transfer(Protocol[C, D]):
     """Export and import as JSONL lines (messages first, then the records that point into them)."""

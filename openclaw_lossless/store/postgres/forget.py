@@ -71,10 +71,14 @@ _SELECTED = (
     " JOIN sessions s ON s.id = m.session_rowid"
 )
 
-__all__ = ["ForgettingIndex", "Forgotten", "Selector", "forgotten_count", "resurrected", "run"]
+__all__ = ["ForgettingIndex", "Forgotten", "Selector", "forgotten_count", "resurrected", "run", "zero_old_free_space"]
 
 
 # -- planning -----------------------------------------------------------------------------------------------
+
+
+def zero_old_free_space(db: Database) -> None:
+    """Nothing to rebuild: the server's ``VACUUM`` (run after a forget or a rescan) reclaims removed rows."""
 
 
 def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
