@@ -17,20 +17,9 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from openclaw_lossless.timeexpr.arithmetic import (
-    Count,
-    bare_weekday,
-    day_in_year,
-    month_range,
-    named_month,
-    nearest_month,
-    relative_unit,
-    relative_weekday,
-    steps,
-    year_range,
-)
 from openclaw_lossless.timeexpr.days import DayRange
 from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, either, word_set
+from openclaw_lossless.timeexpr.vocabulary import Vocabulary, span
 
 MONTHS = {"januar": 1, "jänner": 1, "februar": 2, "märz": 3, "april": 4, "mai": 5, "juni": 6, "juli": 7,
           "august": 8, "september": 9, "oktober": 10, "november": 11, "dezember": 12}  # fmt: skip
@@ -58,77 +47,36 @@ _MONTH = rf"(?P<month>{either(MONTHS)})"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 
 
-def _span(match: re.Match[str]) -> tuple[int, int]:
-    return match.start(), match.end()
-
-
-def _count(word: str) -> Count:
-    return (int(word), int(word)) if word.isdigit() else QUANTITIES[re.sub(r"\s+", " ", word.lower())]
-
-
-def _ago(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [steps(_count(match["n"]), UNITS[match["unit"].lower()], today, -1)]
-
-
-def _ahead(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [steps(_count(match["n"]), UNITS[match["unit"].lower()], today, 1)]
+WORDS = Vocabulary(MONTHS, WEEKDAYS, QUANTITIES, UNITS, REL_UNITS, LAST, NEXT)
 
 
 def _day_word(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [DayRange.day(today + timedelta(days=DAY_WORDS[match["word"].lower()]))]
+    return span(match), [DayRange.day(today + timedelta(days=DAY_WORDS[match["word"].lower()]))]
 
 
 def _relative(match: re.Match[str], today: date) -> Resolved:
-    rel, what = match["rel"].lower(), match["what"].lower()
-    step = -1 if rel in LAST else 1 if rel in NEXT else 0
-    if what in WEEKDAYS:
-        return _span(match), relative_weekday(WEEKDAYS[what], today, step)
-    if what in MONTHS:
-        return _span(match), [named_month(MONTHS[what], today, step)]
-    return _span(match), relative_unit(REL_UNITS[what], today, step)
-
-
-def _bare_weekday(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), bare_weekday(WEEKDAYS[match["weekday"].lower()], today)
-
-
-def _date(match: re.Match[str], today: date) -> Resolved:
-    groups = match.groupdict()
-    month = MONTHS[groups["month"].lower()] if groups.get("month") else int(groups["month_number"])
-    found = day_in_year(int(groups["year"]) if groups.get("year") else None, month, int(groups["day"]), today)
-    return _span(match), [found] if found else []
-
-
-def _month_year(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [month_range(int(match["year"]), MONTHS[match["month"].lower()])]
-
-
-def _bare_month(match: re.Match[str], today: date) -> Resolved:
-    found = nearest_month(MONTHS[match["month"].lower()], today)
-    return (_span(match), [found]) if found else None
-
-
-def _year(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [year_range(int(match["year"]))]
+    return span(match), WORDS.relative(match["rel"], match["what"], today)
 
 
 _UNIT_WORDS = word_set(UNITS)
 _ENGLISH_MONTHS = ("april", "august", "september", "november")
 _MONTH_WORDS = word_set(MONTHS)
 RULES = [
-    Rule(re.compile(rf"\b(?P<day>[0-3]?\d)\.\s*{_MONTH}\b(?:\s+{_YEAR}\b)?", re.I), _date, (_MONTH_WORDS,)),
+    Rule(re.compile(rf"\b(?P<day>[0-3]?\d)\.\s*{_MONTH}\b(?:\s+{_YEAR}\b)?", re.I), WORDS.on_date, (_MONTH_WORDS,)),
     Rule(
         re.compile(rf"\b(?P<day>[0-3]?\d)\.(?P<month_number>[01]?\d)\.{_YEAR}\b", re.I),
-        _date,
+        WORDS.on_date,
         (word_set(["#year"]),),
     ),
     Rule(  # "Mai 2023"; "August 2023" is English as well, and English reads it
         re.compile(rf"\b(?P<month>{either(m for m in MONTHS if m not in _ENGLISH_MONTHS)})\s+{_YEAR}\b", re.I),
-        _month_year,
+        WORDS.month_year,
         (_MONTH_WORDS,),
     ),
-    Rule(re.compile(rf"\bvor\s+{_COUNT}\s+{_UNIT}\b", re.I), _ago, (word_set(["vor"]), _UNIT_WORDS)),
-    Rule(re.compile(rf"\b(?:in|nach)\s+{_COUNT}\s+{_UNIT}\b", re.I), _ahead, (_UNIT_WORDS, word_set(["in", "nach"]))),
+    Rule(re.compile(rf"\bvor\s+{_COUNT}\s+{_UNIT}\b", re.I), WORDS.ago, (word_set(["vor"]), _UNIT_WORDS)),
+    Rule(
+        re.compile(rf"\b(?:in|nach)\s+{_COUNT}\s+{_UNIT}\b", re.I), WORDS.ahead, (_UNIT_WORDS, word_set(["in", "nach"]))
+    ),
     Rule(
         re.compile(
             rf"\b(?P<rel>{either((*LAST, *NEXT, *THIS))})\s+(?P<what>{either((*REL_UNITS, *WEEKDAYS, *MONTHS))})\b",
@@ -145,15 +93,15 @@ RULES = [
     ),
     Rule(
         re.compile(rf"(?<!jeden\s)(?<!jedem\s)\b(?:am\s+)?(?P<weekday>{either(WEEKDAYS)})\b", re.I),
-        _bare_weekday,
+        WORDS.bare_weekday,
         (word_set(WEEKDAYS),),
     ),
     Rule(
         re.compile(rf"\b(?:im|seit|bis|ab|anfang|mitte|ende)\s+{_MONTH}\b", re.I),
-        _bare_month,
+        WORDS.bare_month,
         (_MONTH_WORDS, word_set(["im", "seit", "bis", "ab", "anfang", "mitte", "ende"])),
     ),
-    Rule(re.compile(rf"\b(?:im\s+jahre?|im|seit|von|bis)\s+{_YEAR}\b", re.I), _year, (word_set(["#year"]),)),
+    Rule(re.compile(rf"\b(?:im\s+jahre?|im|seit|von|bis)\s+{_YEAR}\b", re.I), WORDS.year, (word_set(["#year"]),)),
 ]
 _WHEN = re.compile(
     r"\bwann\b|\b(?:an\s+welchem|welches|welchen|in\s+welchem|welcher)\s+(?:tag|datum|jahr|monat|woche)\b"

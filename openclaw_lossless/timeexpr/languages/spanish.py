@@ -18,20 +18,9 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from openclaw_lossless.timeexpr.arithmetic import (
-    Count,
-    bare_weekday,
-    day_in_year,
-    month_range,
-    named_month,
-    nearest_month,
-    relative_unit,
-    relative_weekday,
-    steps,
-    year_range,
-)
 from openclaw_lossless.timeexpr.days import DayRange
 from openclaw_lossless.timeexpr.language import Language, Resolved, Rule, Words, apply, either, word_set
+from openclaw_lossless.timeexpr.vocabulary import Vocabulary, key, span
 
 MONTHS = {"enero": 1, "febrero": 2, "marzo": 3, "abril": 4, "mayo": 5, "junio": 6, "julio": 7, "agosto": 8,
           "septiembre": 9, "setiembre": 9, "octubre": 10, "noviembre": 11, "diciembre": 12}  # fmt: skip
@@ -60,67 +49,20 @@ _MORNING = re.compile(r"\b(?:la|una|cada|esa|aquella|toda|buena|buenas)\s+$", re
 _WHAT = rf"(?P<what>{either((*REL_UNITS, *WEEKDAYS, *MONTHS))})"
 
 
-def _span(match: re.Match[str]) -> tuple[int, int]:
-    return match.start(), match.end()
-
-
-def _key(word: str) -> str:
-    return re.sub(r"\s+", " ", word.lower())
-
-
-def _count(word: str) -> Count:
-    return (int(word), int(word)) if word.isdigit() else QUANTITIES[_key(word)]
-
-
-def _ago(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [steps(_count(match["n"]), UNITS[_key(match["unit"])], today, -1)]
-
-
-def _ahead(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [steps(_count(match["n"]), UNITS[_key(match["unit"])], today, 1)]
+WORDS = Vocabulary(MONTHS, WEEKDAYS, QUANTITIES, UNITS, REL_UNITS, LAST, NEXT)
 
 
 def _day_word(match: re.Match[str], today: date) -> Resolved:
-    if _key(match["word"]) == "mañana" and _MORNING.search(match.string, 0, match.start()):
+    if key(match["word"]) == "mañana" and _MORNING.search(match.string, 0, match.start()):
         return None  # "por la mañana", "cada mañana": the morning, not tomorrow
-    return _span(match), [DayRange.day(today + timedelta(days=DAY_WORDS[_key(match["word"])]))]
+    return span(match), [DayRange.day(today + timedelta(days=DAY_WORDS[key(match["word"])]))]
 
 
 def _relative(match: re.Match[str], today: date) -> Resolved:
     """The three word orders ("el sábado pasado", "el pasado sábado", "este sábado") as one."""
     what = match["what"] or match["what2"] or match["what3"]
     rel = match["rel"] or match["rel2"] or match["rel3"]
-    rel, what = _key(rel), _key(what)
-    step = -1 if rel in LAST else 1 if rel in NEXT else 0
-    if what in WEEKDAYS:
-        return _span(match), relative_weekday(WEEKDAYS[what], today, step)
-    if what in MONTHS:
-        return _span(match), [named_month(MONTHS[what], today, step)]
-    return _span(match), relative_unit(REL_UNITS[what], today, step)
-
-
-def _bare_weekday(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), bare_weekday(WEEKDAYS[match["weekday"].lower()], today)
-
-
-def _date(match: re.Match[str], today: date) -> Resolved:
-    groups = match.groupdict()
-    month = MONTHS[groups["month"].lower()] if groups.get("month") else int(groups["month_number"])
-    found = day_in_year(int(groups["year"]) if groups.get("year") else None, month, int(groups["day"]), today)
-    return _span(match), [found] if found else []
-
-
-def _month_year(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [month_range(int(match["year"]), MONTHS[match["month"].lower()])]
-
-
-def _bare_month(match: re.Match[str], today: date) -> Resolved:
-    found = nearest_month(MONTHS[match["month"].lower()], today)
-    return (_span(match), [found]) if found else None
-
-
-def _year(match: re.Match[str], today: date) -> Resolved:
-    return _span(match), [year_range(int(match["year"]))]
+    return span(match), WORDS.relative(rel, what, today)
 
 
 _UNIT_WORDS = word_set(*(unit.split() for unit in UNITS))
@@ -129,14 +71,14 @@ _REL_WORDS = word_set(*(word.split() for word in (*LAST, *NEXT, *THIS)))
 RULES = [
     Rule(
         re.compile(rf"\b(?P<day>[0-3]?\d)\s+de\s+{_MONTH}\b(?:\s+(?:de|del)\s+{_YEAR}\b)?", re.I),
-        _date,
+        WORDS.on_date,
         (_MONTH_WORDS,),
     ),
-    Rule(re.compile(rf"\b{_MONTH}\s+(?:de|del)\s+{_YEAR}\b", re.I), _month_year, (_MONTH_WORDS,)),
-    Rule(re.compile(rf"\bhace\s+{_COUNT}\s+{_UNIT}\b", re.I), _ago, (word_set(["hace"]), _UNIT_WORDS)),
+    Rule(re.compile(rf"\b{_MONTH}\s+(?:de|del)\s+{_YEAR}\b", re.I), WORDS.month_year, (_MONTH_WORDS,)),
+    Rule(re.compile(rf"\bhace\s+{_COUNT}\s+{_UNIT}\b", re.I), WORDS.ago, (word_set(["hace"]), _UNIT_WORDS)),
     Rule(
         re.compile(rf"\b(?:dentro\s+de|en)\s+{_COUNT}\s+{_UNIT}\b(?!\s+(?:antes|después|despues))", re.I),
-        _ahead,
+        WORDS.ahead,
         (_UNIT_WORDS, word_set(["dentro", "en"])),
     ),
     Rule(
@@ -156,17 +98,21 @@ RULES = [
     ),
     Rule(
         re.compile(rf"\b(?:el\s+)?(?P<weekday>{either(WEEKDAYS)})\b(?!\s+(?:pasad|próxim|proxim|que\s+viene))", re.I),
-        _bare_weekday,
+        WORDS.bare_weekday,
         (word_set(WEEKDAYS),),
     ),
     Rule(
         re.compile(
             rf"\b(?:en|durante|desde|hasta|a\s+principios\s+de|a\s+mediados\s+de|a\s+finales\s+de)\s+{_MONTH}\b", re.I
         ),
-        _bare_month,
+        WORDS.bare_month,
         (_MONTH_WORDS, word_set(["en", "durante", "desde", "hasta", "de"])),
     ),
-    Rule(re.compile(rf"\b(?:en(?:\s+el\s+año)?|desde|hasta|durante)\s+{_YEAR}\b", re.I), _year, (word_set(["#year"]),)),
+    Rule(
+        re.compile(rf"\b(?:en(?:\s+el\s+año)?|desde|hasta|durante)\s+{_YEAR}\b", re.I),
+        WORDS.year,
+        (word_set(["#year"]),),
+    ),
 ]
 _WHEN = re.compile(
     r"\bcu[áa]ndo\b(?=[^.!\n]*\?)|¿\s*cu[áa]ndo\b|\bcuándo\b|\b(?:qu[ée]|cu[áa]l)\s+(?:d[íi]a|fecha|año|mes|semana)\b"
