@@ -37,6 +37,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.metrics import LATENCY_BUCKETS
+from openclaw_lossless.store.model.errors import StoreError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -335,11 +336,12 @@ def _store(sidecar: Sidecar) -> Iterator[Metric]:
         "lossless_database_max_bytes", "maxDbSizeMb in bytes (0: no limit).", max(settings.max_db_size_mb, 0) * MIB
     )
     try:
-        conn = sidecar.db.reader()
-        backlog = sidecar.ops.backlog.size(conn)
-        stored = sidecar.ops.messages.count(conn)
-        used = sidecar.ops.archive.used_bytes(conn)
-    except (LosslessError, sidecar.db.module.Error) as exc:
+        with sidecar.db.translated():
+            conn = sidecar.db.reader()
+            backlog = sidecar.ops.backlog.size(conn)
+            stored = sidecar.ops.messages.count(conn)
+            used = sidecar.ops.archive.used_bytes(conn)
+    except (LosslessError, StoreError) as exc:
         log.warning("metrics: the store could not be read: %s", getattr(exc, "message", exc))
         yield _gauge("lossless_store_readable", "1 when the store could be read for this scrape.", 0)
         return

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite.forget import Selector
+from openclaw_lossless.store.model.forget import Selector
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 CITATION = re.compile(r"^(?:msg:)?([1-9][0-9]{0,17})$")

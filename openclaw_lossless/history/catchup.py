@@ -51,7 +51,7 @@ from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, ImportReport, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.backend import Backend
-from openclaw_lossless.store.sqlite.sessions import agent_of
+from openclaw_lossless.store.model.sessions import agent_of
 
 log = logging.getLogger(__name__)
 

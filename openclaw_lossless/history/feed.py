@@ -25,8 +25,8 @@ from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import SourceReport
 from openclaw_lossless.history.transcript_only import transcript_only
 from openclaw_lossless.store.backend import Backend, Store
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import COMPACTED, Compaction, CompactionRecord
 
 CURSOR_PREFIX = "import.cursor."
 COMPACTION_PREFIX = "import.compaction."

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from openclaw_lossless.store.model.imported import claimable, claimed, first_contacts, keyed_originals
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import COMPACTED, Compaction, CompactionRecord
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.snapshots import stored_text
-from openclaw_lossless.store.sqlite.imported import claimable, claimed, first_contacts, keyed_originals
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 
 # -- sessions and messages -----------------------------------------------------------------------------------
 

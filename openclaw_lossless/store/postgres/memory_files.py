@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from openclaw_lossless.store.model.memory_files import KIND, SESSION_PREFIX, MemoryFile, StoredChunk
 from openclaw_lossless.store.postgres import forget, fulltext
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite.memory_files import KIND, SESSION_PREFIX, MemoryFile, StoredChunk
 
 
 def files(conn: Connection) -> list[MemoryFile]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from psycopg import pq
 
 from openclaw_lossless.capture.grams import gram_text
+from openclaw_lossless.store.model.rewrite import Row, cache_key
 from openclaw_lossless.store.postgres import forget, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
-from openclaw_lossless.store.sqlite.rewrite import Row, cache_key
 
 # The tables ``redact --rescan`` rewrites rows of, or deletes rows from, for its rewrites.
 REWRITTEN_TABLES = (

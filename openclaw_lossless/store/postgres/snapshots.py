@@ -18,10 +18,8 @@ import time
 
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.errors import InvalidName
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.postgres.messages import pg_text
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import (
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import (
     Compaction,
     CompactionListed,
     CompactionPoint,
@@ -33,6 +31,8 @@ from openclaw_lossless.store.sqlite.snapshots import (
     counts_by_status,
     snapshot_view,
 )
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.messages import pg_text
 
 _SNAPSHOT = (
     "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"

@@ -18,6 +18,17 @@ from functools import partial
 from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
+from openclaw_lossless.store.model.sessions import SessionRef, agent_of
+from openclaw_lossless.store.model.subagents import (
+    OUTCOME_SOURCE,
+    OUTCOME_TEXT,
+    Outcome,
+    copy_outcomes,
+    final_answer,
+    first_answer,
+    inherited_ids,
+    outcomes,
+)
 from openclaw_lossless.store.postgres import message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import (
@@ -31,17 +42,6 @@ from openclaw_lossless.store.postgres.sessions import (
     latest_session_for_key,
     register_spawned,
     unregister_spawned,
-)
-from openclaw_lossless.store.sqlite.sessions import SessionRef, agent_of
-from openclaw_lossless.store.sqlite.subagents import (
-    OUTCOME_SOURCE,
-    OUTCOME_TEXT,
-    Outcome,
-    copy_outcomes,
-    final_answer,
-    first_answer,
-    inherited_ids,
-    outcomes,
 )
 
 

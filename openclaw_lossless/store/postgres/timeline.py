@@ -9,12 +9,10 @@ and every event is read for that range only: the cost grows with the page, never
 
 from __future__ import annotations
 
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.postgres.snapshots import AUTOMATIC_NAME
-from openclaw_lossless.store.sqlite.messages import MessageView, message_view
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import CompactionMark
-from openclaw_lossless.store.sqlite.timeline import (
+from openclaw_lossless.store.model.messages import MessageView, message_view
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import CompactionMark
+from openclaw_lossless.store.model.timeline import (
     NO_MESSAGE,
     KeyNeighbour,
     Parent,
@@ -31,6 +29,8 @@ from openclaw_lossless.store.sqlite.timeline import (
     snapshot_marks,
     spawn_marks,
 )
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.snapshots import AUTOMATIC_NAME
 
 _VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 

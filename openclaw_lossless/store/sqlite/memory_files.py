@@ -12,45 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from openclaw_lossless.store.model.memory_files import (
+    KIND,
+    SESSION_PREFIX,
+    MemoryFile,
+    StoredChunk,
+)
 from openclaw_lossless.store.sqlite import forget
 from openclaw_lossless.store.sqlite.connection import Connection, Database
-
-SESSION_PREFIX = "memory-files:"  # + agent id: the session holding an agent's memory-file chunks
-KIND = "memory"
-
-
-@dataclass(frozen=True)
-class MemoryFile:
-    """One indexed file of an agent's workspace (``path`` relative to the workspace, POSIX)."""
-
-    agent_id: str
-    path: str
-    workspace: str
-    file_hash: bytes
-    size: int
-    mtime_ns: int
-    chunks: int
-    indexed_at: float
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    """A chunk as stored: its message id, identity and citation (``file:<path>#L<a>-<b>``)."""
-
-    id: int
-    content_hash: bytes
-    citation: str
-
-
-def session_id_of(agent_id: str) -> str:
-    return SESSION_PREFIX + agent_id
-
-
-def session_key_of(agent_id: str) -> str:
-    return f"agent:{agent_id}:memory-files"
 
 
 def files(conn: Connection) -> list[MemoryFile]:

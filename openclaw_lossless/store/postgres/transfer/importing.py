@@ -1,7 +1,7 @@
 """Import on PostgreSQL: the lines of an export or archive file, checked and captured, written into the store.
 
 The meaning is the SQLite importer's (``store/sqlite/transfer/importing.py``): a file is untrusted input,
-every line is parsed and captured by the shared parser (``store/sqlite/transfer/lines.py``) before any
+every line is parsed and captured by the shared parser (``store/model/transfer/lines.py``) before any
 write, a line the checks missed but the server refuses costs that line, ids are kept when free and
 remapped when taken, and importing a file twice stores nothing the second time.
 
@@ -34,12 +34,8 @@ import psycopg
 
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.postgres import messages
-from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.postgres.forget import honour
-from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.transfer.importing import (
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.transfer.importing import (
     ImportReport,
     Outcome,
     apply_line,
@@ -50,7 +46,7 @@ from openclaw_lossless.store.sqlite.transfer.importing import (
     remember_move,
     snapshot_name,
 )
-from openclaw_lossless.store.sqlite.transfer.lines import (
+from openclaw_lossless.store.model.transfer.lines import (
     CompactionLine,
     ForgottenLine,
     Line,
@@ -60,6 +56,10 @@ from openclaw_lossless.store.sqlite.transfer.lines import (
     SnapshotLine,
     TurnLine,
 )
+from openclaw_lossless.store.postgres import messages
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.forget import honour
+from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
 
 # A line the checks let through but the server refuses costs that line (counted malformed), never the batch:
 # a constraint, a value out of a column's range (a turn's ``integer`` message count), what a text cannot hold.

@@ -22,25 +22,13 @@ The package splits the job by direction: ``lines.py`` checks and captures one li
 reads the store out as lines, and ``importing.py`` writes checked lines back into a store.
 """
 
+from openclaw_lossless.store.model.transfer.export import write_jsonl
 from openclaw_lossless.store.sqlite.messages import give_ids_above, highest_id_given
-from openclaw_lossless.store.sqlite.transfer.export import (
-    FORMAT,
-    ExportScope,
-    check_scope,
-    export_records,
-    export_store,
-    write_jsonl,
-)
-from openclaw_lossless.store.sqlite.transfer.importing import BATCH, ImportReport, Unreadable, import_jsonl
+from openclaw_lossless.store.sqlite.transfer.export import check_scope, export_store
+from openclaw_lossless.store.sqlite.transfer.importing import import_jsonl
 
 __all__ = [
-    "BATCH",
-    "FORMAT",
-    "ExportScope",
-    "ImportReport",
-    "Unreadable",
     "check_scope",
-    "export_records",
     "export_store",
     "give_ids_above",
     "highest_id_given",
