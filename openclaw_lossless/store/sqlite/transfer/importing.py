@@ -1,8 +1,8 @@
 """Import: the lines of an export or archive file, checked and captured, written into the store.
 
-A file is untrusted input: every line is parsed and captured (``lines.py``) before any write, and each line
-is applied under a savepoint, so a line the checks missed costs that line, never the batch. Ids are kept when
-free and remapped when taken (see this package's docstring).
+A file is untrusted input: every line is parsed and captured (``store/model/transfer/lines.py``) before any
+write, and each line is applied under a savepoint, so a line the checks missed costs that line, never the batch.
+Ids are kept when free and remapped when taken (see this package's docstring).
 """
 
 from __future__ import annotations
@@ -262,7 +262,3 @@ class Importer:
         """The exported id when no row has it (None lets SQLite choose)."""
         taken = conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (wanted,)).fetchone()
         return None if taken else wanted
-
-
-# What follows is the importer's logic apart from SQL, which the PostgreSQL importer
-# (``store/postgres/transfer/importing.py``) applies too, so a file means the same on either store.
