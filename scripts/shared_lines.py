@@ -2,16 +2,18 @@
 
 Each line is normalised: blank and comment lines dropped, whitespace stripped, placeholders (``?``, ``%s``,
 ``:name``, ``%(name)s``) made one, and every identifier that is not a Python keyword or an upper-case word
-(SQL's keywords, constants) made one. A PostgreSQL line counts when it sits in a run of ``RUN`` normalised
-lines that also occurs anywhere in the SQLite tree (its twin or another module). Statements both backends
-share belong in ``store/statements/``; this figure says how much is still spelt twice.
+(SQL's keywords, constants) made one. Imports and ``__all__`` are left out: with names ignored, any two lists
+of six names are alike, and a list of names is not a statement spelt twice. A PostgreSQL line counts when it
+sits in a run of ``RUN`` normalised lines that also occurs anywhere in the SQLite tree (its twin or another
+module). Statements both backends run alike belong in ``store/statements/``; this says what is still twice.
 
-Usage: ``python scripts/shared_lines.py [--ceiling N] [--by-file]``; with ``--ceiling`` it fails above N.
+Usage: ``python scripts/shared_lines.py [--ceiling N] [--by-file] [--store DIR]``; fails above the ceiling.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import keyword
 import re
 import sys
@@ -38,9 +40,24 @@ def normalise(line: str) -> str | None:
 
 
 def lines_of(path: Path) -> list[tuple[int, str]]:
-    """(line number, normalised text) of each line that says something."""
-    numbered = ((number, normalise(text)) for number, text in enumerate(path.read_text().splitlines(), 1))
-    return [(number, text) for number, text in numbered if text is not None]
+    """(line number, normalised text) of each line that says something, imports and ``__all__`` left out."""
+    source = path.read_text()
+    names = set(_name_lists(ast.parse(source)))
+    numbered = ((number, normalise(text)) for number, text in enumerate(source.splitlines(), 1))
+    return [(number, text) for number, text in numbered if text is not None and number not in names]
+
+
+def _name_lists(tree: ast.Module) -> Iterator[int]:
+    """The line numbers of the imports and of ``__all__``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and _lists_names(node):
+            yield from range(node.lineno, (node.end_lineno or node.lineno) + 1)
+
+
+def _lists_names(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Assign):
+        return any(isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets)
+    return isinstance(node, (ast.Import, ast.ImportFrom))
 
 
 def windows(lines: list[tuple[int, str]]) -> Iterator[tuple[int, tuple[str, ...]]]:
@@ -66,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ceiling", type=int, help="fail when more lines than this are shared")
     parser.add_argument("--by-file", action="store_true", help="list the count of each PostgreSQL module")
+    parser.add_argument("--store", type=Path, default=STORE, help="the folder holding sqlite/ and postgres/")
     args = parser.parse_args(argv)
-    counts = shared()
+    counts = shared(args.store)
     if args.by_file:
         for name, count in sorted(counts.items(), key=lambda item: -item[1]):
             if count:
