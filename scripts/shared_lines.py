@@ -2,10 +2,11 @@
 
 Each line is normalised: blank and comment lines dropped, whitespace stripped, placeholders (``?``, ``%s``,
 ``:name``, ``%(name)s``) made one, and every identifier that is not a Python keyword or an upper-case word
-(SQL's keywords, constants) made one. Imports and ``__all__`` are left out: with names ignored, any two lists
-of six names are alike, and a list of names is not a statement spelt twice. A PostgreSQL line counts when it
-sits in a run of ``RUN`` normalised lines that also occurs anywhere in the SQLite tree (its twin or another
-module). Statements both backends run alike belong in ``store/statements/``; this says what is still twice.
+(SQL's keywords, constants) made one. Imports, ``__all__`` and names bound to a shared definition
+(``x = _SHARED.x``) are left out: with names ignored, any two lists of six names are alike, and naming a
+definition kept once is not spelling it twice. A PostgreSQL line counts when it sits in a run of ``RUN``
+normalised lines that also occurs anywhere in the SQLite tree (its twin or another module). Statements both
+backends run alike belong in ``store/statements/``; this says how much is still spelt twice.
 
 Usage: ``python scripts/shared_lines.py [--ceiling N] [--by-file] [--store DIR]``; fails above the ceiling.
 """
@@ -48,15 +49,16 @@ def lines_of(path: Path) -> list[tuple[int, str]]:
 
 
 def _name_lists(tree: ast.Module) -> Iterator[int]:
-    """The line numbers of the imports and of ``__all__``."""
+    """The line numbers of the imports, of ``__all__`` and of the names bound to a shared definition."""
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and _lists_names(node):
             yield from range(node.lineno, (node.end_lineno or node.lineno) + 1)
 
 
 def _lists_names(node: ast.stmt) -> bool:
-    if isinstance(node, ast.Assign):
-        return any(isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets)
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        name, value = node.targets[0].id, node.value
+        return name == "__all__" or (isinstance(value, ast.Attribute) and value.attr == name.lstrip("_"))
     return isinstance(node, (ast.Import, ast.ImportFrom))
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "shared_lines.py"
-CEILING = 227  # PostgreSQL lines that repeat their SQLite twin (350 before store/statements/)
+CEILING = 169  # PostgreSQL lines that repeat their SQLite twin (349 before store/statements/)
 
 SQLITE_TWIN = """
 def page(conn, after, limit):

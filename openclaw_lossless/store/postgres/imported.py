@@ -30,14 +30,7 @@ held_session_ids = _HELD.held_session_ids
 first_contact = _HELD.first_contact
 holds_content = _HELD.holds_content
 newest_time = _HELD.newest_time
-
-
-def keys_and_times(conn: Connection, session_rowid: int) -> list[tuple[str, float]]:
-    """``(window_key, created_at)`` of every message of the session: what the gap report compares."""
-    rows = conn.execute(
-        "SELECT window_key, created_at FROM messages WHERE session_rowid = %s ORDER BY id", (session_rowid,)
-    )
-    return [(str(row[0]), float(row[1])) for row in rows]
+keys_and_times = _HELD.keys_and_times
 
 
 def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) -> list[tuple[bytes, str, str]]:

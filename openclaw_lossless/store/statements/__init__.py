@@ -22,11 +22,17 @@ class Dialect:
     name: str
     mark: str  # the placeholder
     false: str  # a false flag: SQLite stores 0, PostgreSQL a boolean
+    locks_rows: bool  # SQLite runs one writer at a time, so a read inside a write needs no row lock
 
     def sql(self, text: str) -> str:
         """``text`` (``?`` placeholders, no literal ``%``) in this backend's placeholder style."""
         return text if self.mark == "?" else text.replace("?", self.mark)
 
+    def lock(self, of: str = "") -> str:
+        """The clause that locks the rows a read inside a write returns (of the table aliased ``of``), so another
+        sidecar's write to them waits for this transaction: nothing on SQLite, whose writes already take turns."""
+        return "" if not self.locks_rows else " FOR UPDATE" + (f" OF {of}" if of else "")
 
-SQLITE = Dialect("sqlite", mark="?", false="0")
-POSTGRES = Dialect("postgresql", mark="%s", false="false")
+
+SQLITE = Dialect("sqlite", mark="?", false="0", locks_rows=False)
+POSTGRES = Dialect("postgresql", mark="%s", false="false", locks_rows=True)

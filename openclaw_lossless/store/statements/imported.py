@@ -46,3 +46,9 @@ class Held:
             (session_rowid, among),
         ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
+
+    def keys_and_times(self, conn: Connection, session_rowid: int) -> list[tuple[str, float]]:
+        """``(window_key, created_at)`` of every message of the session: what the gap report compares."""
+        statement = "SELECT window_key, created_at FROM messages WHERE session_rowid = ? ORDER BY id"
+        rows = conn.execute(self.sql(statement), (session_rowid,))
+        return [(str(row[0]), float(row[1])) for row in rows]
