@@ -1,5 +1,6 @@
-"""What the store holds per agent, on PostgreSQL (``store/sqlite/agents.py``'s calls): its last commit, its
-sessions and its messages, counted, for ``activity.py`` and ``/v1/agents/{id}/status``."""
+"""What the store holds per agent, on PostgreSQL: its last commit, its sessions and its messages, counted, for
+``activity.py`` and ``/v1/agents/{id}/status``. The counts are both backends' (``store/statements/agents.py``);
+the last commits are a lateral join here, the plan PostgreSQL reads best."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """What the store holds per agent: its last commit, its sessions and its messages, counted.
 
 ``activity.py`` and ``/v1/agents/{id}/status`` say what these mean to an operator; which tables and indexes
-answer them is the store's business, so the SQL stays here.
+answer them is the store's business. The counts are both backends' (``store/statements/agents.py``); the last
+commits are read the way SQLite's planner reads them best, so that statement stays here.
 """
 
 from __future__ import annotations
