@@ -16,8 +16,7 @@ import pytest
 
 from openclaw_lossless.history import import_history
 from openclaw_lossless.store.model.rewrite import cache_key
-from openclaw_lossless.store.model.transfer.export import ExportScope
-from openclaw_lossless.store.sqlite.transfer import write_jsonl
+from openclaw_lossless.store.model.transfer.export import ExportScope, write_jsonl
 from tests.helpers import (
     HashEmbedder,
     LiveSidecar,

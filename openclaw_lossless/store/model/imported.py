@@ -8,11 +8,6 @@ from typing import Any
 from openclaw_lossless.store.model import snapshots
 
 
-def first_contacts(rows: Iterable[Sequence[Any]]) -> dict[str, float]:
-    """``(agent_id, first created_at)`` rows as a map, agents with no time left out (both backends)."""
-    return {str(row[0]): float(row[1]) for row in rows if row[1] is not None}
-
-
 def keyed_originals(rows: Iterable[Sequence[Any]]) -> list[tuple[bytes, str, str]]:
     """``(content_hash, window_key, original)`` rows as both backends' ``with_window_keys`` answer them."""
     return [(bytes(row[0]), str(row[1]), str(row[2])) for row in rows]

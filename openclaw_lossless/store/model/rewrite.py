@@ -1,11 +1,8 @@
-"""The rescan's shared pieces: a message row as it is rewritten, and the embedding cache's key for a text."""
+"""The rescan's shared rule: the embedding cache's key for a text, by which both backends drop a rewritten one."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
-
-Row = tuple[Any, ...]
 
 
 def cache_key(text: str) -> bytes:

@@ -98,7 +98,7 @@ class Timeline:
 class TimelineReads(Protocol):
     """The reads one timeline page needs, each bound to a backend's connection and the page's session.
 
-    Both backends (this module and ``store/postgres/timeline.py``) supply only these statements;
+    Both backends read through ``store/statements/timeline.py``, which supplies only these statements;
     ``assemble_timeline`` decides what is read in which order and where the page's events start and end, so
     the web UI draws the same page from either store.
     """

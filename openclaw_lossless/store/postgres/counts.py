@@ -12,8 +12,8 @@ from psycopg import pq
 
 from openclaw_lossless.errors import StoreUnavailable
 from openclaw_lossless.store.model.counts import StoreCounts
-from openclaw_lossless.store.portable_sql import COUNTS
 from openclaw_lossless.store.postgres.connection import Connection, translate_error
+from openclaw_lossless.store.statements.counts import COUNTS
 
 _ALLCOUNTS = "SELECT " + ", ".join(f"({sql})" for sql in COUNTS.values())
 

@@ -22,10 +22,10 @@ from openclaw_lossless.store.model.archive import (
     plan_with,
     write_archive,
 )
-from openclaw_lossless.store.portable_sql import export_records
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
+from openclaw_lossless.store.statements.export import export_records
 
 VECTOR_SLICE = 500  # vectors deleted per transaction while archiving, then commits run (docs/decisions/0008)
 

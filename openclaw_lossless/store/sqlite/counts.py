@@ -7,8 +7,8 @@ hold them is the store's business, so the SQL stays in ``store/``.
 from __future__ import annotations
 
 from openclaw_lossless.store.model.counts import StoreCounts
-from openclaw_lossless.store.portable_sql import COUNTS
 from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.statements.counts import COUNTS
 
 
 def count_rows(conn: Connection) -> StoreCounts:

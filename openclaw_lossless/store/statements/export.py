@@ -1,7 +1,7 @@
-"""SQL both backends run as written: the counts ``/stats`` reports and the export's statements.
+"""The export's statements, kept once: both backends read messages and typed records by them.
 
-These statements use no placeholder and no function one of the servers lacks (a caller passes its own
-condition in its driver's style), so one definition serves both; what differs stays in each backend.
+They use no placeholder of their own and no function one server lacks: a caller passes its condition in its
+driver's style, and PostgreSQL its tables' byte order for ties (``store/postgres/transfer/export.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from openclaw_lossless.store.model.transfer.export import (
     ExportScope,
     message_line,
 )
-
-Connection = Any  # any DB-API connection: sqlite3 or psycopg answer these statements alike
-
+from openclaw_lossless.store.statements import Connection
 
 # The message lines' statement (plain SQL, the same on both backends; ``{where}`` over ``m`` messages and ``s``
 # sessions) and the field each of its columns becomes.
@@ -102,16 +100,3 @@ def _rows(cursor: Iterable[Sequence[Any]], kind: str, names: tuple[str, ...]) ->
     for row in cursor:
         values = {name: bool(value) if name in FLAG_FIELDS else value for name, value in zip(names, row, strict=True)}
         yield {"format": FORMAT, "type": kind, **values}
-
-
-COUNTS = {
-    "messages": "SELECT count(*) FROM messages",
-    "sessions": "SELECT count(*) FROM sessions",
-    "agents": "SELECT count(DISTINCT agent_id) FROM sessions",
-    "turns": "SELECT count(*) FROM turns",
-    "snapshots": "SELECT count(*) FROM snapshots",
-    "forgotten": "SELECT count(*) FROM forgotten",
-    "subagents": "SELECT count(*) FROM subagent_links",
-    "archived_messages": "SELECT coalesce(sum(message_count), 0) FROM archives",
-    "archives": "SELECT count(*) FROM archives",
-}
