@@ -14,13 +14,13 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from openclaw_lossless import __version__
-from openclaw_lossless.activity import iso
 from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.api.responses import CatchUpView
 from openclaw_lossless.api.schemas import RecalledItem
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.catchup_report import CatchUpReport
+from openclaw_lossless.observe.activity import iso
 from openclaw_lossless.sidecar import Sidecar
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])

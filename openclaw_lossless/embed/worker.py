@@ -33,7 +33,7 @@ from openclaw_lossless.embed.in_flight import InFlight
 from openclaw_lossless.embed.index import Nearest, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
-from openclaw_lossless.last_hour import BacklogWindow
+from openclaw_lossless.observe.last_hour import BacklogWindow
 from openclaw_lossless.store.api import ModelKey
 from openclaw_lossless.store.backend import Backend, Store
 

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from openclaw_lossless import readable
+from openclaw_lossless.api import readable
 from openclaw_lossless.api.deps import IngestDep, QueriesDep, SidecarDep, StatusDep
 from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wire
 from openclaw_lossless.errors import LosslessError

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.activity import RECALLS_PER_AGENT, Recall, RecallSummary
 from openclaw_lossless.api.agents import RecallDetail
 from openclaw_lossless.api.responses import wire
+from openclaw_lossless.observe.activity import RECALLS_PER_AGENT, Recall, RecallSummary
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.ui.render import page
 

@@ -14,11 +14,17 @@ from typing import Any
 
 from tqdm import tqdm
 
-from openclaw_lossless import readable
-from openclaw_lossless.cli_common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, settings_of
+from openclaw_lossless.api import readable
+from openclaw_lossless.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, settings_of
+from openclaw_lossless.cli.store_access import (
+    answer,
+    open_file_store,
+    running_sidecar,
+    serves_this_store,
+    sidecar_or_file,
+)
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store_access import answer, open_file_store, running_sidecar, serves_this_store, sidecar_or_file
 
 
 def cmd_forget(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.errors import BadRequest, LosslessError
-from openclaw_lossless.metrics import LATENCY_BUCKETS
+from openclaw_lossless.observe.metrics import LATENCY_BUCKETS
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -381,12 +381,11 @@ class MetricsListener:
 def bind_metrics_port(settings: Settings) -> MetricsListener:
     """The metrics port's sockets (none unless asked for); a bad host or a taken port is one line."""
     from openclaw_lossless import listeners
-    from openclaw_lossless.cli_common import is_loopback
 
     port, host = settings.metrics_port, settings.metrics_host
     if port is None:
         return MetricsListener([])
-    if not is_loopback(host) and not settings.allow_remote:
+    if not listeners.is_loopback(host) and not settings.allow_remote:
         raise BadRequest(f"refusing to serve metrics on {host}: it is not loopback; pass --allow-remote to mean it")
     if port != 0 and port == settings.port:
         raise BadRequest(f"--metrics-port {port} is the main port; pick another (the main port has /metrics already)")

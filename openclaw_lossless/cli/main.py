@@ -6,7 +6,7 @@ import, prune, reindex) always go to the file: SQLite's locking makes that safe 
 whose worker then embeds whatever was queued. Exit codes: 0 success, 1 a failure (the store, the embedder,
 a doctor finding, ...), 2 bad input (including a session, snapshot or compaction that does not exist, and
 usage errors), 130 interrupted; errors are one line on stderr, never a traceback. Here: the parser, the
-queries, snapshots and transfer; ``cli_serve.py`` and ``cli_maintenance.py`` hold the other commands.
+queries, snapshots and transfer; ``serve.py``, ``maintenance.py`` and ``migrate.py`` hold the other commands.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import httpx
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from openclaw_lossless import __version__, readable
+from openclaw_lossless import __version__
+from openclaw_lossless.api import readable
 from openclaw_lossless.api.responses import (
     MessageResponse,
     PackResponse,
@@ -36,7 +37,7 @@ from openclaw_lossless.api.responses import (
     StatsResponse,
     wire,
 )
-from openclaw_lossless.cli_common import (
+from openclaw_lossless.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
@@ -55,14 +56,13 @@ from openclaw_lossless.cli_common import (
     until,
     whole,
 )
-from openclaw_lossless.cli_common import is_loopback as is_loopback  # re-exported: cli.is_loopback still works
-from openclaw_lossless.cli_maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
-from openclaw_lossless.cli_migrate import register as register_migrate_store
-from openclaw_lossless.cli_serve import cmd_mcp, cmd_model_fetch, cmd_serve
+from openclaw_lossless.cli.maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
+from openclaw_lossless.cli.migrate import register as register_migrate_store
+from openclaw_lossless.cli.serve import cmd_mcp, cmd_model_fetch, cmd_serve
+from openclaw_lossless.cli.store_access import open_file_store
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.store.sqlite.connection import translate_error
-from openclaw_lossless.store_access import open_file_store
 
 # -- queries ------------------------------------------------------------------------------------------------
 
