@@ -150,14 +150,15 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if args.citation is not None:
         return _open_citation(settings, args)
     with open_file_store(settings) as sidecar:
+        queries = sidecar.queries
         session, up_to = args.session, None
         if args.snapshot:
-            snap = sidecar.queries.snapshot(args.snapshot)
+            snap = queries.snapshot(args.snapshot)
             session, up_to = snap.session_id, snap.last_message_id
         elif args.before_compaction is not None:
-            point = sidecar.queries.compaction(args.before_compaction)
+            point = queries.compaction(args.before_compaction)
             session, up_to = point.session_id, point.last_message_id
-        data = wire(RecoverResponse, sidecar.queries.recover(session, args.last, up_to))
+        data = wire(RecoverResponse, queries.recover(session, args.last, up_to))
     emit(data, args.json, readable.conversation)
     return EXIT_OK
 
@@ -194,15 +195,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     with open_file_store(settings_of(args)) as sidecar:
+        queries, ingest = sidecar.queries, sidecar.ingest
         if args.snapshot_command == "create":
-            data: Any = wire(SnapshotMadeView, sidecar.ingest.snapshot_create(args.name, args.session))
+            data: Any = wire(SnapshotMadeView, ingest.snapshot_create(args.name, args.session))
             human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
         elif args.snapshot_command == "list":
-            data = wire(SnapshotsResponse, {"snapshots": sidecar.queries.snapshots()})
+            data = wire(SnapshotsResponse, {"snapshots": queries.snapshots()})
             human = readable.snapshots
         else:
-            snap = sidecar.queries.snapshot(args.name)
-            recovered = wire(RecoverResponse, sidecar.queries.recover(snap.session_id, args.last, snap.last_message_id))
+            snap = queries.snapshot(args.name)
+            recovered = wire(RecoverResponse, queries.recover(snap.session_id, args.last, snap.last_message_id))
             data = wire(SnapshotView, snap) | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
             human = readable.snapshot
     emit(data, args.json, human)
@@ -220,9 +222,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if exists and not args.force:  # checked before the store is opened
         raise BadRequest(f"{args.output} already exists; export does not overwrite it without --force")
     with open_file_store(settings_of(args)) as sidecar:
-        scope = ExportScope(args.agent, args.session)
-        sidecar.ops.transfer.check_scope(sidecar.db.reader(), scope)  # before the output file is created or truncated
-        records = sidecar.ops.transfer.export_store(sidecar.db.reader(), scope)
+        scope, store = ExportScope(args.agent, args.session), sidecar.store
+        store.ops.transfer.check_scope(store.db.reader(), scope)  # before the output file is created or truncated
+        records = store.ops.transfer.export_store(store.db.reader(), scope)
         if not to_file:
             counts = write_jsonl(records, sys.stdout)
         else:
@@ -253,8 +255,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     with open_file_store(settings) as sidecar:
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
-            report: Any = sidecar.ops.transfer.import_jsonl(
-                sidecar.db, Path(args.jsonl), sidecar.capture_options, bar.update
+            store = sidecar.store
+            report: Any = store.ops.transfer.import_jsonl(
+                store.db, Path(args.jsonl), sidecar.capture_options, bar.update
             )
         data = vars(report)
     emit(

@@ -117,8 +117,9 @@ class MemorySearch:
             params["source"] = origin
 
         def on_file(sidecar: Sidecar) -> dict[str, Any]:
+            queries = sidecar.queries
             try:
-                return wire(SearchResponse, sidecar.queries.search(query, scope, k, mode, origin))
+                return wire(SearchResponse, queries.search(query, scope, k, mode, origin))
             except NotFound:
                 return {"hits": []}
 
