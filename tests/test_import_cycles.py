@@ -20,10 +20,11 @@ PACKAGE = "openclaw_lossless"
 # module), and imports only its own layer or lower ones. The front ends (CLI, web UI, HTTP API, doctor,
 # salvage, /metrics) use the composition root, which wires the jobs; the jobs use the host's transcripts,
 # recall, embeddings and the store; the store keeps what capture made of a message; config and errors are
-# under everything. A module named apart from its room sits lower than the rest of it because lower rooms use
-# it: ``observe`` keeps its instruments (fed by the turn's code) low and its ``/metrics`` exposition (which
-# reads the whole sidecar) high; the memory files' record shape is written by the store's export; the host's
-# config reader serves the memory files and the CLI besides doctor.
+# under everything. The few modules named apart from their room sit elsewhere in the order: ``observe`` keeps
+# its instruments (fed by the jobs) low and its ``/metrics`` exposition (which reads the whole sidecar) high;
+# the memory files' record shape sits under the store, whose export writes it; the host's config reader
+# (``doctor.host_config``) sits low, since the memory files and the CLI read the host's config too
+# (docs/decisions/0420-rooms-by-job.md).
 LAYERS = (
     "__main__",
     "cli",
@@ -39,11 +40,9 @@ LAYERS = (
     "service",
     "memory_files",
     "history",
-    "observe.activity",
+    "observe",
     "recall",
     "embed",
-    "observe.metrics",
-    "observe.last_hour",
     "store",
     "memory_files.records",
     "listeners",
