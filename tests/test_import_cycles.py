@@ -15,6 +15,8 @@ from pathlib import Path
 import grimp
 import pytest
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 PACKAGE = "openclaw_lossless"
 # The whole package, highest first: every module belongs to the most specific entry naming it (a package or a
 # module), and imports only its own layer or lower ones. The front ends (CLI, web UI, HTTP API, doctor,
