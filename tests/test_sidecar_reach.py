@@ -13,6 +13,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 PACKAGE = Path(__file__).resolve().parent.parent / "openclaw_lossless"
 COMPOSITION_ROOT = frozenset({"sidecar.py", "app.py"})
 
