@@ -41,6 +41,8 @@ def _is_sidecar(node: ast.expr, names: set[str]) -> bool:
 
 def deep_reaches(source: str) -> list[str]:
     """Each ``<sidecar>.<part>.<attribute>`` in ``source``, with its line."""
+    if "sidecar" not in source.lower():  # no name can hold one: skip the parse
+        return []
     tree = ast.parse(source)
     names = _sidecar_names(tree)
     found: list[tuple[int, str]] = []
