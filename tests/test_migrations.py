@@ -36,6 +36,7 @@ TABLES = {
     "subagent_links",
     "archives",
     "forgotten",
+    "archived",  # m012: archived messages' identities (their session and content hash)
     "message_days",
     "memory_files",  # m010: the workspace memory files indexed (docs/workspace-memory.md)
     # m009: the vectors' sqlite-vec table and the ordinary tables sqlite-vec keeps it in
@@ -159,6 +160,11 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
         ("window_key", "TEXT", 0, None, 0),
         ("message_id", "INTEGER", 0, None, 0),
         ("forgotten_at", "REAL", 1, None, 0),
+    ],
+    "archived": [
+        ("session_rowid", "INTEGER", 1, None, 1),
+        ("content_hash", "BLOB", 1, None, 2),
+        ("message_id", "INTEGER", 1, None, 0),
     ],
     "meta": [("key", "TEXT", 0, None, 1), ("value", "TEXT", 1, None, 0)],
     "migrations": [("name", "TEXT", 0, None, 1), ("applied_at", "REAL", 1, None, 0)],
@@ -301,7 +307,7 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
     # m008 leaves the old messages' days to the server's backfill, and records where it starts (meta)
-    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "message_days": 0, "memory_files": 0}
+    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "archived": 0, "message_days": 0, "memory_files": 0}
     counts["meta"] = before["counts"]["meta"] + 1
     assert after["counts"] == before["counts"] | counts
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]

@@ -73,7 +73,7 @@ def unregister_spawned(conn: Connection, child_key: str) -> bool:
     rowid = _unused_spawned(conn, child_key)
     if rowid is None or any(
         conn.execute(f"SELECT 1 FROM {table} WHERE session_rowid = %s LIMIT 1", (rowid,)).fetchone()
-        for table in ("turns", "compactions", "snapshots")
+        for table in ("turns", "compactions", "snapshots", "archived")
     ):
         return False
     conn.execute("DELETE FROM sessions WHERE id = %s", (rowid,))

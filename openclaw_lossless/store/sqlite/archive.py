@@ -177,6 +177,11 @@ def _remove(conn: Connection, path: Path, last_id: int) -> int:
     keep_ids_given(conn, [last_id])  # an archived message keeps its citation (the archive file holds it)
     vectors.delete_through(conn, last_id)  # any a slice left (embedded since): none in the common case
     conn.execute("DELETE FROM embedding_backlog WHERE message_id <= ?", (last_id,))
+    conn.execute(  # what catch-up, ingest and replays skip: the identity goes on without the row (m012)
+        "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
+        " SELECT session_rowid, content_hash, id FROM messages WHERE id <= ? AND kind <> 'memory'",
+        (last_id,),
+    )
     removed = int(conn.execute("DELETE FROM messages WHERE id <= ?", (last_id,)).rowcount)
     conn.execute(
         "INSERT INTO archives (path, created_at, first_message_id, last_message_id, message_count)"
