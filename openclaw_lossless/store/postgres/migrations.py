@@ -353,8 +353,8 @@ def m010_archived_identities(conn: Connection) -> None:
     """Identities of archived messages: their session and content hash, never their text (SQLite's m012 says
     why). The archives an earlier version wrote that this host can read are read here, each line's session and
     content hash kept; one on another sidecar's host, or unreadable, is left as it is (logged)."""
-    conn.execute(
-        """CREATE TABLE archived (
+    conn.execute(  # IF NOT EXISTS: a test's older store may have it
+        """CREATE TABLE IF NOT EXISTS archived (
             session_rowid bigint NOT NULL,
             content_hash bytea NOT NULL,
             message_id bigint NOT NULL,

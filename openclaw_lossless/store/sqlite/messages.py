@@ -221,8 +221,9 @@ def archived_of(conn: Connection, session_rowid: int, hashes: Sequence[bytes]) -
     wanted, found = sorted(set(hashes)), set[bytes]()
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            f"SELECT content_hash FROM archived WHERE session_rowid = ? AND content_hash IN ({','.join('?' * len(chunk))})",
+            f"SELECT content_hash FROM archived WHERE session_rowid = ? AND content_hash IN ({marks})",
             (session_rowid, *chunk),
         )
         found.update(bytes(row[0]) for row in rows)
