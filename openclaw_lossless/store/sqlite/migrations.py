@@ -482,7 +482,7 @@ def m012_archived_identities(conn: Connection) -> None:
     each archived message's identity here (memory-file chunks excepted: the indexer stores those again on
     purpose), ``insert_records`` refuses one, an import of the archive (a restore) takes it back out, and a
     forget drops it with the message. The archives an earlier version wrote (``archives``) are read here, each
-    line's session and content hash kept; an archive that cannot be read is left as it is.
+    line's session and content hash kept; an archive that cannot be read is left as it is (docs/decisions/0101).
     """
     conn.execute(
         """CREATE TABLE archived (
