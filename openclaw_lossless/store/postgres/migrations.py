@@ -371,6 +371,7 @@ def m010_archived_identities(conn: Connection) -> None:
                 " ON CONFLICT DO NOTHING",
                 ([f[0] for f in found], [f[1] for f in found], [f[2] for f in found]),
             )
+        log.info("archived identities (m010): %d read from %s", len(found), path)
 
 
 def _m010_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:

@@ -493,11 +493,13 @@ def m012_archived_identities(conn: Connection) -> None:
         ) WITHOUT ROWID"""
     )
     for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
+        found = list(_m012_identities(Path(str(path))))
         conn.executemany(
             "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
             " SELECT id, ?, ? FROM sessions WHERE session_id = ?",
-            _m012_identities(Path(str(path))),
+            found,
         )
+        log.info("archived identities (m012): %d read from %s", len(found), path)
 
 
 def _m012_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
