@@ -1,6 +1,6 @@
 """The PostgreSQL schema: ordered named migrations, applied once however many sidecars start at the same moment.
 
-The tables mirror the SQLite store's (``store/sqlite/migrations.py``, m001-m011) with PostgreSQL's own means:
+The tables mirror the SQLite store's (``store/sqlite/migrations.py``, m001-m012) with PostgreSQL's own means:
 
 - ids are ``bigint`` identities (an import may still insert explicit ids); times stay ``double precision``
   epoch seconds, the values SQLite stores, so both backends hand callers the same numbers;
@@ -26,9 +26,13 @@ Shipped migrations are never edited; a change is a new function appended to ``MI
 
 from __future__ import annotations
 
+import gzip
+import json
 import logging
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -345,6 +349,46 @@ def m009_unspaced_grams(conn: Connection) -> None:
     conn.execute(f"CREATE INDEX messages_search ON messages {words}")
 
 
+def m010_archived_identities(conn: Connection) -> None:
+    """Identities of archived messages: their session and content hash, never their text (SQLite's m012 says
+    why). The archives an earlier version wrote that this host can read are read here, each line's session and
+    content hash kept; one on another sidecar's host, or unreadable, is left as it is (logged)."""
+    conn.execute(  # IF NOT EXISTS: a test's older store may have it
+        """CREATE TABLE IF NOT EXISTS archived (
+            session_rowid bigint NOT NULL,
+            content_hash bytea NOT NULL,
+            message_id bigint NOT NULL,
+            PRIMARY KEY (session_rowid, content_hash)
+        )"""
+    )
+    for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
+        found = list(_m010_identities(Path(str(path))))
+        if found:
+            conn.execute(
+                "INSERT INTO archived (session_rowid, content_hash, message_id)"
+                " SELECT s.id, a.content_hash, a.message_id FROM unnest(%s::bytea[], %s::bigint[], %s::text[])"
+                " AS a(content_hash, message_id, session_id) JOIN sessions s ON s.session_id = a.session_id"
+                " ON CONFLICT DO NOTHING",
+                ([f[0] for f in found], [f[1] for f in found], [f[2] for f in found]),
+            )
+        log.info("archived identities (m010): %d read from %s", len(found), path)
+
+
+def _m010_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
+    """(content hash, id, session id) of each message line of an archive this migration can read."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                    if "type" not in record and record.get("kind") != "memory":
+                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    except (OSError, EOFError, zlib.error) as exc:
+        log.warning("archived identities (m010): %s not read: %s", path, exc)
+
+
 MIGRATIONS: list[Migration] = [
     m001_extensions_and_text_search,
     m002_sessions_turns_messages,
@@ -355,6 +399,7 @@ MIGRATIONS: list[Migration] = [
     m007_keyword_vectors_in_the_row,
     m008_memory_files,
     m009_unspaced_grams,
+    m010_archived_identities,
 ]
 
 

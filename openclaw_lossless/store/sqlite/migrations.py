@@ -12,10 +12,13 @@ another model's vectors cannot be converted.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import logging
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 
@@ -470,6 +473,50 @@ def m011_unspaced_grams(conn: Connection) -> None:
         log.info("keyword index with pairs of characters (m011): %d of %d messages", done, total)
 
 
+def m012_archived_identities(conn: Connection) -> None:
+    """Identities of archived messages: their session and content hash, never their text.
+
+    Why: the size cap moves the oldest messages into a gzip archive; with their rows went the identity
+    (``UNIQUE (session_rowid, content_hash)``) that made a catch-up from the host's transcripts, an ingest or a
+    re-delivered message skip them, so they were stored a second time. ``store/sqlite/archive.py`` now keeps
+    each archived message's identity here (memory-file chunks excepted: the indexer stores those again on
+    purpose), ``insert_records`` refuses one, an import of the archive (a restore) takes it back out, and a
+    forget drops it with the message. The archives an earlier version wrote (``archives``) are read here, each
+    line's session and content hash kept; an archive that cannot be read is left as it is (docs/decisions/0101).
+    """
+    conn.execute(
+        """CREATE TABLE archived (
+            session_rowid INTEGER NOT NULL,
+            content_hash BLOB NOT NULL,
+            message_id INTEGER NOT NULL,
+            PRIMARY KEY (session_rowid, content_hash)
+        ) WITHOUT ROWID"""
+    )
+    for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
+        found = list(_m012_identities(Path(str(path))))
+        conn.executemany(
+            "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
+            " SELECT id, ?, ? FROM sessions WHERE session_id = ?",
+            found,
+        )
+        log.info("archived identities (m012): %d read from %s", len(found), path)
+
+
+def _m012_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
+    """(content hash, id, session id) of each message line of an archive this migration can read."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                    if "type" not in record and record.get("kind") != "memory":
+                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    except (OSError, EOFError, zlib.error) as exc:
+        log.warning("archived identities (m012): %s not read: %s", path, exc)
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_date_terms,
@@ -482,6 +529,7 @@ MIGRATIONS: list[Migration] = [
     m009_vectors_in_vec0,
     m010_memory_files,
     m011_unspaced_grams,
+    m012_archived_identities,
 ]
 
 
