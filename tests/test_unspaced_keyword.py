@@ -114,13 +114,19 @@ def test_a_store_written_by_the_release_before_gains_pairs_through_its_migration
     tmp_path: Path, embedder: HashEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The fixture store (tests/fixtures/README.md) was written by the release before m011: its index holds
-    each Chinese and Japanese sentence as one token. Opened by this version, m011 pairs them, with its
-    progress in the log, and a word inside them is found; the Latin words are found as before."""
+    each Chinese and Japanese sentence as one token. Opened by this version, m011 queues them (``/stats``
+    shows it) and the backfill pairs them (the server's background thread, run here by hand; a real process
+    killed half-way: ``test_keyword_pairs_backfill.py``), with its progress in the log; a word inside them is
+    then found, the Latin words as before."""
     settings = make_settings(tmp_path / "state")
     settings.state_dir.mkdir(parents=True)
     shutil.copy(RELEASE_STORE, settings.database_path)
     with caplog.at_level("INFO"), live_sidecar(settings, embedder) as server:
-        assert "m011): 10 of 10 messages" in caplog.text
+        assert "m011): 10 stored messages are paired in the background" in caplog.text
+        assert server.client.get("/stats").json()["keywordPairs"] == {"done": 0, "total": 10}
+        assert server.sidecar.db.write(server.sidecar.ops.keyword_pairs.step) is False  # one batch: all done
+        assert server.client.get("/stats").json()["keywordPairs"] is None
+        assert "all 10 messages read, the backfill is done" in caplog.text
         for word, text in (("北京", MESSAGES["zh"]), ("田中", MESSAGES["ja"]), ("김민수", MESSAGES["ko"])):
             answer = server.client.get("/v1/search", params={"q": word, "mode": "keyword", "k": 3}).json()
             assert first_texts(answer["hits"], "text")[:1] == [text], word

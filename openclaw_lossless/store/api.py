@@ -40,6 +40,7 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
 from openclaw_lossless.store.sqlite.counts import StoreCounts
 from openclaw_lossless.store.sqlite.forget import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.sqlite.keyword_pairs import PairsProgress
 from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk
 from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
@@ -266,6 +267,24 @@ class KeywordStats(Protocol[C]):
 
     def clear(self) -> None:
         """Forget every count (messages were archived or forgotten: counts went down)."""
+        ...
+
+
+class KeywordPairs(Protocol[C]):
+    """The pairs of characters of messages stored before the keyword index held them, added in the background
+    (``store/sqlite/keyword_pairs.py``): resumable, a batch per transaction, newest first."""
+
+    def progress(self, conn: C) -> PairsProgress | None:
+        """Where the backfill stands; None when no message waits for its pairs."""
+        ...
+
+    def step(self, conn: C, batch: int = ...) -> bool:
+        """Pair and index one batch of those, moving the cursor past it in the same transaction; False when
+        none is left. Done twice, a message still has one index entry."""
+        ...
+
+    def queue_all(self, conn: C) -> None:
+        """Have every message stored so far paired again in the background."""
         ...
 
 

@@ -29,6 +29,7 @@ from openclaw_lossless.store.sqlite import (
     forget,
     fulltext,
     imported,
+    keyword_pairs,
     memory_files,
     message_days,
     messages,
@@ -61,6 +62,7 @@ class Backend:
     fulltext: api.Fulltext[Any]
     term_stats: Callable[[int], api.KeywordStats[Any]]
     message_days: api.MessageDays[Any]
+    keyword_pairs: api.KeywordPairs[Any]
     vectors: api.Vectors[Any]
     backlog: api.Backlog[Any]
     meta: api.Meta[Any]
@@ -88,6 +90,7 @@ SQLITE = Backend(
     fulltext=fulltext,
     term_stats=term_stats.TermStats,
     message_days=message_days,
+    keyword_pairs=keyword_pairs,
     vectors=vectors,
     backlog=backlog,
     meta=meta,
@@ -195,6 +198,7 @@ def postgres() -> Backend:
         forget,
         fulltext,
         imported,
+        keyword_pairs,
         maintenance,
         memory_files,
         message_days,
@@ -219,6 +223,7 @@ def postgres() -> Backend:
         fulltext=fulltext,
         term_stats=term_stats.TermStats,
         message_days=message_days,
+        keyword_pairs=keyword_pairs,
         vectors=vectors,
         backlog=backlog,
         meta=meta,
