@@ -203,22 +203,23 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{term}"' for term in terms) if terms else None
 
 
-def has_pairs(terms: Sequence[str]) -> bool:
-    """Whether a keyword query's ``terms`` hold a pair of characters of an unspaced script."""
-    return any(grams.has_unspaced(term) for term in terms)
+def query_pairs(terms: Sequence[str]) -> list[str]:
+    """The pairs of characters of an unspaced script among a keyword query's ``terms``."""
+    return [term for term in terms if grams.has_unspaced(term)]
 
 
-def pair_coverage(terms: Sequence[str], message: str) -> float:
+def pair_coverage(terms: Sequence[str], message: str, pairs: Sequence[str] | None = None) -> float:
     """The share of a keyword query's ``terms`` (``query_terms``) that ``message`` holds: a pair of characters
-    counts where the message's text has it, a word always (the index matched it, stemmed). 1 for a query
-    without pairs, so a query in a spaced language is scored as before.
+    (``pairs``: ``query_pairs`` of the terms, given when known) counts where the message's text has it, a
+    word always (the index matched it, stemmed). 1 for a query without pairs, so a query in a spaced
+    language is scored as before.
 
     Why: the keyword lane's scores are relative to its best hit, and a pair is weak evidence: a question in
     other words shares common pairs (particles, endings) with unrelated messages, and the best of those
     scored 1 beside the vector lane's cosine. Weighed by coverage, a message holding a few of the question's
     pairs counts for little, one holding the asked word's pairs nearly all (docs/decisions/0301).
     """
-    pairs = [term for term in terms if grams.has_unspaced(term)]
+    pairs = query_pairs(terms) if pairs is None else pairs
     if not pairs:
         return 1.0
     lowered = message.lower()
