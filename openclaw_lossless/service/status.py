@@ -25,8 +25,8 @@ from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.keyword_pairs import PairsProgress
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, FAILED
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 
 
 @dataclass(frozen=True)

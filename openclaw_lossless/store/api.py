@@ -41,7 +41,6 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
 from openclaw_lossless.store.sqlite.counts import StoreCounts
 from openclaw_lossless.store.sqlite.forget import ForgettingIndex, Forgotten, Selector
-from openclaw_lossless.store.sqlite.keyword_pairs import PairsProgress
 from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk
 from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
@@ -55,6 +54,7 @@ from openclaw_lossless.store.sqlite.snapshots import (
 from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
 from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.timeexpr.days import DayRange
 
 C = TypeVar("C", contravariant=True)  # the backend's connection, as the caller's unit of work hands it over
@@ -282,10 +282,6 @@ class KeywordPairs(Protocol[C]):
     def step(self, conn: C, batch: int = ...) -> bool:
         """Pair and index one batch of those, moving the cursor past it in the same transaction; False when
         none is left. Done twice, a message still has one index entry."""
-        ...
-
-    def queue_all(self, conn: C) -> None:
-        """Have every message stored so far paired again in the background."""
         ...
 
 

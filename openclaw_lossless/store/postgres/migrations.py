@@ -35,8 +35,9 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
-from openclaw_lossless.store.postgres import keyword_pairs
+from openclaw_lossless.store.postgres import meta
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path, translate_error
+from openclaw_lossless.store.statements import keyword_pairs
 
 Migration = Callable[[Connection], None]
 log = logging.getLogger(__name__)
@@ -325,13 +326,7 @@ def m009_unspaced_grams(conn: Connection) -> None:
     )
     words = WORDS_BY_ID if btree_gin else "USING gin (search) WITH (fastupdate = off)"
     conn.execute(f"CREATE INDEX messages_search ON messages {words}")
-    keyword_pairs.queue_all(conn)
-    waiting = keyword_pairs.progress(conn)
-    if waiting is not None:
-        log.info(
-            "keyword index with pairs of characters (m009): %d stored messages are paired in the background",
-            waiting.total,
-        )
+    keyword_pairs.queue_all(conn, meta, "m009")
 
 
 MIGRATIONS: list[Migration] = [

@@ -20,8 +20,9 @@ from collections.abc import Callable
 import numpy as np
 
 from openclaw_lossless.errors import SchemaTooNew
-from openclaw_lossless.store.sqlite import keyword_pairs, meta
+from openclaw_lossless.store.sqlite import meta
 from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.statements import keyword_pairs
 
 Migration = Callable[[Connection], None]
 FREE_SPACE_ZEROED = "free_space_zeroed"  # set when no byte freed before secure_delete was always on can remain
@@ -449,14 +450,8 @@ def m011_unspaced_grams(conn: Connection) -> None:
             VALUES ('delete', old.id, old.text, old.date_terms, old.grams);
         END"""
     )
+    keyword_pairs.queue_all(conn, meta, "m011")
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
-    keyword_pairs.queue_all(conn)
-    waiting = keyword_pairs.progress(conn)
-    if waiting is not None:
-        log.info(
-            "keyword index with pairs of characters (m011): %d stored messages are paired in the background",
-            waiting.total,
-        )
 
 
 MIGRATIONS: list[Migration] = [

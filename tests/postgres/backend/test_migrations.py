@@ -15,8 +15,8 @@ from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.recall.search import fts_query
 from openclaw_lossless.store.postgres import fulltext, keyword_pairs, migrations, vectors
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite.keyword_pairs import PairsProgress
 from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
