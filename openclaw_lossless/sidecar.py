@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from openclaw_lossless.activity import Activity
 from openclaw_lossless.capture.injected import InjectedText
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.capture.redact import build_redactor
@@ -29,7 +28,8 @@ from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.memory_files.indexer import MemoryIndexer
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.observe.activity import Activity
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.recall.assemble import Assembler
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.ingest import Ingest

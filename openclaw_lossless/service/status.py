@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 from openclaw_lossless import __version__
-from openclaw_lossless.activity import Activity, AgentTimes
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.openai_compat import EmbedderStats
@@ -21,8 +20,9 @@ from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
-from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
-from openclaw_lossless.metrics import Latency, Metrics
+from openclaw_lossless.observe.activity import Activity, AgentTimes
+from openclaw_lossless.observe.last_hour import MinuteBacklog, MinuteLatency
+from openclaw_lossless.observe.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, FAILED
