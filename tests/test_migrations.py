@@ -313,9 +313,10 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
 
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
-    # m008 leaves the old messages' days to the server's backfill, and records where it starts (meta)
+    # m008 leaves the old messages' days to the server's backfill, m011 their keyword pairs; each records
+    # where it starts (meta)
     counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "archived": 0, "message_days": 0, "memory_files": 0}
-    counts["meta"] = before["counts"]["meta"] + 1
+    counts["meta"] = before["counts"]["meta"] + 2
     assert after["counts"] == before["counts"] | counts
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...

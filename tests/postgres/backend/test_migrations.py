@@ -14,9 +14,10 @@ from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.recall.search import fts_query
-from openclaw_lossless.store.postgres import archive, fulltext, messages, migrations, sessions, vectors
+from openclaw_lossless.store.postgres import archive, fulltext, keyword_pairs, messages, migrations, sessions, vectors
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
@@ -246,8 +247,9 @@ RELEASE_TEXTS = [
 def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_after_m009(
     place: Place, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """m009 pairs the messages a store already holds and computes every keyword entry again: words inside
-    Chinese and Japanese runs are found, the Latin words as before, and the index keeps the ids beside them."""
+    """m009 computes every keyword entry again and queues the messages a store already holds; the backfill
+    (``keyword_pairs.step``) pairs them: words inside Chinese and Japanese runs are then found, the Latin words
+    as before (meanwhile too), and the index keeps the ids beside them."""
     db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
     try:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:8])  # up to m008: the release before pairs
@@ -280,7 +282,12 @@ def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_a
         assert found("北京") == [] and found("ferry") == [ids[2]]
         with caplog.at_level("INFO"):
             assert migrations.migrate(db) == ALL[ALL.index("m009_unspaced_grams") :]
-        assert "m009): 2 of 2 messages paired" in caplog.text  # its progress, in the log
+            assert "m009): 3 stored messages are paired in the background" in caplog.text
+            assert found("北京") == [] and found("ferry") == [ids[2]]  # not yet paired; spaced text as before
+            assert db.write(keyword_pairs.progress) == PairsProgress(ids[-1] + 1, 0, 3)
+            assert db.write(keyword_pairs.step) is False  # one batch held them all
+        assert "all 3 messages read, the backfill is done" in caplog.text
+        assert db.write(keyword_pairs.progress) is None
         assert found("北京") == [ids[0]] and found("王府井") == [ids[0]] and found("田中") == [ids[1]]
         assert found("ferry") == [ids[2]]
         assert keyword_index(db).endswith("USING gin (id, search) WITH (fastupdate=off)")
