@@ -54,9 +54,11 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     def on_file() -> Any:
         from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse, chunks_of
         from openclaw_lossless.api.responses import wire
+        from openclaw_lossless.api.spool import store_spooled
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
+            store_spooled(sidecar)  # the plugin's spooled turns first, as the sidecar's forget does
             selector = request.selector(chunks_of(sidecar, request))
             done = sidecar.ops.forget.run(
                 sidecar.db, sidecar.index, settings.archive_dir, selector, dry_run=request.dry_run

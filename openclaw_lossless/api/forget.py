@@ -14,6 +14,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.spool import store_spooled
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite.forget import Selector
@@ -91,7 +92,11 @@ class ForgetResponse(Answer):
 
 
 def run_forget(sidecar: Sidecar, selector: Selector, dry_run: bool) -> ForgetResponse:
-    """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI."""
+    """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI.
+
+    The plugin's spooled turns are stored first, as its next commit would (``api/spool.py``): the selection
+    then covers them, and a dry run lists what the forget itself removes."""
+    store_spooled(sidecar)
     result = sidecar.ops.forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
     if not dry_run:
         sidecar.metrics.counters["messages_forgotten"] += result.forgotten

@@ -36,7 +36,7 @@ from tests.e2e.loopback import assert_loopback_only, bring_up_loopback  # noqa: 
 
 Scenario = Callable[[Run], JsonObj]
 # Played only when --only names them (the other OpenClaw lines' lean runs, test_e2e_lines.py).
-ON_REQUEST = {"typedNew", "outageOverflow"}
+ON_REQUEST = {"typedNew"}
 
 # In order. The healthy ones first (their gateway log must show no degradation), then the ones that break
 # things: the plugin's sidecar killed, then the second gateway (autoStart off) with a foreign program on the
