@@ -19,7 +19,7 @@ from tests.helpers import LiveSidecar, free_port, store_rows
 REPO = Path(__file__).resolve().parents[1]
 DRIVER = REPO / "plugin" / "test" / "fixtures" / "commit-turns.mjs"
 SESSION, KEY = "s-spool", "agent:main:main"
-SECRET = "The shed padlock combination is quokka-7731."
+PRIVATE = "The shed padlock combination is quokka-7731."
 
 
 def turn(key: str, text: str, at: int) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def test_spooled_turns_are_stored_once_in_order_when_the_sidecar_answers(sidecar
 
 
 def test_a_forget_stores_the_spool_first_so_a_later_replay_brings_nothing_back(sidecar: LiveSidecar) -> None:
-    down = commit(sidecar, [turn("f-1", SECRET, 1_767_225_600_000)], reachable=False)
+    down = commit(sidecar, [turn("f-1", PRIVATE, 1_767_225_600_000)], reachable=False)
     assert down["results"] == [{"status": "committed"}] and len(spool_files(sidecar)) == 1
     planned = sidecar.client.post("/v1/forget", json={"match": "quokka-7731", "dryRun": True})
     assert planned.status_code == 200, planned.text
@@ -90,7 +90,8 @@ def test_a_forget_stores_the_spool_first_so_a_later_replay_brings_nothing_back(s
     assert done.status_code == 200 and done.json()["forgotten"] == 2, done.text
     assert spool_files(sidecar) == []
     # The plugin's next commit replays nothing of it: the spool is empty, and the turn's key is known.
-    commit(sidecar, [turn("f-1", SECRET, 1_767_225_600_000), turn("f-2", "Unrelated.", 1_767_225_700_000)], reachable=True)
+    again = [turn("f-1", PRIVATE, 1_767_225_600_000), turn("f-2", "Unrelated.", 1_767_225_700_000)]
+    commit(sidecar, again, reachable=True)
     assert not any("quokka" in text for text in stored_texts(sidecar))
     hits = sidecar.client.get("/v1/search", params={"q": "shed padlock combination"}).json()
     assert not any("quokka" in json.dumps(hit) for hit in hits.get("hits", [])), hits
