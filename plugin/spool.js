@@ -111,13 +111,16 @@ function readRecord(path) {
   return { problem: "not a spool record" };
 }
 
-/** Whether the error means nobody answered (as opposed to an answer that refuses the turn). */
-export const noAnswer = (error) => error?.retryable === true && error.status === undefined;
+/**
+ * Whether the error stops a replay: nobody answered, or the sidecar answered that it cannot store anything now
+ * (429, 502-504, 507); any other answer (a 4xx, a 500) refuses that one turn.
+ */
+export const cannotStoreNow = (error) => error?.retryable === true && error.status !== 500;
 
 /**
  * Send the spooled turns, oldest first, through `send(body)` (the commitTurn hook); each is removed once
- * answered committed or duplicate. Stops at the first turn nobody answered; a turn the sidecar refuses is kept
- * (and not sent again by this process) and the others go on. One replay at a time per process.
+ * answered committed or duplicate. Stops at the first turn the sidecar cannot store now (cannotStoreNow); a
+ * turn it refuses is kept (and not sent again by this process) and the others go on. One replay at a time per process.
  * Resolves to {sent, left, blocked?: the error that stopped it}.
  */
 export function replaySpool(settings, send, log) {
@@ -138,7 +141,7 @@ export function replaySpool(settings, send, log) {
       try {
         answer = await send(record.body);
       } catch (error) {
-        if (noAnswer(error)) return { sent, left: names.length - index, blocked: error };
+        if (cannotStoreNow(error)) return { sent, left: names.length - index, blocked: error };
         SHARED.refused.add(name);
         log.warn?.(`[lossless] the sidecar refused spooled turn ${name} (${error.code ?? error.name}); it stays in ${dir}`);
         continue;

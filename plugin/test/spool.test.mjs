@@ -37,7 +37,7 @@ async function freePort() {
 }
 
 /** A sidecar that stores each advancementKey once, in arrival order; `refuse` names keys it answers 422 for. */
-async function sidecar(port, stateDir, { refuse = new Set() } = {}) {
+async function sidecar(port, stateDir, { refuse = new Set(), busy = { now: false } } = {}) {
   writeFileSync(join(stateDir, "token"), "spool-token", { mode: 0o600 });
   const stored = [];
   const seen = new Set();
@@ -50,6 +50,7 @@ async function sidecar(port, stateDir, { refuse = new Set() } = {}) {
     req.on("end", () => {
       const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}");
       if (req.url !== "/v1/hooks/commit-turn") return send(200, { windowStart: 0, estimatedTokens: 0, systemPromptAddition: "" });
+      if (busy.now) return send(503, { error: { code: "store_unavailable", message: "busy" } });
       if (refuse.has(body.advancementKey)) return send(422, { error: { code: "invalid_request", message: "refused" } });
       const status = seen.has(body.advancementKey) ? "duplicate" : "committed";
       if (status === "committed") {
@@ -151,6 +152,28 @@ test("a spooled turn the sidecar refuses stays in the spool and does not hold th
     assert.equal(left.length, 1);
     assert.equal(JSON.parse(readFileSync(join(stateDir, SPOOL_DIR, left[0]), "utf8")).body.advancementKey, "bad");
     assert.ok(lines.some((line) => line.includes("refused spooled turn") && line.includes("invalid_request")), lines);
+  } finally {
+    await up.close();
+    stopSupervising();
+  }
+});
+
+test("a sidecar that cannot store now (503) stops the replay, and the turn joins the spool behind the others", async () => {
+  const stateDir = setup();
+  const port = await freePort();
+  const { log } = recorder();
+  const config = { sidecarUrl: `http://127.0.0.1:${port}`, stateDir, autoStart: false };
+  await createEngine(config, { log }).commitTurn(turn("b-1"));
+  const busy = { now: true };
+  const up = await sidecar(port, stateDir, { busy });
+  try {
+    assert.deepEqual(await createEngine(config, { log }).commitTurn(turn("b-2")), { status: "committed" });
+    assert.deepEqual(up.stored, []);
+    assert.equal(spooledNames({ stateDir }).length, 2);
+    busy.now = false;
+    await createEngine(config, { log }).commitTurn(turn("b-3"));
+    assert.deepEqual(up.stored, ["b-1", "b-2", "b-3"]);
+    assert.equal(spooledNames({ stateDir }).length, 0);
   } finally {
     await up.close();
     stopSupervising();
