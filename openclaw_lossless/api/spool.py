@@ -32,6 +32,9 @@ def spooled(state_dir: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if p.name.endswith(RECORD_SUFFIX))
     except FileNotFoundError:
         return []
+    except OSError as error:  # another user's spool (a container on the plugin's dir): the forget goes on
+        log.warning("the plugin's spool %s cannot be read: %s", folder, type(error).__name__)
+        return []
 
 
 def _request(path: Path) -> CommitTurnRequest | None:
