@@ -83,10 +83,10 @@ def test_spooled_turns_are_stored_once_in_order_when_the_sidecar_answers(sidecar
 def test_a_forget_stores_the_spool_first_so_a_later_replay_brings_nothing_back(sidecar: LiveSidecar) -> None:
     down = commit(sidecar, [turn("f-1", PRIVATE, 1_767_225_600_000)], reachable=False)
     assert down["results"] == [{"status": "committed"}] and len(spool_files(sidecar)) == 1
-    planned = sidecar.client.post("/v1/forget", json={"match": "quokka-7731", "dryRun": True})
+    planned = sidecar.client.post("/v1/forget", json={"match": "padlock combination", "dryRun": True})
     assert planned.status_code == 200, planned.text
     assert planned.json()["forgotten"] == 2  # the spooled turn, stored first, is in the selection
-    done = sidecar.client.post("/v1/forget", json={"match": "quokka-7731"})
+    done = sidecar.client.post("/v1/forget", json={"match": "padlock combination"})
     assert done.status_code == 200 and done.json()["forgotten"] == 2, done.text
     assert spool_files(sidecar) == []
     # The plugin's next commit replays nothing of it: the spool is empty, and the turn's key is known.
