@@ -30,7 +30,7 @@ from openclaw_lossless.store.statements.timeline import Timelines
 T = TypeVar("T")
 BackendName = Literal["sqlite", "postgresql"]
 # The sidecar's own reading threads: recall's vector lanes (4), the embedding worker and its extra drain
-# thread, catch-up, the days backfill, the index loader, the size cap, and two to spare.
+# thread, catch-up, the backfill (days, keyword pairs), the index loader, the size cap, and two to spare.
 INTERNAL_READERS = 11
 
 
@@ -45,6 +45,7 @@ class Backend:
     fulltext: api.Fulltext[Any]
     term_stats: Callable[[int], api.KeywordStats[Any]]
     message_days: api.MessageDays[Any]
+    keyword_pairs: api.KeywordPairs[Any]
     vectors: api.Vectors[Any]
     backlog: api.Backlog[Any]
     meta: api.Meta[Any]

@@ -60,6 +60,8 @@ from openclaw_lossless.store.model.rewrite import cache_key
 from openclaw_lossless.store.postgres import archive, fulltext, messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements import forget as shared
 from openclaw_lossless.store.statements.forget import forgotten_count as forgotten_count
 from openclaw_lossless.store.statements.forget import resurrected as resurrected
 
@@ -196,6 +198,11 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
     for named in archived:
         if named.record is not None:
             _tombstone_archived(conn, named.record, now)
+    conn.execute(  # a tombstone names them now; the archived identity goes with the line (m010)
+        "DELETE FROM archived a USING messages m WHERE m.id = ANY(%s::bigint[])"
+        " AND a.session_rowid = m.session_rowid AND a.content_hash = m.content_hash",
+        (ids,),
+    )
     removed = delete_messages(conn, ids)
     for session_id in sessions:
         _forget_summaries(conn, session_id)
@@ -221,6 +228,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
+    shared.drop_archived_identity(POSTGRES, conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
         " AND (m.content_hash = %s OR m.window_key = %s)",
@@ -235,6 +243,7 @@ def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) ->
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError, KeyError):
         identity = (str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
+        shared.drop_archived_identity(POSTGRES, conn, *identity)
         key = record.get("windowKey") if dated else None
         message_id = record.get("id") if isinstance(record.get("id"), int) else None
         conn.execute(

@@ -47,6 +47,8 @@ from openclaw_lossless.store.sqlite import meta, vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements import forget as shared
 from openclaw_lossless.store.statements.forget import forgotten_count as forgotten_count
 from openclaw_lossless.store.statements.forget import resurrected as resurrected
 
@@ -150,6 +152,11 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
     for named in archived:
         if named.record is not None:
             _tombstone_archived(conn, named.record, now)
+    conn.execute(  # a tombstone names them now; the archived identity goes with the line (m012)
+        "DELETE FROM archived WHERE EXISTS (SELECT 1 FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))"
+        " AND m.session_rowid = archived.session_rowid AND m.content_hash = archived.content_hash)",
+        (marks,),
+    )
     removed = delete_messages(conn, ids)
     for session_id in sessions:
         _forget_summaries(conn, session_id)
@@ -179,6 +186,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
+    shared.drop_archived_identity(SQLITE, conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = ?"
         " AND (m.content_hash = ? OR (? IS NOT NULL AND m.window_key = ?))",
@@ -191,6 +199,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError):
+        shared.drop_archived_identity(SQLITE, conn, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
         conn.execute(
             "INSERT OR IGNORE INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
             " VALUES (?, ?, ?, ?, ?)",
