@@ -74,10 +74,11 @@ def rescan_store(sidecar: Sidecar, *, dry_run: bool, progress: Progress | None =
     if not _RUNNING.acquire(blocking=False):
         raise RescanRunning("a redaction rescan is already running on this store; wait for it to finish")
     try:
+        settings = sidecar.settings
         return Rescan(
             sidecar.store,
             sidecar.capture_options,
-            sidecar.settings.archive_dir,
+            settings.archive_dir,
             dry_run=dry_run,
             page=page,
             progress=progress,

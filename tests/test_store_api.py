@@ -30,12 +30,13 @@ from openclaw_lossless.store.sqlite import (
     sessions,
     snapshots,
     subagents,
-    timeline,
     transfer,
     vectors,
 )
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.term_stats import TermStats
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.timeline import Timelines
 
 # Checked by mypy: each module (or object) is an implementation of its protocol for SQLite's types.
 _migrations: api.Migrations[Database] = migrations
@@ -48,7 +49,7 @@ _vectors: api.Vectors[Connection] = vectors
 _backlog: api.Backlog[Connection] = backlog
 _meta: api.Meta[Connection] = meta
 _snapshots: api.Snapshots[Connection] = snapshots
-_timelines: api.Timelines[Connection] = timeline
+_timelines: api.Timelines[Connection] = Timelines(SQLITE)
 _subagents: api.Subagents[Connection] = subagents
 _imported: api.Imported[Connection] = imported
 _counts: api.Counts[Connection] = counts
@@ -64,7 +65,7 @@ _rebuild: api.Rebuild[Connection, Database] = rebuild
 IMPLEMENTATIONS: list[tuple[type[Any], ModuleType | object]] = [
     (api.Migrations, migrations), (api.Sessions, sessions), (api.Messages, messages), (api.Fulltext, fulltext),
     (api.KeywordStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
-    (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, timeline),
+    (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, Timelines(SQLITE)),
     (api.Subagents, subagents), (api.Imported, imported), (api.Counts, counts), (api.Agents, agents),
     (api.Archive, archive),
     (api.Forgetting, forget), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
 from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
@@ -49,6 +48,7 @@ from openclaw_lossless.history.coverage import StoreCoverage
 from openclaw_lossless.history.importer import import_history
 from openclaw_lossless.history.sink import Sink
 from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, ImportReport, transcript_session_id
+from openclaw_lossless.observe.activity import Activity, iso
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.sqlite.sessions import agent_of

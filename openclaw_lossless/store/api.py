@@ -4,8 +4,9 @@ Why: several sidecars sharing one memory need a server (PostgreSQL + pgvector), 
 nothing to run (SQLite + FTS5 + sqlite-vec), and the rest of the package must not care which. These protocols
 name each call the sidecar, recall, the embedding worker, history import, archive, forget, transfer, doctor and
 the CLI make, and their docstrings state what both backends must keep. ``store/sqlite/`` and
-``store/postgres/`` each have a module per protocol; ``store/backend.py`` gathers them into a ``Backend``
-(one field per protocol, so mypy holds every module to its protocol) and callers reach them through
+``store/postgres/`` each have a module per protocol (what both run alike, the timeline's whole, is kept once
+in ``store/statements/``);
+``store/backend.py`` gathers them into a ``Backend`` (one field per protocol) and callers reach them through
 ``Store.ops``. ``tests/test_store_api.py`` and ``tests/postgres/backend/test_api.py`` also check each call's
 parameters at run time.
 
@@ -53,6 +54,7 @@ from openclaw_lossless.store.sqlite.snapshots import (
 from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
 from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.timeexpr.days import DayRange
 
 C = TypeVar("C", contravariant=True)  # the backend's connection, as the caller's unit of work hands it over
@@ -266,6 +268,20 @@ class KeywordStats(Protocol[C]):
 
     def clear(self) -> None:
         """Forget every count (messages were archived or forgotten: counts went down)."""
+        ...
+
+
+class KeywordPairs(Protocol[C]):
+    """The pairs of characters of messages stored before the keyword index held them, added in the background
+    (``store/sqlite/keyword_pairs.py``): resumable, a batch per transaction, newest first."""
+
+    def progress(self, conn: C) -> PairsProgress | None:
+        """Where the backfill stands; None when no message waits for its pairs."""
+        ...
+
+    def step(self, conn: C, batch: int = ...) -> bool:
+        """Pair and index one batch of those, moving the cursor past it in the same transaction; False when
+        none is left. Done twice, a message still has one index entry."""
         ...
 
 

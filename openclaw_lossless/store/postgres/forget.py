@@ -60,6 +60,8 @@ from openclaw_lossless.store.sqlite.forget import (
     settle,
 )
 from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.statements.forget import forgotten_count as forgotten_count
+from openclaw_lossless.store.statements.forget import resurrected as resurrected
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +199,11 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
     for named in archived:
         if named.record is not None:
             _tombstone_archived(conn, named.record, now)
+    conn.execute(  # a tombstone names them now; the archived identity goes with the line (m010)
+        "DELETE FROM archived a USING messages m WHERE m.id = ANY(%s::bigint[])"
+        " AND a.session_rowid = m.session_rowid AND a.content_hash = m.content_hash",
+        (ids,),
+    )
     removed = delete_messages(conn, ids)
     for session_id in sessions:
         _forget_summaries(conn, session_id)
@@ -222,6 +229,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
+    drop_archived_identity(conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
         " AND (m.content_hash = %s OR m.window_key = %s)",
@@ -231,11 +239,21 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     return True
 
 
+def drop_archived_identity(conn: Connection, session_id: str, content_hash: bytes) -> None:
+    """A tombstone names the message now: its archived identity (m010) goes, as the line goes from the archive."""
+    conn.execute(
+        "DELETE FROM archived WHERE session_rowid IN (SELECT id FROM sessions WHERE session_id = %s)"
+        " AND content_hash = %s",
+        (session_id, content_hash),
+    )
+
+
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     """A tombstone for an archived line (the export format); a line too damaged to name a message gets none."""
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError, KeyError):
         identity = (str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
+        drop_archived_identity(conn, *identity)
         key = record.get("windowKey") if dated else None
         message_id = record.get("id") if isinstance(record.get("id"), int) else None
         conn.execute(
@@ -304,20 +322,6 @@ def _tombstoned(conn: Connection, raws: list[bytes]) -> set[int]:
         ([n for n, _, _ in named], [s for _, s, _ in named], [d for _, _, d in named]),
     )
     return {int(row[0]) for row in rows}
-
-
-def forgotten_count(conn: Connection) -> int:
-    row = conn.execute("SELECT count(*) FROM forgotten").fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def resurrected(conn: Connection) -> int:
-    """Stored messages a tombstone names (doctor: should be 0)."""
-    row = conn.execute(
-        "SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        " JOIN forgotten f ON f.session_id = s.session_id AND f.content_hash = m.content_hash"
-    ).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def run(
