@@ -57,11 +57,42 @@ class BacklogView:
     rows: list[BacklogRow]
 
 
+@dataclass(frozen=True)
+class ModeView:
+    """How turns reach the store: ``watch`` (read from transcripts, docs/watch-mode.md) or ``engine``."""
+
+    name: str
+    sentence: str
+
+
 def status_page(request: Request, status: Status) -> HTMLResponse:
     stats = wire(StatsResponse, status.stats())
     hour = status.last_hour()
     latency = [latency_view(op, minutes) for op, minutes in sorted(hour.latency.items())]
-    return page(request, "status.html", stats=stats, latency=latency, backlog=backlog_view(hour.backlog))
+    mode = mode_view(stats["catchUp"]["watching"])
+    return page(request, "status.html", stats=stats, mode=mode, latency=latency, backlog=backlog_view(hour.backlog))
+
+
+def mode_view(watching: list[str]) -> ModeView:
+    """The mode in words, from what the sidecar watches (``catchUp.watching``)."""
+    if "openclaw" in watching:
+        also = " and Claude Code's sessions" if "claude-code" in watching else ""
+        return ModeView(
+            "watch",
+            f"every turn OpenClaw records is stored from its transcripts within seconds{also}, whichever engine"
+            " the host runs; recalled into the prompt only when lossless is the selected engine.",
+        )
+    if "claude-code" in watching:
+        return ModeView(
+            "watch",
+            "Claude Code's sessions are stored from their transcripts; OpenClaw's turns arrive from the plugin"
+            " when lossless is the selected engine.",
+        )
+    return ModeView(
+        "engine",
+        "turns arrive from the plugin when lossless is OpenClaw's selected context engine (serve --watch would"
+        " store them from the host's transcripts whichever engine runs).",
+    )
 
 
 def minute_label(start: float) -> str:
