@@ -28,7 +28,7 @@ from openclaw_lossless.api.forget import run_forget
 from openclaw_lossless.config import Settings
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite import meta
-from openclaw_lossless.store.sqlite.forget import Selector
+from openclaw_lossless.store.sqlite.forgetting import Selector
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
 
 RESULTS = Path(__file__).resolve().parent / "results" / "forget-cost.json"

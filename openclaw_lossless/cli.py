@@ -266,10 +266,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _import_claude_code(args: argparse.Namespace) -> int:
-    """Import Claude Code's session transcripts as agent ``claude-code`` (``history/claude_code.py``)."""
+    """Import Claude Code's session transcripts as agent ``claude-code`` (``transcripts/claude_code.py``)."""
     from dataclasses import asdict
 
-    from openclaw_lossless.history.claude_code import import_claude_code
+    from openclaw_lossless.transcripts.claude_code import import_claude_code
 
     settings = settings_of(args)
     projects = settings.claude_code_dir
@@ -296,7 +296,7 @@ def _import_openclaw(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from openclaw_lossless.config import openclaw_state_dir
-    from openclaw_lossless.history import import_history
+    from openclaw_lossless.transcripts import import_history
 
     source = Path(args.openclaw_state) if args.openclaw_state else openclaw_state_dir()
     with (

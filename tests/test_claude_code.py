@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.history import catchup
+from openclaw_lossless.transcripts import catchup
 from tests.helpers import HashEmbedder, live_sidecar, make_settings, run_cli, run_cli_json
 
 SESSION = "3f2b8a61-9c4d-4e0f-8a7b-2d5c6e1f0a93"
@@ -196,9 +196,9 @@ def test_memory_search_over_mcp_finds_a_past_claude_code_session(tmp_path: Path,
     their own imported sessions."""
     from mcp.client.session import ClientSession
 
-    from openclaw_lossless.history.claude_code import import_claude_code
     from openclaw_lossless.mcp_server import TOOL_NAME
     from openclaw_lossless.store_access import open_file_store
+    from openclaw_lossless.transcripts.claude_code import import_claude_code
     from tests.test_mcp_server import server_params, structured, with_client
 
     session = ClaudeSession(projects)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.history import import_history
 from openclaw_lossless.store.sqlite.rewrite import cache_key
 from openclaw_lossless.store.sqlite.transfer import ExportScope, write_jsonl
+from openclaw_lossless.transcripts import import_history
 from tests.helpers import (
     HashEmbedder,
     LiveSidecar,

@@ -130,7 +130,7 @@ def _import_then_commit(world: World, session: int) -> None:
 
 
 def _catch_up(world: World) -> None:
-    from openclaw_lossless.history import import_history
+    from openclaw_lossless.transcripts import import_history
 
     import_history(world.server.sidecar.ingest, world.server.settings.openclaw_state)
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.errors import NotFound
-from openclaw_lossless.history import discover, import_history, import_session
 from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.transcripts import discover, import_history, import_session
 from tests.conversation import FACT, QUESTION
 from tests.helpers import LiveSidecar, db_fingerprint
 

@@ -16,9 +16,9 @@ import grimp
 import pytest
 
 PACKAGE = "openclaw_lossless"
-# Highest first: the composition root wires the jobs; the jobs use the history import, recall, embeddings and
+# Highest first: the composition root wires the jobs; the jobs use the transcript reading, recall, embeddings and
 # the store; the store keeps what capture made of a message. A lower layer never reaches a higher one.
-LAYERS = ("sidecar", "service", "history", "recall", "embed", "store", "capture")
+LAYERS = ("sidecar", "service", "transcripts", "recall", "embed", "store", "capture")
 
 
 def import_cycles(package: str) -> list[list[str]]:

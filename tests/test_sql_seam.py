@@ -13,7 +13,7 @@ from pathlib import Path
 import openclaw_lossless
 
 PACKAGE = Path(openclaw_lossless.__file__).parent
-HOST_READERS = {"history/readers.py", "history/gaps.py", "doctor/plugin.py"}  # OpenClaw's databases, not ours
+HOST_READERS = {"transcripts/readers.py", "transcripts/gaps.py", "doctor/plugin.py"}  # OpenClaw's databases, not ours
 STATEMENT_CALLS = {"execute", "executemany", "executescript"}
 
 

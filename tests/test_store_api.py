@@ -18,9 +18,8 @@ from openclaw_lossless.store.sqlite import (
     checks,
     connection,
     counts,
-    forget,
+    forgetting,
     fulltext,
-    imported,
     message_days,
     messages,
     meta,
@@ -30,7 +29,8 @@ from openclaw_lossless.store.sqlite import (
     sessions,
     snapshots,
     subagents,
-    timeline,
+    timelines,
+    transcript_ledger,
     transfer,
     vectors,
 )
@@ -48,13 +48,13 @@ _vectors: api.Vectors[Connection] = vectors
 _backlog: api.Backlog[Connection] = backlog
 _meta: api.Meta[Connection] = meta
 _snapshots: api.Snapshots[Connection] = snapshots
-_timelines: api.Timelines[Connection] = timeline
+_timelines: api.Timelines[Connection] = timelines
 _subagents: api.Subagents[Connection] = subagents
-_imported: api.Imported[Connection] = imported
+_imported: api.Imported[Connection] = transcript_ledger
 _counts: api.Counts[Connection] = counts
 _agents: api.Agents[Connection] = agents
 _archive: api.Archive[Connection, Database] = archive
-_forget: api.Forgetting[Connection, Database] = forget
+_forget: api.Forgetting[Connection, Database] = forgetting
 _transfer: api.Transfer[Connection, Database] = transfer
 _rewrite: api.Rewrite[Connection] = rewrite
 _checks: api.Checks[Connection] = checks
@@ -64,10 +64,10 @@ _rebuild: api.Rebuild[Connection, Database] = rebuild
 IMPLEMENTATIONS: list[tuple[type[Any], ModuleType | object]] = [
     (api.Migrations, migrations), (api.Sessions, sessions), (api.Messages, messages), (api.Fulltext, fulltext),
     (api.KeywordStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
-    (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, timeline),
-    (api.Subagents, subagents), (api.Imported, imported), (api.Counts, counts), (api.Agents, agents),
+    (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, timelines),
+    (api.Subagents, subagents), (api.Imported, transcript_ledger), (api.Counts, counts), (api.Agents, agents),
     (api.Archive, archive),
-    (api.Forgetting, forget), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
+    (api.Forgetting, forgetting), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
     (api.FileMaintenance, connection), (api.Rebuild, rebuild),
 ]  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Forgetting over HTTP, under the token: one message, one session, or any selection (``store/sqlite/forget.py``).
+"""Forgetting over HTTP, under the token: one message, one session, or any selection (``store/sqlite/forgetting.py``).
 
 Every endpoint takes ``dryRun``: the answer then lists exactly what would go and nothing changes. Bad input
 (an unknown citation, session or agent, a match without words, a selection of nothing, a time range alone
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite.forget import Selector
+from openclaw_lossless.store.sqlite.forgetting import Selector
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 CITATION = re.compile(r"^(?:msg:)?([1-9][0-9]{0,17})$")

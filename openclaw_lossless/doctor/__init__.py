@@ -16,7 +16,7 @@ from pathlib import Path
 from openclaw_lossless.config import Settings, openclaw_state_dir
 from openclaw_lossless.doctor.chain import run_chain
 from openclaw_lossless.doctor.findings import Finding
-from openclaw_lossless.doctor.gaps import gaps
+from openclaw_lossless.doctor.missed_turns import gaps
 from openclaw_lossless.doctor.plugin import entry_config
 from openclaw_lossless.doctor.store import store_findings
 

@@ -16,7 +16,6 @@ from openclaw_lossless.activity import Activity
 from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult, Recalled
 from openclaw_lossless.recall.window import Descriptor
@@ -25,7 +24,8 @@ from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.sqlite.messages import MessageView
 from openclaw_lossless.store.sqlite.sessions import Scope, agent_of, check_identifier
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, CompactionListed, CompactionPoint, Snapshot
-from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
+from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
+from openclaw_lossless.transcripts.catchup import CatchUp
 
 
 @dataclass(frozen=True)

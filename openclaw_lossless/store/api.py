@@ -39,7 +39,7 @@ import numpy.typing as npt
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
 from openclaw_lossless.store.sqlite.counts import StoreCounts
-from openclaw_lossless.store.sqlite.forget import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.sqlite.forgetting import ForgettingIndex, Forgotten, Selector
 from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk
 from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
@@ -50,7 +50,7 @@ from openclaw_lossless.store.sqlite.snapshots import (
     CompactionRecord,
     Snapshot,
 )
-from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
+from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
 from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
 from openclaw_lossless.timeexpr.days import DayRange

@@ -10,9 +10,9 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.api.memory_files import listing
+from openclaw_lossless.api.memory_file_index import listing
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 MAX_CHUNKS = 2000  # shown, in file and line order
 

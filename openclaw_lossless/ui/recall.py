@@ -17,10 +17,10 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from openclaw_lossless.activity import RECALLS_PER_AGENT, Recall, RecallSummary
-from openclaw_lossless.api.agents import RecallDetail
+from openclaw_lossless.api.agent_status import RecallDetail
 from openclaw_lossless.api.responses import wire
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 MAX_AGENT_ID_CHARS = 128
 

@@ -18,7 +18,7 @@ from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.copy import CopyMismatch, Side, copy_store, tally
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Database
-from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
@@ -167,7 +167,7 @@ def test_the_ids_the_source_gave_to_forgotten_messages_are_given_by_no_target(
         for turn in conversation(3):
             _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
         newest = int(sidecar.db.reader().execute("SELECT max(id) FROM messages").fetchone()[0])
-        gone = forget.run(sidecar.db, None, tmp_path / "archive", forget.Selector(ids=(newest - 1, newest)),
+        gone = forgetting.run(sidecar.db, None, tmp_path / "archive", forgetting.Selector(ids=(newest - 1, newest)),
                           dry_run=False)  # fmt: skip
         assert gone.removed == 2
         source = Side(sidecar.db, sqlite_transfer)

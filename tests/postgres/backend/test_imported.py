@@ -12,13 +12,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from openclaw_lossless.store.postgres import imported, messages, meta, sessions
+from openclaw_lossless.store.postgres import messages, meta, sessions, transcript_ledger
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite import imported as sqlite_imported
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import meta as sqlite_meta
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
+from openclaw_lossless.store.sqlite import transcript_ledger as sqlite_imported
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 from tests.postgres.backend.test_messages import MAY_8_2023, commit, said
@@ -139,7 +139,7 @@ def test_import_questions_are_answered_as_on_sqlite(store: Database, tmp_path: P
     finally:
         lite.close()
 
-    on_postgres = answers(Backend(store, sessions, messages, imported, meta, "%s"))
+    on_postgres = answers(Backend(store, sessions, messages, transcript_ledger, meta, "%s"))
 
     assert on_postgres == on_sqlite
     # And what they are, so that both being wrong alike fails too.
@@ -165,7 +165,7 @@ def test_two_hooks_claiming_one_imported_compaction_at_once_claim_it_once(store:
     results: dict[str, Compaction | None] = {}
 
     def first(conn: Connection) -> None:
-        results["first"] = imported.claim_compaction(
+        results["first"] = transcript_ledger.claim_compaction(
             conn, session, CompactionRecord(10, 5, True, SUMMARY, "a"), IMPORTED
         )
         first_claimed.set()
@@ -176,7 +176,7 @@ def test_two_hooks_claiming_one_imported_compaction_at_once_claim_it_once(store:
     assert first_claimed.wait(30)
 
     def second(conn: Connection) -> None:
-        results["second"] = imported.claim_compaction(
+        results["second"] = transcript_ledger.claim_compaction(
             conn, session, CompactionRecord(10, 5, True, SUMMARY, "b"), IMPORTED
         )
 

@@ -22,14 +22,14 @@ import pytest
 
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.errors import InvalidName
-from openclaw_lossless.store.postgres import messages, sessions, snapshots, subagents, timeline
+from openclaw_lossless.store.postgres import messages, sessions, snapshots, subagents, timelines
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import snapshots as sqlite_snapshots
 from openclaw_lossless.store.sqlite import subagents as sqlite_subagents
-from openclaw_lossless.store.sqlite import timeline as sqlite_timeline
+from openclaw_lossless.store.sqlite import timelines as sqlite_timeline
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
@@ -86,7 +86,7 @@ class Backend:
 
 
 def postgres_backend(db: Database) -> Backend:
-    return Backend(db, sessions, messages, snapshots, subagents, timeline)
+    return Backend(db, sessions, messages, snapshots, subagents, timelines)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.postgres import messages, sessions
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
@@ -76,7 +76,7 @@ def fill(state: Path) -> tuple[Path, CaptureOptions]:
         sidecar.ingest.subagent_spawn(MAIN, "agent:main:subagent:8", None)
         for turn in conversation(2, session="s-ops", seed=9):
             _commit(sidecar, turn.key, "s-ops", OPS, turn.messages)
-        forgotten = forget.run(sidecar.db, None, state / "archive", forget.Selector(ids=(3,)), dry_run=False)
+        forgotten = forgetting.run(sidecar.db, None, state / "archive", forgetting.Selector(ids=(3,)), dry_run=False)
         assert forgotten.removed == 1
         return state / "lossless.sqlite", sidecar.capture_options
     finally:
@@ -348,7 +348,7 @@ def test_a_tombstone_imported_later_forgets_the_message_on_both_backends(
     victim = json.loads(everything.read_bytes().splitlines()[2])
     names = ("format", "sessionId", "contentHash", "windowKey")
     tombstone = {"type": "forgotten", "forgottenAt": 1.0, **{name: victim[name] for name in names}}
-    forget_it = _written(tmp_path / "forget.jsonl", json.dumps(tombstone).encode() + b"\n")
+    forget_it = _written(tmp_path / "forgetting.jsonl", json.dumps(tombstone).encode() + b"\n")
     for file in (everything, forget_it, everything):  # the older file cannot bring it back
         assert pg_transfer.import_jsonl(store, file, options) == sqlite_transfer.import_jsonl(lite, file, options)
     assert _scalar(store, f"SELECT count(*) FROM messages WHERE id = {int(victim['id'])}") == 0

@@ -19,7 +19,7 @@ later in the file points at the old id (a compaction's or snapshot's last messag
 snapshot's compaction) is pointed at the new one.
 
 The package splits the job by direction: ``lines.py`` checks and captures one line of a file, ``export.py``
-reads the store out as lines, and ``importing.py`` writes checked lines back into a store.
+reads the store out as lines, and ``restore.py`` writes checked lines back into a store.
 """
 
 from openclaw_lossless.store.sqlite.messages import give_ids_above, highest_id_given
@@ -31,7 +31,7 @@ from openclaw_lossless.store.sqlite.transfer.export import (
     export_store,
     write_jsonl,
 )
-from openclaw_lossless.store.sqlite.transfer.importing import BATCH, ImportReport, Unreadable, import_jsonl
+from openclaw_lossless.store.sqlite.transfer.restore import BATCH, ImportReport, Unreadable, import_jsonl
 
 __all__ = [
     "BATCH",

@@ -2,7 +2,7 @@
 
 While the sidecar is down the host keeps only the first failed ``commitTurn`` for re-delivery; every later
 turn of the outage runs without the engine and is never delivered. Those turns are in the host's own
-transcripts, so the sidecar reads them back with the incremental, read-only import (``importer.py``) whenever
+transcripts, so the sidecar reads them back with the incremental, read-only import (``reading.py``) whenever
 something says it may have missed some:
 
 - it starts: every agent the store knows (a new store knows none, so it imports nothing by itself);
@@ -41,17 +41,17 @@ from typing import Any
 from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
-from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
-from openclaw_lossless.history.claude_code import AGENT as CLAUDE_CODE
-from openclaw_lossless.history.claude_code import fingerprint as claude_code_fingerprint
-from openclaw_lossless.history.claude_code import import_claude_code
-from openclaw_lossless.history.coverage import StoreCoverage
-from openclaw_lossless.history.importer import import_history
-from openclaw_lossless.history.sink import Sink
-from openclaw_lossless.history.sources import AGENT_ID, SQLITE_NAME, ImportReport, transcript_session_id
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.sqlite.sessions import agent_of
+from openclaw_lossless.transcripts.catchup_report import CatchUpBrief, CatchUpReport
+from openclaw_lossless.transcripts.claude_code import AGENT as CLAUDE_CODE
+from openclaw_lossless.transcripts.claude_code import fingerprint as claude_code_fingerprint
+from openclaw_lossless.transcripts.claude_code import import_claude_code
+from openclaw_lossless.transcripts.coverage import StoreCoverage
+from openclaw_lossless.transcripts.reading import import_history
+from openclaw_lossless.transcripts.sink import Sink
+from openclaw_lossless.transcripts.sources import AGENT_ID, SQLITE_NAME, ImportReport, transcript_session_id
 
 log = logging.getLogger(__name__)
 

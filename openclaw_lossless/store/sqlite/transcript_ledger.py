@@ -1,4 +1,4 @@
-"""The store's side of reading the host's history back (``history/``): what a session already holds, the
+"""The store's side of reading the host's history back (``transcripts/``): what a session already holds, the
 import's marks in ``meta``, and compactions recorded twice over (live by the hook, and from the transcript).
 
 Why a module of its own: the import and catch-up decide *what* to read from OpenClaw's files; *how* the

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from openclaw_lossless.errors import NotFound
-from openclaw_lossless.history.readers import Codec, Follow, JsonlReader, Reader, SqliteReader, legacy_keys
-from openclaw_lossless.history.sink import Sink
-from openclaw_lossless.history.sources import (
+from openclaw_lossless.transcripts.readers import Codec, Follow, JsonlReader, Reader, SqliteReader, legacy_keys
+from openclaw_lossless.transcripts.sink import Sink
+from openclaw_lossless.transcripts.sources import (
     AGENT_ID,
     SAFE_SESSION_ID,
     SQLITE_NAME,

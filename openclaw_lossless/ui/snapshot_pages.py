@@ -18,7 +18,7 @@ from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.ingest import Ingest
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.store.sqlite.snapshots import STATUSES
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 MAX_COMPACTIONS = 500  # listed, newest first
 SESSION_CHOICES = 50  # the latest sessions offered in the form's list

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, TypeVar
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.sqlite.forget import honour
+from openclaw_lossless.store.sqlite.forgetting import honour
 from openclaw_lossless.store.sqlite.messages import id_above_removed, insert_row, is_forgotten, queue_for_embedding
 from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session, find_session
 from openclaw_lossless.store.sqlite.subagents import outcome_identity
@@ -65,7 +65,7 @@ class ImportReport:
     snapshots: int = 0
     subagent_links: int = 0
     tombstones: int = 0  # forgotten messages' identities the file carried and the store did not hold yet
-    forgotten: int = 0  # message lines not imported: they were forgotten (``store/sqlite/forget.py``)
+    forgotten: int = 0  # message lines not imported: they were forgotten (``store/sqlite/forgetting.py``)
     already_present: int = 0
     conflicts: int = 0  # a snapshot name or a child's link the store holds with other content: the store's kept
     malformed: int = 0
@@ -351,7 +351,7 @@ class Importer:
 
 
 # What follows is the importer's logic apart from SQL, which the PostgreSQL importer
-# (``store/postgres/transfer/importing.py``) applies too, so a file means the same on either store.
+# (``store/postgres/transfer/restore.py``) applies too, so a file means the same on either store.
 
 
 class LineWriter(Protocol[ConnT_contra]):

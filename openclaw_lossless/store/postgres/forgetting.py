@@ -1,4 +1,4 @@
-"""Forgetting on PostgreSQL: the SQLite module's calls (``store/sqlite/forget.py``) for a store several sidecars share.
+"""Forgetting on PostgreSQL: the SQLite module's calls (``store/sqlite/forgetting.py``) for a shared store.
 
 The meaning is the SQLite module's: a selection is planned first (every given selector must hold; bad input
 changes nothing), then exactly the planned messages go in one write transaction: a tombstone per message
@@ -43,7 +43,7 @@ from openclaw_lossless.errors import NotFound
 from openclaw_lossless.store.postgres import archive, fulltext, messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
-from openclaw_lossless.store.sqlite.forget import (
+from openclaw_lossless.store.sqlite.forgetting import (
     _WORD,
     ForgettingIndex,
     Forgotten,

@@ -29,22 +29,22 @@ from urllib.parse import quote
 
 from openclaw_lossless.capture.records import message_time
 from openclaw_lossless.capture.text import window_key
-from openclaw_lossless.history import skipped
-from openclaw_lossless.history.coverage import StoreCoverage
-from openclaw_lossless.history.entries import agent_message, entry_kind, parse_entry, session_key_for
-from openclaw_lossless.history.feed import BATCH
-from openclaw_lossless.history.readers import (
+from openclaw_lossless.selection import SessionSelection
+from openclaw_lossless.store.backend import SQLITE, Backend
+from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.transcripts import skipped
+from openclaw_lossless.transcripts.coverage import StoreCoverage
+from openclaw_lossless.transcripts.entries import agent_message, entry_kind, parse_entry, session_key_for
+from openclaw_lossless.transcripts.feed import BATCH
+from openclaw_lossless.transcripts.readers import (
     Codec,
     legacy_keys,
     payload_columns,
     session_births,
     session_keys,
 )
-from openclaw_lossless.history.sources import Source, discover, is_identifier
-from openclaw_lossless.history.transcript_only import transcript_only
-from openclaw_lossless.selection import SessionSelection
-from openclaw_lossless.store.backend import SQLITE, Backend
-from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.transcripts.sources import Source, discover, is_identifier
+from openclaw_lossless.transcripts.transcript_only import transcript_only
 
 
 @dataclass

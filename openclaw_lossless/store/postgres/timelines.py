@@ -1,4 +1,4 @@
-"""A session's timeline on PostgreSQL: the SQLite module's calls (``store/sqlite/timeline.py``), read alike.
+"""A session's timeline on PostgreSQL: the SQLite module's calls (``store/sqlite/timelines.py``), read alike.
 
 The page, its events and where each event sits are the SQLite module's rules (its docstring says why), kept
 once there (``assemble_timeline``): this module supplies only the statements (``TimelineReads``);
@@ -14,7 +14,7 @@ from openclaw_lossless.store.postgres.snapshots import AUTOMATIC_NAME
 from openclaw_lossless.store.sqlite.messages import MessageView, message_view
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import CompactionMark
-from openclaw_lossless.store.sqlite.timeline import (
+from openclaw_lossless.store.sqlite.timelines import (
     NO_MESSAGE,
     KeyNeighbour,
     Parent,

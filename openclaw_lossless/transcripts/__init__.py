@@ -16,7 +16,7 @@ selection excludes are never read. The database is opened ``mode=ro`` with ``que
 The formats read, entry by entry, and why each choice: docs/decisions/0006-importing-openclaw-history.md.
 """
 
-from openclaw_lossless.history.importer import import_history, import_session
-from openclaw_lossless.history.sources import ImportReport, Source, SourceReport, discover
+from openclaw_lossless.transcripts.reading import import_history, import_session
+from openclaw_lossless.transcripts.sources import ImportReport, Source, SourceReport, discover
 
 __all__ = ["ImportReport", "Source", "SourceReport", "discover", "import_history", "import_session"]

@@ -1,6 +1,6 @@
 """Turns the host recorded that the store does not have, from the host's own transcripts.
 
-The host's transcripts are the ground truth of what was said; ``history.gaps.find_gaps`` compares them with
+The host's transcripts are the ground truth of what was said; ``transcripts.gaps.find_gaps`` compares them with
 the store, read-only on both sides. Missing messages in sessions the sidecar follows fail the run (memory
 lost them until a catch-up or an import brings them in); older history never imported is a note.
 """
@@ -14,9 +14,9 @@ from typing import Any
 from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.history.gaps import GapReport, find_gaps
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_module
+from openclaw_lossless.transcripts.gaps import GapReport, find_gaps
 
 CHECK = "transcript-gaps"
 SESSIONS_SHOWN = 50  # doctor --json lists at most this many sessions (the report says how many there are)

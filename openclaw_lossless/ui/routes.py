@@ -19,16 +19,16 @@ from openclaw_lossless import readable
 from openclaw_lossless.api.deps import IngestDep, QueriesDep, SidecarDep, StatusDep
 from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wire
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.ui.forget import confirm_page, forget_post
+from openclaw_lossless.ui.forget_page import confirm_page, forget_post
 from openclaw_lossless.ui.gate import LOGIN_PATH, PREFIX
+from openclaw_lossless.ui.html import page, session_of
+from openclaw_lossless.ui.logins import Sessions
 from openclaw_lossless.ui.memory import memory_page
 from openclaw_lossless.ui.recall import recall_page
-from openclaw_lossless.ui.records import compactions_page, create_snapshot, snapshots_page
-from openclaw_lossless.ui.render import page, session_of
-from openclaw_lossless.ui.search import search_page
-from openclaw_lossless.ui.sessions import Sessions
-from openclaw_lossless.ui.status import status_page
-from openclaw_lossless.ui.timeline import timeline_page
+from openclaw_lossless.ui.search_form import search_page
+from openclaw_lossless.ui.session_pages import timeline_page
+from openclaw_lossless.ui.snapshot_pages import compactions_page, create_snapshot, snapshots_page
+from openclaw_lossless.ui.status_page import status_page
 
 
 def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from openclaw_lossless.ui.sessions import UiSession
+from openclaw_lossless.ui.logins import UiSession
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"

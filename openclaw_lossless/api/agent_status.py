@@ -19,9 +19,9 @@ from openclaw_lossless.api.deps import SidecarDep
 from openclaw_lossless.api.responses import CatchUpView
 from openclaw_lossless.api.schemas import RecalledItem
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.history.catchup import CatchUp
-from openclaw_lossless.history.catchup_report import CatchUpReport
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.transcripts.catchup import CatchUp
+from openclaw_lossless.transcripts.catchup_report import CatchUpReport
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 

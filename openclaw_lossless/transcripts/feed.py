@@ -10,8 +10,11 @@ from typing import Any
 from openclaw_lossless.capture.records import capture
 from openclaw_lossless.capture.text import window_key
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.history import identity, skipped
-from openclaw_lossless.history.entries import (
+from openclaw_lossless.store.backend import Backend, Store
+from openclaw_lossless.store.sqlite.sessions import SessionRef
+from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
+from openclaw_lossless.transcripts import matching, skipped
+from openclaw_lossless.transcripts.entries import (
     IMPORTED_REASON,
     MALFORMED,
     agent_message,
@@ -21,12 +24,9 @@ from openclaw_lossless.history.entries import (
     parse_entry,
     shrink_record,
 )
-from openclaw_lossless.history.sink import Sink
-from openclaw_lossless.history.sources import SourceReport
-from openclaw_lossless.history.transcript_only import transcript_only
-from openclaw_lossless.store.backend import Backend, Store
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
+from openclaw_lossless.transcripts.sink import Sink
+from openclaw_lossless.transcripts.sources import SourceReport
+from openclaw_lossless.transcripts.transcript_only import transcript_only
 
 CURSOR_PREFIX = "import.cursor."
 COMPACTION_PREFIX = "import.compaction."
@@ -118,7 +118,7 @@ class Feed:
 
     def _ingest(self, batch: list[dict[str, Any]]) -> int:
         """Store the batch's dated messages the session does not hold, under this or another redaction
-        (``identity.py``); when one cannot be stored, store the others one by one and count it."""
+        (``matching.py``); when one cannot be stored, store the others one by one and count it."""
         try:
             options, now = self.sink.capture_options, time.time()
             records = [capture(message, options, now=now) for message in batch]
@@ -126,7 +126,7 @@ class Feed:
 
             def work(conn: Any) -> int:
                 session = ops.sessions.ensure_session(conn, self.session_id, self.session_key)
-                held = identity.held_otherwise(ops, conn, session.rowid, records, batch)
+                held = matching.held_otherwise(ops, conn, session.rowid, records, batch)
                 fresh = [record for record, known in zip(records, held, strict=True) if not known]
                 return len(ops.messages.insert_records(conn, session, fresh))
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from openclaw_lossless.history.entries import entry_kind, parse_entry, session_key_for
-from openclaw_lossless.history.feed import BATCH, Feed, load_cursor, save_cursor
-from openclaw_lossless.history.sink import Sink
-from openclaw_lossless.history.sources import Source, SourceReport, is_identifier
 from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.transcripts.entries import entry_kind, parse_entry, session_key_for
+from openclaw_lossless.transcripts.feed import BATCH, Feed, load_cursor, save_cursor
+from openclaw_lossless.transcripts.sink import Sink
+from openclaw_lossless.transcripts.sources import Source, SourceReport, is_identifier
 
 _TAIL_BYTES = 64
 # Whether to read a session: (agent id, session id, the key OpenClaw recorded or None, when OpenClaw created

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.history.entries import agent_message
-from openclaw_lossless.history.importer import Progress, run_readers
-from openclaw_lossless.history.readers import Codec, JsonlReader
-from openclaw_lossless.history.sink import Sink
-from openclaw_lossless.history.sources import SAFE_SESSION_ID, ImportReport, Source
+from openclaw_lossless.transcripts.entries import agent_message
+from openclaw_lossless.transcripts.readers import Codec, JsonlReader
+from openclaw_lossless.transcripts.reading import Progress, run_readers
+from openclaw_lossless.transcripts.sink import Sink
+from openclaw_lossless.transcripts.sources import SAFE_SESSION_ID, ImportReport, Source
 
 AGENT = "claude-code"
 SOURCE_PREFIX = "claude-code:"  # cursor names: never an OpenClaw source's (those are paths under its state dir)

@@ -19,7 +19,7 @@ from openclaw_lossless.api.responses import StatsResponse, wire
 from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.service.status import Status
 from openclaw_lossless.ui.charts import Chart, Series, svg
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from fastapi.responses import HTMLResponse
 from openclaw_lossless.api.forget import CITATION, ForgetResponse, run_forget
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite.forget import Selector
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.store.sqlite.forgetting import Selector
+from openclaw_lossless.ui.html import page
 
 SHOWN_EACH_END = 5  # a long selection shows its first and last few; a short one is listed whole
 LISTED_WHOLE = 3 * SHOWN_EACH_END

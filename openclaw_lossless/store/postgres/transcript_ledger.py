@@ -1,4 +1,4 @@
-"""What history import and catch-up ask the store, on PostgreSQL (``store/sqlite/imported.py``'s calls).
+"""What history import and catch-up ask the store, on PostgreSQL (``store/sqlite/transcript_ledger.py``'s calls).
 
 The questions are the SQLite module's: does a session hold this already, which marks are in ``meta``, was
 this compaction recorded live by the hook. Two things differ because several sidecars share one store:
@@ -16,9 +16,9 @@ from collections.abc import Iterable
 
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.snapshots import stored_text
-from openclaw_lossless.store.sqlite.imported import claimable, claimed, first_contacts, keyed_originals
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
+from openclaw_lossless.store.sqlite.transcript_ledger import claimable, claimed, first_contacts, keyed_originals
 
 # -- sessions and messages -----------------------------------------------------------------------------------
 

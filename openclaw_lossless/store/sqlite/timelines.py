@@ -129,7 +129,7 @@ def read_timeline(conn: Connection, session: SessionRef, window: Window) -> Time
 class TimelineReads(Protocol):
     """The reads one timeline page needs, each bound to a backend's connection and the page's session.
 
-    Both backends (this module and ``store/postgres/timeline.py``) supply only these statements;
+    Both backends (this module and ``store/postgres/timelines.py``) supply only these statements;
     ``assemble_timeline`` decides what is read in which order and where the page's events start and end, so
     the web UI draws the same page from either store.
     """

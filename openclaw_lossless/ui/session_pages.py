@@ -3,7 +3,7 @@ compactions, snapshots, subagent spawns and ``/new`` resets drawn where they hap
 
 Why the merge is here and not in the store: where an event is drawn is presentation (a compaction after the
 last message it kept, a spawn before the first message dated after it); the store reads one page and the events
-that fall on it (``store/sqlite/timeline.py``), and this module lays them out in one ordered list for the template.
+that fall on it (``store/sqlite/timelines.py``), and this module lays them out in one ordered list for the template.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.store.sqlite.messages import MessageView
 from openclaw_lossless.store.sqlite.snapshots import CompactionMark
-from openclaw_lossless.store.sqlite.timeline import SnapshotMark, SpawnMark, Timeline, Window
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.store.sqlite.timelines import SnapshotMark, SpawnMark, Timeline, Window
+from openclaw_lossless.ui.html import page
 
 PAGE = 200  # messages on a page by default: a session may hold 100,000
 MAX_PAGE = 1000

@@ -18,7 +18,7 @@ from openclaw_lossless import readable
 from openclaw_lossless.api.responses import SearchResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 MODES = ("hybrid", "keyword", "vector")
 ROLES = ("", "user", "assistant", "system", "tool")

@@ -1,6 +1,6 @@
 """Import on PostgreSQL: the lines of an export or archive file, checked and captured, written into the store.
 
-The meaning is the SQLite importer's (``store/sqlite/transfer/importing.py``): a file is untrusted input,
+The meaning is the SQLite importer's (``store/sqlite/transfer/restore.py``): a file is untrusted input,
 every line is parsed and captured by the shared parser (``store/sqlite/transfer/lines.py``) before any
 write, a line the checks missed but the server refuses costs that line, ids are kept when free and
 remapped when taken, and importing a file twice stores nothing the second time.
@@ -36,20 +36,9 @@ from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.postgres import messages
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.postgres.forget import honour
+from openclaw_lossless.store.postgres.forgetting import honour
 from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
 from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.transfer.importing import (
-    ImportReport,
-    Outcome,
-    apply_line,
-    count_outcome,
-    message_record,
-    moved_id,
-    read_in_batches,
-    remember_move,
-    snapshot_name,
-)
 from openclaw_lossless.store.sqlite.transfer.lines import (
     CompactionLine,
     ForgottenLine,
@@ -59,6 +48,17 @@ from openclaw_lossless.store.sqlite.transfer.lines import (
     SessionLine,
     SnapshotLine,
     TurnLine,
+)
+from openclaw_lossless.store.sqlite.transfer.restore import (
+    ImportReport,
+    Outcome,
+    apply_line,
+    count_outcome,
+    message_record,
+    moved_id,
+    read_in_batches,
+    remember_move,
+    snapshot_name,
 )
 
 # A line the checks let through but the server refuses costs that line (counted malformed), never the batch:
