@@ -58,7 +58,7 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
             selector = request.selector(chunks_of(sidecar, request))
-            done = sidecar.ops.forget.run(
+            done = sidecar.ops.forgetting.run(
                 sidecar.db, sidecar.index, settings.archive_dir, selector, dry_run=request.dry_run
             )
         return wire(ForgetResponse, done)

@@ -385,7 +385,7 @@ class Rescan:
                 self.ops.rewrite.optimize_fts(conn)
         self.db.write(lambda conn: self.ops.meta.remove(conn, CURSOR_KEY))
         if cursor.tally.places:  # an older store's free space may still hold the old text (decision 0100)
-            self.ops.forget.zero_old_free_space(self.db)
+            self.ops.forgetting.zero_old_free_space(self.db)
         self.ops.maintenance.checkpoint_fully(self.db)
 
     def _secure_delete(self, on: bool) -> bool:

@@ -42,7 +42,7 @@ _migrations: api.Migrations[Database] = migrations
 _sessions: api.Sessions[Connection] = sessions
 _messages: api.Messages[Connection] = messages
 _fulltext: api.Fulltext[Connection] = fulltext
-_term_stats: api.KeywordStats[Connection] = TermStats()
+_term_stats: api.TermStats[Connection] = TermStats()
 _days: api.MessageDays[Connection] = message_days
 _vectors: api.Vectors[Connection] = vectors
 _backlog: api.Backlog[Connection] = backlog
@@ -50,7 +50,7 @@ _meta: api.Meta[Connection] = meta
 _snapshots: api.Snapshots[Connection] = snapshots
 _timelines: api.Timelines[Connection] = timelines
 _subagents: api.Subagents[Connection] = subagents
-_imported: api.Imported[Connection] = transcript_ledger
+_imported: api.TranscriptLedger[Connection] = transcript_ledger
 _counts: api.Counts[Connection] = counts
 _agents: api.Agents[Connection] = agents
 _archive: api.Archive[Connection, Database] = archive
@@ -63,9 +63,9 @@ _rebuild: api.Rebuild[Connection, Database] = rebuild
 
 IMPLEMENTATIONS: list[tuple[type[Any], ModuleType | object]] = [
     (api.Migrations, migrations), (api.Sessions, sessions), (api.Messages, messages), (api.Fulltext, fulltext),
-    (api.KeywordStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
+    (api.TermStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
     (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, timelines),
-    (api.Subagents, subagents), (api.Imported, transcript_ledger), (api.Counts, counts), (api.Agents, agents),
+    (api.Subagents, subagents), (api.TranscriptLedger, transcript_ledger), (api.Counts, counts), (api.Agents, agents),
     (api.Archive, archive),
     (api.Forgetting, forgetting), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
     (api.FileMaintenance, connection), (api.Rebuild, rebuild),

@@ -92,7 +92,9 @@ class ForgetResponse(Answer):
 
 def run_forget(sidecar: Sidecar, selector: Selector, dry_run: bool) -> ForgetResponse:
     """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI."""
-    result = sidecar.ops.forget.run(sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run)
+    result = sidecar.ops.forgetting.run(
+        sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run
+    )
     if not dry_run:
         sidecar.metrics.counters["messages_forgotten"] += result.forgotten
     return ForgetResponse.model_validate(result)

@@ -28,7 +28,7 @@ from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.sqlite.messages import turn_identities
 from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
 from openclaw_lossless.store.sqlite.snapshots import Compaction, CompactionRecord
-from openclaw_lossless.transcripts import import_session, skipped
+from openclaw_lossless.transcripts import read_session, skipped
 from openclaw_lossless.transcripts.catchup import CatchUp
 from openclaw_lossless.transcripts.feed import claim_imported
 from openclaw_lossless.transcripts.sources import AGENT_ID, SAFE_SESSION_ID
@@ -220,7 +220,7 @@ class Ingest:
             return Bootstrapped(True, 0, "known")
         imported = 0
         if known is None:
-            imported = import_session(self, self.openclaw_state, session_id, agent_of(session_key))
+            imported = read_session(self, self.openclaw_state, session_id, agent_of(session_key))
             self.after_write(imported)
         self.db.write(lambda conn: self.ops.sessions.ensure_session(conn, session_id, session_key))
         return Bootstrapped(True, imported, "imported" if imported else "registered")

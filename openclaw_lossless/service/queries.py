@@ -312,12 +312,12 @@ class Queries:
 
     def sessions(self, agent: str | None, limit: int) -> list[SessionSummary]:
         """The sessions last begun (of one agent, or all), with their counts: the index of timelines."""
-        return self.ops.timeline.session_summaries(self.db.reader(), agent, limit)
+        return self.ops.timelines.session_summaries(self.db.reader(), agent, limit)
 
     def timeline(self, session_id: str, window: Window) -> Timeline:
         """One page of a session's messages with the compactions, snapshots, spawns and resets that fall on it."""
         conn = self.db.reader()
-        return self.ops.timeline.read_timeline(conn, self.ops.sessions.require_session(conn, session_id), window)
+        return self.ops.timelines.read_timeline(conn, self.ops.sessions.require_session(conn, session_id), window)
 
     def compactions(self, limit: int, status: str | None = None) -> list[CompactionListed]:
         """The latest recorded compactions (of one status, or all), newest first: the UI's list of them."""

@@ -51,7 +51,7 @@ from openclaw_lossless.store.sqlite.snapshots import (
     Snapshot,
 )
 from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
-from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
+from openclaw_lossless.store.sqlite.transfer import ExportScope, RestoreReport
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
 from openclaw_lossless.timeexpr.days import DayRange
 
@@ -256,7 +256,7 @@ class Fulltext(Protocol[C]):
         ...
 
 
-class KeywordStats(Protocol[C]):
+class TermStats(Protocol[C]):
     """``term_stats.TermStats``: leaves words too common to rank out of a keyword query (per process cache)."""
 
     def narrow(self, conn: C, expression: str) -> tuple[str, int]:
@@ -448,7 +448,7 @@ class Timelines(Protocol[C]):
 # -- what history import and catch-up ask ------------------------------------------------------------------------
 
 
-class Imported(Protocol[C]):
+class TranscriptLedger(Protocol[C]):
     """The store's side of reading the host's transcripts back: what a session already holds."""
 
     def held_session_ids(self, conn: C) -> frozenset[str]: ...
@@ -599,9 +599,9 @@ class Transfer(Protocol[C, D]):
         """The scope's lines in id order, tombstones included; the same lines from either backend."""
         ...
 
-    def import_jsonl(
+    def restore_jsonl(
         self, db: D, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
-    ) -> ImportReport:
+    ) -> RestoreReport:
         """Import a file as untrusted input: every line checked first, ids kept when free and remapped when
         taken; importing a file twice stores nothing the second time."""
         ...

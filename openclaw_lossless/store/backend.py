@@ -59,19 +59,19 @@ class Backend:
     sessions: api.Sessions[Any]
     messages: api.Messages[Any]
     fulltext: api.Fulltext[Any]
-    term_stats: Callable[[int], api.KeywordStats[Any]]
+    term_stats: Callable[[int], api.TermStats[Any]]
     message_days: api.MessageDays[Any]
     vectors: api.Vectors[Any]
     backlog: api.Backlog[Any]
     meta: api.Meta[Any]
     snapshots: api.Snapshots[Any]
     subagents: api.Subagents[Any]
-    timeline: api.Timelines[Any]
-    imported: api.Imported[Any]
+    timelines: api.Timelines[Any]
+    transcript_ledger: api.TranscriptLedger[Any]
     counts: api.Counts[Any]
     agents: api.Agents[Any]
     archive: api.Archive[Any, Any]
-    forget: api.Forgetting[Any, Any]
+    forgetting: api.Forgetting[Any, Any]
     transfer: api.Transfer[Any, Any]
     rewrite: api.Rewrite[Any]
     checks: api.Checks[Any]
@@ -93,12 +93,12 @@ SQLITE = Backend(
     meta=meta,
     snapshots=snapshots,
     subagents=subagents,
-    timeline=timelines,
-    imported=transcript_ledger,
+    timelines=timelines,
+    transcript_ledger=transcript_ledger,
     counts=counts,
     agents=agents,
     archive=archive,
-    forget=forgetting,
+    forgetting=forgetting,
     transfer=transfer,
     rewrite=rewrite,
     checks=checks,
@@ -224,12 +224,12 @@ def postgres() -> Backend:
         meta=meta,
         snapshots=snapshots,
         subagents=subagents,
-        timeline=timelines,
-        imported=transcript_ledger,
+        timelines=timelines,
+        transcript_ledger=transcript_ledger,
         counts=counts,
         agents=agents,
         archive=archive,
-        forget=forgetting,
+        forgetting=forgetting,
         transfer=transfer,
         rewrite=rewrite,
         checks=checks,

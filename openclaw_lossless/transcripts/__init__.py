@@ -1,4 +1,4 @@
-"""Importing an existing OpenClaw installation's history: every transcript it keeps, read-only, once.
+"""Reading the host's transcripts: every one an OpenClaw installation keeps, read-only, once.
 
 Owns reading OpenClaw's transcript stores and feeding them to the sidecar. Why: a user who installs the
 plugin already has months of history that OpenClaw keeps; recall should reach it from the first turn, and
@@ -16,7 +16,7 @@ selection excludes are never read. The database is opened ``mode=ro`` with ``que
 The formats read, entry by entry, and why each choice: docs/decisions/0006-importing-openclaw-history.md.
 """
 
-from openclaw_lossless.transcripts.reading import import_history, import_session
-from openclaw_lossless.transcripts.sources import ImportReport, Source, SourceReport, discover
+from openclaw_lossless.transcripts.reading import read_session, read_transcripts
+from openclaw_lossless.transcripts.sources import ReadReport, Source, SourceReport, discover
 
-__all__ = ["ImportReport", "Source", "SourceReport", "discover", "import_history", "import_session"]
+__all__ = ["ReadReport", "Source", "SourceReport", "discover", "read_session", "read_transcripts"]

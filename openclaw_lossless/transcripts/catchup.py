@@ -47,11 +47,11 @@ from openclaw_lossless.store.sqlite.sessions import agent_of
 from openclaw_lossless.transcripts.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.transcripts.claude_code import AGENT as CLAUDE_CODE
 from openclaw_lossless.transcripts.claude_code import fingerprint as claude_code_fingerprint
-from openclaw_lossless.transcripts.claude_code import import_claude_code
+from openclaw_lossless.transcripts.claude_code import read_claude_code
 from openclaw_lossless.transcripts.coverage import StoreCoverage
-from openclaw_lossless.transcripts.reading import import_history
+from openclaw_lossless.transcripts.reading import read_transcripts
 from openclaw_lossless.transcripts.sink import Sink
-from openclaw_lossless.transcripts.sources import AGENT_ID, SQLITE_NAME, ImportReport, transcript_session_id
+from openclaw_lossless.transcripts.sources import AGENT_ID, SQLITE_NAME, ReadReport, transcript_session_id
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ class CatchUp:
         if seen is None or self._seen.get(CLAUDE_CODE + "\0") == seen:
             return 0
         self.running = True
-        report = import_claude_code(self.sink, self.claude_code, progress=self._check_stop)
+        report = read_claude_code(self.sink, self.claude_code, progress=self._check_stop)
         self._note(report)
         if self.last_error is None and not _settling(seen, time.time()):
             self._seen[CLAUDE_CODE + "\0"] = seen
@@ -375,7 +375,7 @@ class CatchUp:
         def follow(agent_id: str, session_id: str, recorded: str | None, born_ms: int | None) -> bool:
             return session_id in touched or coverage.follows(agent_id, session_id, recorded, born_ms)
 
-        report = import_history(
+        report = read_transcripts(
             self.sink,
             state,
             agent=target.agent_id,
@@ -393,7 +393,7 @@ class CatchUp:
             )
         return report.messages_imported
 
-    def _note(self, report: ImportReport) -> None:
+    def _note(self, report: ReadReport) -> None:
         """What a run came to, for /healthz, /stats and /metrics."""
         self.runs += 1
         self.last_run_at = time.time()
@@ -519,7 +519,7 @@ def _holds_newer(ops: Backend, conn: Any, session_id: str | None, newest: float)
     session = ops.sessions.find_session(conn, session_id) if session_id is not None else None
     if session is None:
         return False
-    latest = ops.imported.newest_time(conn, session.rowid, among=STORED_SLACK)
+    latest = ops.transcript_ledger.newest_time(conn, session.rowid, among=STORED_SLACK)
     return latest is not None and latest > newest + 0.001
 
 
@@ -527,7 +527,7 @@ def _newest_stored(ops: Backend, conn: Any, session_id: str | None) -> float | N
     session = ops.sessions.find_session(conn, session_id) if session_id is not None else None
     if session is None:
         return None
-    return ops.imported.newest_time(conn, session.rowid)
+    return ops.transcript_ledger.newest_time(conn, session.rowid)
 
 
 def _reason(exc: Exception) -> str:

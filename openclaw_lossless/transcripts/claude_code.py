@@ -21,7 +21,7 @@ from openclaw_lossless.transcripts.entries import agent_message
 from openclaw_lossless.transcripts.readers import Codec, JsonlReader
 from openclaw_lossless.transcripts.reading import Progress, run_readers
 from openclaw_lossless.transcripts.sink import Sink
-from openclaw_lossless.transcripts.sources import SAFE_SESSION_ID, ImportReport, Source
+from openclaw_lossless.transcripts.sources import SAFE_SESSION_ID, ReadReport, Source
 
 AGENT = "claude-code"
 SOURCE_PREFIX = "claude-code:"  # cursor names: never an OpenClaw source's (those are paths under its state dir)
@@ -51,7 +51,7 @@ def fingerprint(projects: Path) -> tuple[int, ...] | None:
     return tuple(seen) if seen else None
 
 
-def import_claude_code(sink: Sink, projects: Path, *, progress: Progress | None = None) -> ImportReport:
+def read_claude_code(sink: Sink, projects: Path, *, progress: Progress | None = None) -> ReadReport:
     """Import (incrementally) every Claude Code session transcript under ``projects``."""
     codec = Codec.load()
     return run_readers([ClaudeCodeReader(sink, source, codec) for source in discover(projects)], progress)

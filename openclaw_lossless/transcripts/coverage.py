@@ -22,7 +22,7 @@ class StoreCoverage:
 
     @staticmethod
     def load(ops: Backend, conn: Any) -> StoreCoverage:
-        return StoreCoverage(ops.imported.held_session_ids(conn), ops.imported.first_contact(conn))
+        return StoreCoverage(ops.transcript_ledger.held_session_ids(conn), ops.transcript_ledger.first_contact(conn))
 
     @property
     def agents(self) -> list[str]:

@@ -105,9 +105,9 @@ class Feed:
 
         def work(conn: Any) -> int:
             session = ops.sessions.ensure_session(conn, self.session_id, self.session_key)
-            if ops.imported.holds_content(conn, session.rowid, record.content_hash) or ops.messages.adopt_committed(
-                conn, session, undated, record
-            ):
+            if ops.transcript_ledger.holds_content(
+                conn, session.rowid, record.content_hash
+            ) or ops.messages.adopt_committed(conn, session, undated, record):
                 return 0
             return len(ops.messages.insert_records(conn, session, [record]))
 
@@ -166,7 +166,7 @@ class Feed:
             if ops.meta.get(conn, meta_key) is not None:
                 return 0
             session = ops.sessions.ensure_session(conn, self.session_id, self.session_key)
-            live = ops.imported.live_compaction(conn, session.rowid, record)
+            live = ops.transcript_ledger.live_compaction(conn, session.rowid, record)
             if live is not None:
                 compaction_id = live
             else:
@@ -178,7 +178,7 @@ class Feed:
 
 
 def claim_imported(ops: Backend, conn: Any, session: SessionRef, record: CompactionRecord) -> Compaction | None:
-    """The ``compact`` hook's side of ``imported.live_compaction``: a compaction a catch-up already imported.
+    """The ``compact`` hook's side of ``transcript_ledger.live_compaction``: a compaction a catch-up already imported.
 
     A catch-up may run between OpenClaw writing the compaction entry and the hook arriving (milliseconds). The
     hook then takes the imported record (same session, same redacted summary, compacted, recorded by the import
@@ -188,7 +188,7 @@ def claim_imported(ops: Backend, conn: Any, session: SessionRef, record: Compact
     """
     if record.status != COMPACTED or record.summary is None:
         return None
-    return ops.imported.claim_compaction(conn, session, record, IMPORTED_REASON)
+    return ops.transcript_ledger.claim_compaction(conn, session, record, IMPORTED_REASON)
 
 
 def load_cursor(store: Store, name: str) -> dict[str, Any]:

@@ -248,7 +248,7 @@ class _Checker:
             return Counter(), None
         keys: Counter[str] = Counter()
         oldest: float | None = None
-        for key, created_at in self.ops.imported.keys_and_times(self.conn, session.rowid):
+        for key, created_at in self.ops.transcript_ledger.keys_and_times(self.conn, session.rowid):
             keys[key] += 1
             oldest = created_at if oldest is None else min(oldest, created_at)
         return keys, oldest

@@ -69,7 +69,7 @@ def _stored_like(
 ) -> list[tuple[bytes, str, tuple[str, ...]]]:
     """(content hash, window key, ids) of the session's messages with one of these window keys; only the
     matching rows are parsed."""
-    rows = ops.imported.with_window_keys(conn, session_rowid, keys)
+    rows = ops.transcript_ledger.with_window_keys(conn, session_rowid, keys)
     return [(hashed, key, marks(_parsed(original))) for hashed, key, original in rows]
 
 

@@ -1,4 +1,5 @@
-"""The entry points: import a whole installation (the CLI), or one unseen session (bootstrap)."""
+"""The entry points: read a whole installation's transcripts (the ``import`` command), or one unseen session's
+(bootstrap)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from openclaw_lossless.transcripts.sources import (
     AGENT_ID,
     SAFE_SESSION_ID,
     SQLITE_NAME,
-    ImportReport,
+    ReadReport,
     Source,
     discover,
     is_identifier,
@@ -22,7 +23,7 @@ from openclaw_lossless.transcripts.sources import (
 Progress = Callable[[int, int], object]  # (entries done, entries planned); what it returns is ignored
 
 
-def import_history(
+def read_transcripts(
     sink: Sink,
     state_dir: Path,
     *,
@@ -30,7 +31,7 @@ def import_history(
     session_id: str | None = None,
     progress: Progress | None = None,
     follow: Follow | None = None,
-) -> ImportReport:
+) -> ReadReport:
     """Import every transcript under an OpenClaw state dir (or one agent's, or one session's); rerunnable.
 
     Sessions the user's selection excludes are never read; ``follow`` (catch-up's) narrows the rest.
@@ -51,7 +52,7 @@ def import_history(
     return run_readers(readers, progress)
 
 
-def import_session(sink: Sink, state_dir: Path, session_id: str, agent_id: str) -> int:
+def read_session(sink: Sink, state_dir: Path, session_id: str, agent_id: str) -> int:
     """Import one session the store has never seen (the bootstrap hook's call); a known one costs one read.
 
     Returns the number of messages stored.
@@ -80,7 +81,7 @@ def _primary_name(source: Source) -> str:
     return source.path.name if source.path.name.endswith(".jsonl") else f"{source.session_id}.jsonl"
 
 
-def run_readers(readers: list[Reader], progress: Progress | None) -> ImportReport:
+def run_readers(readers: list[Reader], progress: Progress | None) -> ReadReport:
     """Plan every reader (for the progress total), then run each; what they came to."""
     total = sum(reader.plan() for reader in readers)
     done = 0
@@ -96,10 +97,10 @@ def run_readers(readers: list[Reader], progress: Progress | None) -> ImportRepor
     return _summarise(readers)
 
 
-def _summarise(readers: list[Reader]) -> ImportReport:
+def _summarise(readers: list[Reader]) -> ReadReport:
     details = [reader.report for reader in readers]
     sessions = set().union(*(reader.session_ids for reader in readers)) if readers else set()
-    return ImportReport(
+    return ReadReport(
         sources=len(details),
         sessions=len(sessions),
         messages_seen=sum(d.messages_seen for d in details),

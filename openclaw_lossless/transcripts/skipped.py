@@ -21,10 +21,10 @@ PREFIX = "skipped.heartbeat."
 def remember(ops: Backend, conn: Any, session_id: str, raw: Sequence[Any]) -> None:
     """Record the messages of a heartbeat turn committed without them."""
     keys = {window_key(message) for message in raw if isinstance(message, dict)}
-    ops.imported.mark_all(conn, (f"{PREFIX}{session_id}.{key}" for key in keys))
+    ops.transcript_ledger.mark_all(conn, (f"{PREFIX}{session_id}.{key}" for key in keys))
 
 
 def keys_of(ops: Backend, conn: Any, session_id: str) -> frozenset[str]:
     """The window keys of the session's left-out heartbeat messages (one range of meta's primary key)."""
     prefix = f"{PREFIX}{session_id}."
-    return frozenset(key[len(prefix) :] for key in ops.imported.keys_under(conn, prefix))
+    return frozenset(key[len(prefix) :] for key in ops.transcript_ledger.keys_under(conn, prefix))

@@ -48,7 +48,7 @@ class SourceReport:
 
 
 @dataclass
-class ImportReport:
+class ReadReport:
     sources: int = 0
     sessions: int = 0
     messages_seen: int = 0

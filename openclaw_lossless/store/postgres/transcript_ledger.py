@@ -1,4 +1,4 @@
-"""What history import and catch-up ask the store, on PostgreSQL (``store/sqlite/transcript_ledger.py``'s calls).
+"""The transcript ledger on PostgreSQL (``store/sqlite/transcript_ledger.py``'s calls).
 
 The questions are the SQLite module's: does a session hold this already, which marks are in ``meta``, was
 this compaction recorded live by the hook. Two things differ because several sidecars share one store:

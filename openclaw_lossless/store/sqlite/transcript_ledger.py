@@ -1,7 +1,8 @@
-"""The store's side of reading the host's history back (``transcripts/``): what a session already holds, the
-import's marks in ``meta``, and compactions recorded twice over (live by the hook, and from the transcript).
+"""The transcript ledger: the store's side of reading the host's transcripts (``transcripts/``). What a session
+already holds, the reader's marks in ``meta``, and compactions recorded twice over (live by the hook, and from
+the transcript).
 
-Why a module of its own: the import and catch-up decide *what* to read from OpenClaw's files; *how* the
+Why a module of its own: reading and catch-up decide *what* to read from OpenClaw's files; *how* the
 lossless store answers "do we hold this already?" is SQL over its own tables, and that stays in ``store/``.
 """
 

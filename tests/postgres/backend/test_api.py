@@ -27,8 +27,8 @@ def test_every_domain_of_the_interface_is_a_field_of_the_backend() -> None:
     protocols = {p for _, p in domains()}
     defined = [value for value in vars(api).values() if isinstance(value, type) and value.__module__ == api.__name__]
     expected = {value for value in defined if getattr(value, "_is_protocol", False)}
-    # Rebuild is salvage's (SQLite only); Database, Messages' halves and KeywordStats are reached otherwise.
-    assert expected - protocols <= {api.Database, api.Rebuild, api.MessageWrites, api.MessageReads, api.KeywordStats}
+    # Rebuild is salvage's (SQLite only); Database, Messages' halves and TermStats are reached otherwise.
+    assert expected - protocols <= {api.Database, api.Rebuild, api.MessageWrites, api.MessageReads, api.TermStats}
 
 
 @pytest.mark.parametrize(("domain", "protocol"), domains(), ids=[name for name, _ in domains()])
@@ -39,7 +39,7 @@ def test_each_postgres_module_answers_every_call_of_its_protocol(domain: str, pr
 
 def test_keyword_statistics_answer_on_both_backends() -> None:
     for backend in (SQLITE, postgres()):
-        assert_answers(api.KeywordStats, backend.term_stats(100))
+        assert_answers(api.TermStats, backend.term_stats(100))
 
 
 def test_the_database_class_is_a_unit_of_work_runner() -> None:

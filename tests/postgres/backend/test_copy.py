@@ -150,7 +150,7 @@ def test_a_copy_cut_short_while_taking_the_records_resumes_and_a_stranger_is_ref
     lines = exported(lite_source, tmp_path / "all.jsonl").splitlines()
     sessions_only = tmp_path / "sessions.jsonl"
     sessions_only.write_bytes(b"\n".join(line for line in lines if b'"type": "session"' in line) + b"\n")
-    assert pg_transfer.import_jsonl(store, sessions_only, source_file[1]).sessions == 4
+    assert pg_transfer.restore_jsonl(store, sessions_only, source_file[1]).sessions == 4
     refused = pytest.raises(BadRequest, match="holds sessions the source does not")
     with empty_sqlite(tmp_path / "stranger" / "lossless.sqlite") as stranger, refused:
         copy_store(Side(stranger, sqlite_transfer), target, source_file[1])

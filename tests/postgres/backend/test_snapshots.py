@@ -29,7 +29,7 @@ from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import snapshots as sqlite_snapshots
 from openclaw_lossless.store.sqlite import subagents as sqlite_subagents
-from openclaw_lossless.store.sqlite import timelines as sqlite_timeline
+from openclaw_lossless.store.sqlite import timelines as sqlite_timelines
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
@@ -55,7 +55,7 @@ class Backend:
     messages: ModuleType
     snapshots: ModuleType
     subagents: ModuleType
-    timeline: ModuleType
+    timelines: ModuleType
 
     def write(self, work: Callable[[Any], T]) -> T:
         result: T = self.db.write(work)
@@ -95,7 +95,7 @@ def sqlite_store(directory: Path) -> Iterator[Backend]:
     db = SqliteDatabase(directory / "lossless.sqlite")
     try:
         sqlite_migrations.migrate(db)
-        yield Backend(db, sqlite_sessions, sqlite_messages, sqlite_snapshots, sqlite_subagents, sqlite_timeline)
+        yield Backend(db, sqlite_sessions, sqlite_messages, sqlite_snapshots, sqlite_subagents, sqlite_timelines)
     finally:
         db.close()
 

@@ -1,6 +1,6 @@
-"""Import on PostgreSQL: the lines of an export or archive file, checked and captured, written into the store.
+"""Restore on PostgreSQL (``import --jsonl``): an export or archive file's lines, checked, written into the store.
 
-The meaning is the SQLite importer's (``store/sqlite/transfer/restore.py``): a file is untrusted input,
+The meaning is the SQLite restore's (``store/sqlite/transfer/restore.py``): a file is untrusted input,
 every line is parsed and captured by the shared parser (``store/sqlite/transfer/lines.py``) before any
 write, a line the checks missed but the server refuses costs that line, ids are kept when free and
 remapped when taken, and importing a file twice stores nothing the second time.
@@ -50,8 +50,8 @@ from openclaw_lossless.store.sqlite.transfer.lines import (
     TurnLine,
 )
 from openclaw_lossless.store.sqlite.transfer.restore import (
-    ImportReport,
     Outcome,
+    RestoreReport,
     apply_line,
     count_outcome,
     message_record,
@@ -66,12 +66,12 @@ from openclaw_lossless.store.sqlite.transfer.restore import (
 _LINE_ERRORS = (BadRequest, OverflowError, UnicodeEncodeError, psycopg.IntegrityError, psycopg.DataError)
 
 
-def import_jsonl(
+def restore_jsonl(
     db: Database, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
-) -> ImportReport:
+) -> RestoreReport:
     """Bring records back from an export or archive file; a malformed line is counted and skipped."""
-    importer = Importer(db)
-    return read_in_batches(path, options, importer.report, lambda batch: importer.flush(batch, progress))
+    restorer = Restorer(db)
+    return read_in_batches(path, options, restorer.report, lambda batch: restorer.flush(batch, progress))
 
 
 @dataclass
@@ -97,11 +97,11 @@ class Learned:
 
 
 @dataclass
-class Importer:
+class Restorer:
     """Applies parsed lines in file order, one transaction a batch, keeping what committed batches learned."""
 
     db: Database
-    report: ImportReport = dataclasses.field(default_factory=ImportReport)
+    report: RestoreReport = dataclasses.field(default_factory=RestoreReport)
     learned: Learned = dataclasses.field(default_factory=Learned)
 
     def flush(self, batch: list[Line], progress: Callable[[int], object] | None) -> None:
@@ -109,7 +109,7 @@ class Importer:
             return
         done = self.db.write(lambda conn: self._apply_all(conn, batch))
         self.learned.absorb(done.learned)
-        for counter in dataclasses.fields(ImportReport):
+        for counter in dataclasses.fields(RestoreReport):
             name = counter.name
             setattr(self.report, name, getattr(self.report, name) + getattr(done.report, name))
         if progress:
@@ -131,7 +131,7 @@ class Importer:
             return self._write(conn, batch, guarded=True)
 
     def _write(self, conn: Connection, batch: list[Line], *, guarded: bool) -> BatchWriter:
-        writer = BatchWriter(ImportReport(), self.learned.layer(), guarded)
+        writer = BatchWriter(RestoreReport(), self.learned.layer(), guarded)
         for line in batch:
             writer.apply(conn, line)
         return writer
@@ -149,7 +149,7 @@ class _AlreadyStored(Exception):
 class BatchWriter:
     """One batch's writes, in one transaction."""
 
-    report: ImportReport
+    report: RestoreReport
     learned: Learned
     guarded: bool  # each line under its own savepoint; else a failing line raises, undoing the batch
     # Sessions seen by lines that committed to their savepoint (a rolled-back line's new session is gone),
@@ -218,7 +218,7 @@ class BatchWriter:
         return "new"
 
     def _turn(self, conn: Connection, line: MessageLine, session_rowid: int) -> int | None:
-        """The turn row for the message's advancement key, counted as the SQLite importer's ``Importer._turn``
+        """The turn row for the message's advancement key, counted as the SQLite ``Restorer._turn``
         counts it; a turn a sidecar commits meanwhile (the insert finds it taken) counts its own messages."""
         if line.advancement_key is None:
             return None

@@ -1,4 +1,4 @@
-"""Import: the lines of an export or archive file, checked and captured, written into the store.
+"""Restore (``import --jsonl``): the lines of an export or archive file, checked and captured, written into the store.
 
 A file is untrusted input: every line is parsed and captured (``lines.py``) before any write, and each line
 is applied under a savepoint, so a line the checks missed costs that line, never the batch. Ids are kept when
@@ -54,7 +54,7 @@ _COUNTER = {
 
 
 @dataclass
-class ImportReport:
+class RestoreReport:
     """Lines read; rows each kind of line added; lines already in the store, in conflict, or malformed."""
 
     read: int = 0
@@ -75,17 +75,17 @@ class Unreadable(BadRequest):
     """The file cannot be opened, or stops being readable part way (a truncated or damaged gzip)."""
 
 
-def import_jsonl(
+def restore_jsonl(
     db: Database, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
-) -> ImportReport:
+) -> RestoreReport:
     """Bring records back from an export or archive file; a malformed line is counted and skipped."""
-    importer = Importer(db, ImportReport())
-    return read_in_batches(path, options, importer.report, lambda batch: importer.flush(batch, progress))
+    restorer = Restorer(db, RestoreReport())
+    return read_in_batches(path, options, restorer.report, lambda batch: restorer.flush(batch, progress))
 
 
 def read_in_batches(
-    path: Path, options: CaptureOptions, report: ImportReport, flush: Callable[[list[Line]], object]
-) -> ImportReport:
+    path: Path, options: CaptureOptions, report: RestoreReport, flush: Callable[[list[Line]], object]
+) -> RestoreReport:
     """Read, check and parse the file, handing each full batch to ``flush`` (which writes and clears it).
 
     Both backends import through this loop and supply only ``flush``, their transaction, so what counts as
@@ -107,7 +107,7 @@ def read_in_batches(
     return report
 
 
-def _checked(path: Path, options: CaptureOptions, report: ImportReport) -> Iterator[Line]:
+def _checked(path: Path, options: CaptureOptions, report: RestoreReport) -> Iterator[Line]:
     """The file's lines, parsed and captured; blank lines skipped, malformed ones counted."""
     for raw in _read(path):
         if raw.strip():
@@ -139,7 +139,7 @@ def _open(path: Path) -> io.BufferedIOBase:
 
 
 @dataclass
-class Importer:
+class Restorer:
     """Applies parsed lines in file order, remembering what this import created and which ids moved.
 
     Sessions and turns a message line creates carry placeholder times until their own lines (which follow the
@@ -147,7 +147,7 @@ class Importer:
     """
 
     db: Database
-    report: ImportReport
+    report: RestoreReport
     new_sessions: set[str] = field(default_factory=set)
     new_turns: set[int] = field(default_factory=set)
     moved_messages: dict[int, int] = field(default_factory=dict)
@@ -350,12 +350,12 @@ class Importer:
         return None if taken else wanted
 
 
-# What follows is the importer's logic apart from SQL, which the PostgreSQL importer
+# What follows is the restore's logic apart from SQL, which the PostgreSQL restore
 # (``store/postgres/transfer/restore.py``) applies too, so a file means the same on either store.
 
 
 class LineWriter(Protocol[ConnT_contra]):
-    """What an importer does with each kind of line, on its backend's connection (see ``apply_line``)."""
+    """What a restore does with each kind of line, on its backend's connection (see ``apply_line``)."""
 
     def message(self, conn: ConnT_contra, line: MessageLine) -> Outcome: ...
     def session_line(self, conn: ConnT_contra, line: SessionLine) -> Outcome: ...
@@ -387,7 +387,7 @@ def apply_line(writer: LineWriter[ConnT], conn: ConnT, line: Line) -> Outcome:
 _OUTCOME_COUNTER = {None: "malformed", "present": "already_present", "conflict": "conflicts", "forgotten": "forgotten"}
 
 
-def count_outcome(report: ImportReport, line: Line, outcome: Outcome | None) -> None:
+def count_outcome(report: RestoreReport, line: Line, outcome: Outcome | None) -> None:
     """Count a line's outcome (None: refused by the store) in the report; "new" counts by the line's kind.
 
     Shared by both backends so their reports for one file agree field by field."""

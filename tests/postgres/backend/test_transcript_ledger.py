@@ -18,7 +18,7 @@ from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import meta as sqlite_meta
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
-from openclaw_lossless.store.sqlite import transcript_ledger as sqlite_imported
+from openclaw_lossless.store.sqlite import transcript_ledger as sqlite_ledger
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 from tests.postgres.backend.test_messages import MAY_8_2023, commit, said
@@ -41,7 +41,7 @@ class Backend:
     db: Any
     sessions: ModuleType
     messages: ModuleType
-    imported: ModuleType
+    transcript_ledger: ModuleType
     meta: ModuleType
     mark: str
 
@@ -88,10 +88,10 @@ def build(b: Backend) -> dict[str, int]:
 
 
 def answers(b: Backend) -> dict[str, Any]:
-    """Every question ``imported`` answers, asked of the scenario's store, with message ids as their texts."""
+    """Every question ``transcript_ledger`` answers, asked of the scenario's store, with message ids as their texts."""
     rowids = build(b)
     s1, s3 = rowids["s1"], rowids["s3"]
-    i, conn = b.imported, b.db.reader()
+    i, conn = b.transcript_ledger, b.db.reader()
     texts = b.messages.texts(conn, [row[0] for row in b.sql("SELECT id FROM messages")])
     by_key = {
         key: hashed for hashed, key, _ in i.with_window_keys(conn, s1, [k for k, _ in i.keys_and_times(conn, s1)])
@@ -135,7 +135,7 @@ def test_import_questions_are_answered_as_on_sqlite(store: Database, tmp_path: P
     lite = SqliteDatabase(tmp_path / "lossless.sqlite")
     try:
         sqlite_migrations.migrate(lite)
-        on_sqlite = answers(Backend(lite, sqlite_sessions, sqlite_messages, sqlite_imported, sqlite_meta, "?"))
+        on_sqlite = answers(Backend(lite, sqlite_sessions, sqlite_messages, sqlite_ledger, sqlite_meta, "?"))
     finally:
         lite.close()
 

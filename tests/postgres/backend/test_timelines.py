@@ -59,7 +59,7 @@ def pages(b: Backend) -> dict[str, Any]:
     one, two, child = (b.sessions.require_session(conn, s) for s in ("s-one", "s-two", "c1"))
 
     def read(session: Any, window: Window) -> Timeline:
-        page: Timeline = b.timeline.read_timeline(conn, session, window)
+        page: Timeline = b.timelines.read_timeline(conn, session, window)
         return page
 
     newest = read(one, Window(PAGE))
@@ -74,10 +74,10 @@ def pages(b: Backend) -> dict[str, Any]:
         "past the end": read(one, Window(PAGE, after=12)),
         "after /new": read(two, Window(10)),
         "child": read(child, Window(10)),
-        "all sessions": b.timeline.session_summaries(conn, None, 10),
-        "ops": b.timeline.session_summaries(conn, "ops", 10),
-        "main, last two": b.timeline.session_summaries(conn, "main", 2),
-        "an agent with a NUL": b.timeline.session_summaries(conn, "ma\x00in", 10),
+        "all sessions": b.timelines.session_summaries(conn, None, 10),
+        "ops": b.timelines.session_summaries(conn, "ops", 10),
+        "main, last two": b.timelines.session_summaries(conn, "main", 2),
+        "an agent with a NUL": b.timelines.session_summaries(conn, "ma\x00in", 10),
     }
 
 
