@@ -42,6 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: about SQLite's own machinery; skipped on the PostgreSQL pass")
+    config.addinivalue_line("markers", "no_store: opens no store (docs, imports, pure modules); run on one pass only")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -53,9 +54,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("--store-backend") != "postgresql":
         return
     skip = pytest.mark.skip(reason="about SQLite's own machinery (its file, pages, WAL or FTS5)")
+    once = pytest.mark.skip(reason="opens no store: the SQLite pass ran it, the backend cannot change its outcome")
     for item in items:
         if item.get_closest_marker("sqlite_only") is not None:
             item.add_marker(skip)
+        elif item.get_closest_marker("no_store") is not None:
+            item.add_marker(once)
 
 
 @pytest.fixture(scope="session")

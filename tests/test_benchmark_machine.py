@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks import machine
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 EPYC = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -9,6 +9,10 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 ROOT = Path(__file__).parents[1]
 
 MAX_MODULE_DOCSTRING_LINES = 25

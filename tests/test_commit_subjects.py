@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_commits.py"
 
 

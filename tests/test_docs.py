@@ -12,6 +12,8 @@ from docs import gen_reference
 from openclaw_lossless.cli import build_parser
 from openclaw_lossless.config import Settings
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
 README = (ROOT / "README.md").read_text()

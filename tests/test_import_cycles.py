@@ -15,6 +15,8 @@ from pathlib import Path
 import grimp
 import pytest
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 PACKAGE = "openclaw_lossless"
 # Highest first: the composition root wires the jobs; the jobs use the transcript reading, recall, embeddings and
 # the store; the store keeps what capture made of a message. A lower layer never reaches a higher one.

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from openclaw_lossless.capture import importance
 from openclaw_lossless.recall.scoring import Candidate, score
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 
 def test_labels_follow_the_documented_thresholds() -> None:

@@ -28,6 +28,8 @@ from openclaw_lossless.embed.model_files import (
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 REFERENCE = Path(__file__).parent / "fixtures" / "reference_embeddings.json"
 FP32_FLOOR = 0.999
 # int8 measured on the reference set (x86-64, AVX-512 VNNI): min 0.978, mean 0.991. The floors leave room

@@ -4,6 +4,8 @@ default, and a default changes only on a gain larger than chance."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.locomo_folds import (
     DEFAULT,
     GRID,
@@ -16,6 +18,8 @@ from benchmarks.locomo_folds import (
     paired_test,
 )
 from openclaw_lossless.config import RecallSettings
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 HIT, MISS = Block(True, True, 1000), Block(False, False, 1000)
 DEFAULTS = RecallSettings()

@@ -13,6 +13,8 @@ from openclaw_lossless.api import schemas
 from openclaw_lossless.app import create_app
 from openclaw_lossless.config import RecallOverrides, Settings
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 MANIFEST: dict[str, Any] = json.loads((Path(__file__).parents[1] / "plugin-manifest.json").read_text())
 SEED_SETTINGS = ["retrievalCount", "windowShare", "recencyDecayHours", "skipHeartbeats", "maxDbSizeMb", "minSimilarity"]
 

@@ -1,8 +1,9 @@
 """One name for each module: two modules of the package share a name only when they are backend twins.
 
 Why it matters to a maintainer: a name is how a newcomer finds a room. Two ``gaps.py`` with different jobs send
-them to the wrong one. The one exception is a pair of twins, the same job on each backend: the same path
-under ``store/sqlite/`` and ``store/postgres/`` (``store/sqlite/messages.py`` and ``store/postgres/messages.py``).
+them to the wrong one. The one exception is twins, one domain's job on each backend: the same path under
+``store/sqlite/`` and ``store/postgres/``, and under ``store/statements/`` for the statements both share
+(``store/sqlite/agents.py``, ``store/postgres/agents.py`` and ``store/statements/agents.py``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 PACKAGE = Path(__file__).resolve().parents[1] / "openclaw_lossless"
-BACKENDS = ("store/sqlite/", "store/postgres/")
+BACKENDS = ("store/sqlite/", "store/postgres/", "store/statements/")
 
 
 def shared_names(package: Path) -> dict[str, list[str]]:
@@ -26,7 +31,7 @@ def shared_names(package: Path) -> dict[str, list[str]]:
 
 
 def _twin_key(relative: str) -> str:
-    """A backend module and its twin on the other backend count as one place."""
+    """A backend module, its twin on the other backend and their shared statements count as one place."""
     for prefix in BACKENDS:
         if relative.startswith(prefix):
             return "store/<backend>/" + relative[len(prefix) :]
@@ -39,7 +44,8 @@ def test_no_two_modules_share_a_name_unless_they_are_backend_twins() -> None:
 
 def test_the_check_finds_a_shared_name_and_lets_twins_pass(tmp_path: Path) -> None:
     """The check itself can fail: two ``gaps.py`` in different rooms are found; backend twins are not."""
-    for relative in ("doctor/gaps.py", "history/gaps.py", "store/sqlite/timeline.py", "store/postgres/timeline.py"):
+    twins = ("store/sqlite/timeline.py", "store/postgres/timeline.py", "store/statements/timeline.py")
+    for relative in ("doctor/gaps.py", "history/gaps.py", *twins):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text('"""A module."""\n')
     assert shared_names(tmp_path) == {"gaps": ["doctor/gaps.py", "history/gaps.py"]}

@@ -17,6 +17,8 @@ from openclaw_lossless.embed.provider import EmbeddingRateLimited, ProviderIdent
 from openclaw_lossless.embed.service import build_provider
 from openclaw_lossless.errors import BadRequest, EmbeddingResponseInvalid, EmbeddingUnavailable
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 BASE = "http://127.0.0.1:9/v1"
 KEY = "sk-test-SECRET-0123456789abcdef"
 DIM = 4

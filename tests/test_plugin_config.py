@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA: dict[str, Any] = json.loads((REPO / "plugin-manifest.json").read_text())["config"]
 VALIDATOR = Draft202012Validator(SCHEMA)

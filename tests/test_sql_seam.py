@@ -10,7 +10,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import openclaw_lossless
+
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 PACKAGE = Path(openclaw_lossless.__file__).parent
 HOST_READERS = {"transcripts/readers.py", "transcripts/gaps.py", "doctor/plugin.py"}  # OpenClaw's databases, not ours

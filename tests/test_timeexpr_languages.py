@@ -10,6 +10,8 @@ import pytest
 
 from openclaw_lossless.timeexpr import LANGUAGES, asks_when, referenced
 
+pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
+
 MONDAY = date(2023, 5, 8)  # a Monday
 THURSDAY = date(2023, 6, 1)
 

@@ -4,8 +4,9 @@ Why: several sidecars sharing one memory need a server (PostgreSQL + pgvector), 
 nothing to run (SQLite + FTS5 + sqlite-vec), and the rest of the package must not care which. These protocols
 name each call the sidecar, recall, the embedding worker, history import, archive, forget, transfer, doctor and
 the CLI make, and their docstrings state what both backends must keep. ``store/sqlite/`` and
-``store/postgres/`` each have a module per protocol; ``store/backend.py`` gathers them into a ``Backend``
-(one field per protocol, so mypy holds every module to its protocol) and callers reach them through
+``store/postgres/`` each have a module per protocol (what both run alike, the timeline's whole, is kept once
+in ``store/statements/``);
+``store/backend.py`` gathers them into a ``Backend`` (one field per protocol) and callers reach them through
 ``Store.ops``. ``tests/test_store_api.py`` and ``tests/postgres/backend/test_api.py`` also check each call's
 parameters at run time.
 

@@ -12,37 +12,18 @@ are imported only then, so a SQLite user needs no PostgreSQL driver installed.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from openclaw_lossless.errors import LosslessError, StoreUnavailable
 from openclaw_lossless.store import api
-from openclaw_lossless.store.sqlite import (
-    agents,
-    archive,
-    backlog,
-    checks,
-    connection,
-    counts,
-    forgetting,
-    fulltext,
-    memory_files,
-    message_days,
-    messages,
-    meta,
-    migrations,
-    rewrite,
-    sessions,
-    snapshots,
-    subagents,
-    term_stats,
-    timelines,
-    transcript_ledger,
-    transfer,
-    vectors,
-)
+from openclaw_lossless.store.sqlite import connection as sqlite_connection
+from openclaw_lossless.store.statements import POSTGRES, Dialect
+from openclaw_lossless.store.statements import SQLITE as SQLITE_DIALECT
+from openclaw_lossless.store.statements.timelines import Timelines
 
 BackendName = Literal["sqlite", "postgresql"]
 # The sidecar's own reading threads: recall's vector lanes (4), the embedding worker and its extra drain
@@ -80,32 +61,29 @@ class Backend:
     translate_error: Callable[[Exception], Exception]  # a driver's error as the project's (``errors.py``)
 
 
-SQLITE = Backend(
-    name="sqlite",
-    migrations=migrations,
-    sessions=sessions,
-    messages=messages,
-    fulltext=fulltext,
-    term_stats=term_stats.TermStats,
-    message_days=message_days,
-    vectors=vectors,
-    backlog=backlog,
-    meta=meta,
-    snapshots=snapshots,
-    subagents=subagents,
-    timelines=timelines,
-    transcript_ledger=transcript_ledger,
-    counts=counts,
-    agents=agents,
-    archive=archive,
-    forgetting=forgetting,
-    transfer=transfer,
-    rewrite=rewrite,
-    checks=checks,
-    maintenance=connection,
-    memory_files=memory_files,
-    translate_error=connection.translate_error,
-)
+# The fields not answered by the package's module of the same name: built in ``assemble`` itself.
+_BUILT = ("name", "term_stats", "timelines", "maintenance", "translate_error")
+
+
+def assemble(name: BackendName, package: str, dialect: Dialect, maintenance: str) -> Backend:
+    """The backend whose modules are ``package``'s: each field its module of the same name. mypy holds each
+    module to its protocol in ``tests/test_store_api.py`` and ``tests/postgres/backend/test_api.py``."""
+    modules: dict[str, Any] = {
+        field.name: importlib.import_module(f"{package}.{field.name}")
+        for field in fields(Backend)
+        if field.name not in _BUILT
+    }
+    return Backend(
+        name=name,
+        term_stats=importlib.import_module(f"{package}.term_stats").TermStats,
+        timelines=Timelines(dialect),
+        maintenance=importlib.import_module(f"{package}.{maintenance}"),
+        translate_error=importlib.import_module(f"{package}.connection").translate_error,
+        **modules,
+    )
+
+
+SQLITE = assemble("sqlite", "openclaw_lossless.store.sqlite", SQLITE_DIALECT, maintenance="connection")
 
 
 @dataclass(frozen=True)
@@ -147,7 +125,7 @@ class Place:
 def connect(place: Place) -> Store:
     """Open and migrate the store; a failed migration closes what it opened and raises."""
     store = (
-        Store(connection.Database(place.path, synchronous=place.synchronous), SQLITE)
+        Store(sqlite_connection.Database(place.path, synchronous=place.synchronous), SQLITE)
         if place.url is None
         else (_open_postgres(place))
     )
@@ -185,55 +163,4 @@ def _open_postgres(place: Place) -> Store:
 
 def postgres() -> Backend:
     """PostgreSQL + pgvector (``store/postgres/``): the modules answering the same protocols on a server."""
-    from openclaw_lossless.store.postgres import (
-        agents,
-        archive,
-        backlog,
-        checks,
-        connection,
-        counts,
-        forgetting,
-        fulltext,
-        maintenance,
-        memory_files,
-        message_days,
-        messages,
-        meta,
-        migrations,
-        rewrite,
-        sessions,
-        snapshots,
-        subagents,
-        term_stats,
-        timelines,
-        transcript_ledger,
-        transfer,
-        vectors,
-    )
-
-    return Backend(
-        name="postgresql",
-        migrations=migrations,
-        sessions=sessions,
-        messages=messages,
-        fulltext=fulltext,
-        term_stats=term_stats.TermStats,
-        message_days=message_days,
-        vectors=vectors,
-        backlog=backlog,
-        meta=meta,
-        snapshots=snapshots,
-        subagents=subagents,
-        timelines=timelines,
-        transcript_ledger=transcript_ledger,
-        counts=counts,
-        agents=agents,
-        archive=archive,
-        forgetting=forgetting,
-        transfer=transfer,
-        rewrite=rewrite,
-        checks=checks,
-        maintenance=maintenance,
-        memory_files=memory_files,
-        translate_error=connection.translate_error,
-    )
+    return assemble("postgresql", "openclaw_lossless.store.postgres", POSTGRES, maintenance="maintenance")

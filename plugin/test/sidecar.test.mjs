@@ -223,7 +223,7 @@ test("a crash loop: no hook waits, restarts back off, then rest for the cool-dow
     // Then restarts run in the background, 50 ms, 100 ms, ...; hooks fail at once meanwhile.
     const meanwhile = await timed();
     assert.equal(meanwhile.error?.code, "sidecar_unreachable");
-    assert.ok(meanwhile.ms < 1000, `${meanwhile.ms} ms`);
+    assert.ok(meanwhile.ms < 10000, `${meanwhile.ms} ms`); // not the 20 s wait for a start
     await until(() => lines.some((l) => l.includes("not restarting it for")), "the crash-loop guard");
     assert.equal(starts(), 3);
     assert.equal(lines.filter((l) => l.includes("not restarting it for")).length, 1);

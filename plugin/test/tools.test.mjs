@@ -286,14 +286,14 @@ test("lossless_recover: an unknown citation throws not_found; a bad one never re
 });
 
 test("a cancelled tool call aborts its request", async () => {
-  const sidecar = await stubSidecar({ "GET /v1/search": () => [200, { hits: [] }, 2000] });
+  const sidecar = await stubSidecar({ "GET /v1/search": () => [200, { hits: [] }, 20000] });
   try {
     const { search } = toolsFor(sidecar);
     const controller = new AbortController();
     const began = Date.now();
     setTimeout(() => controller.abort(), 100);
     await assert.rejects(search.execute("c", { query: "x" }, controller.signal), (e) => e.code === "cancelled");
-    assert.ok(Date.now() - began < 1500);
+    assert.ok(Date.now() - began < 10000); // well before the stub's answer at 20 s, however loaded the machine
   } finally {
     await sidecar.close();
   }

@@ -1,9 +1,11 @@
-"""What the store holds per agent, on PostgreSQL (``store/sqlite/agents.py``'s calls): its last commit, its
-sessions and its messages, counted, for ``activity.py`` and ``/v1/agents/{id}/status``."""
+"""What the store holds per agent, on PostgreSQL: its last commit, its sessions and its messages, counted, for
+``activity.py`` and ``/v1/agents/{id}/status``. The counts are both backends' (``store/statements/agents.py``);
+the last commits are a lateral join here, the plan PostgreSQL reads best."""
 
 from __future__ import annotations
 
-from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements.agents import Tallies
 
 # Per session, its newest turn (the highest id, as on SQLite: ids rise in commit order, where the sidecars'
 # clocks may not), then the latest of those per agent. A session without turns adds nothing, so an agent
@@ -16,21 +18,8 @@ GROUP BY s.agent_id
 """
 
 
-def last_commits(conn: Connection) -> dict[str, float]:
-    """The time of each agent's last committed turn (agents that never committed one are absent)."""
-    return {str(agent): float(at) for agent, at in conn.execute(LAST_COMMITS_SQL).fetchall() if at is not None}
-
-
-def session_count(conn: Connection, agent_id: str) -> int:
-    row = conn.execute("SELECT count(*) FROM sessions WHERE agent_id = %s", (agent_id,)).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def message_count(conn: Connection, agent_id: str) -> int:
-    row = conn.execute("SELECT count(*) FROM messages WHERE agent_id = %s", (agent_id,)).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def agents_by_session(conn: Connection) -> dict[int, str]:
-    """Each session's row id to its agent, for the vector index to tag every row it loads."""
-    return {int(row[0]): str(row[1]) for row in conn.execute("SELECT id, agent_id FROM sessions")}
+_TALLIES = Tallies(POSTGRES, LAST_COMMITS_SQL)  # the counts: the same statements on both backends
+last_commits = _TALLIES.last_commits
+session_count = _TALLIES.session_count
+message_count = _TALLIES.message_count
+agents_by_session = _TALLIES.agents_by_session

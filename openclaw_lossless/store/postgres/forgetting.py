@@ -60,6 +60,8 @@ from openclaw_lossless.store.sqlite.forgetting import (
     settle,
 )
 from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.statements.forgetting import forgotten_count as forgotten_count
+from openclaw_lossless.store.statements.forgetting import resurrected as resurrected
 
 log = logging.getLogger(__name__)
 
@@ -304,20 +306,6 @@ def _tombstoned(conn: Connection, raws: list[bytes]) -> set[int]:
         ([n for n, _, _ in named], [s for _, s, _ in named], [d for _, _, d in named]),
     )
     return {int(row[0]) for row in rows}
-
-
-def forgotten_count(conn: Connection) -> int:
-    row = conn.execute("SELECT count(*) FROM forgotten").fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def resurrected(conn: Connection) -> int:
-    """Stored messages a tombstone names (doctor: should be 0)."""
-    row = conn.execute(
-        "SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        " JOIN forgotten f ON f.session_id = s.session_id AND f.content_hash = m.content_hash"
-    ).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def run(

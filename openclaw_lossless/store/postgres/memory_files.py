@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from openclaw_lossless.store.postgres import forgetting, fulltext
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite.memory_files import KIND, SESSION_PREFIX, MemoryFile, StoredChunk
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements.memory_files import FileRows
 
 
 def files(conn: Connection) -> list[MemoryFile]:
@@ -24,27 +26,9 @@ def files(conn: Connection) -> list[MemoryFile]:
     ]
 
 
-def record_file(conn: Connection, file: MemoryFile) -> None:
-    conn.execute(
-        "INSERT INTO memory_files (agent_id, path, workspace, file_hash, size, mtime_ns, chunks, indexed_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id, path) DO UPDATE SET"
-        " workspace = excluded.workspace, file_hash = excluded.file_hash, size = excluded.size,"
-        " mtime_ns = excluded.mtime_ns, chunks = excluded.chunks, indexed_at = excluded.indexed_at",
-        (
-            file.agent_id,
-            file.path,
-            file.workspace,
-            file.file_hash,
-            file.size,
-            file.mtime_ns,
-            file.chunks,
-            file.indexed_at,
-        ),
-    )
-
-
-def drop_file(conn: Connection, agent_id: str, path: str) -> None:
-    conn.execute("DELETE FROM memory_files WHERE agent_id = %s AND path = %s", (agent_id, path))
+_ROWS = FileRows(POSTGRES)  # a file's row: the same statements on both backends
+record_file = _ROWS.record_file
+drop_file = _ROWS.drop_file
 
 
 def sessions(conn: Connection) -> dict[str, int]:

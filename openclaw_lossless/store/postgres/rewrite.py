@@ -20,7 +20,16 @@ from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.store.postgres import forgetting, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
-from openclaw_lossless.store.sqlite.rewrite import Row, cache_key
+from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements.rewrite import Pages, Row
+
+_PAGES = Pages(POSTGRES)  # the rescan's pages and the snapshot rename: the same statements on both backends
+identity_taken = _PAGES.identity_taken
+compaction_page = _PAGES.compaction_page
+link_page = _PAGES.link_page
+snapshot_page = _PAGES.snapshot_page
+rename_snapshot = _PAGES.rename_snapshot
 
 # The tables ``redact --rescan`` rewrites rows of, or deletes rows from, for its rewrites.
 REWRITTEN_TABLES = (
@@ -43,14 +52,6 @@ def message_page(conn: Connection, after: int, limit: int) -> list[Row]:
         (after, limit),
     ).fetchall()
     return [(*row[:5], bytes(row[5]), row[6]) for row in rows]
-
-
-def identity_taken(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
-    """Whether a message of the session already has this identity."""
-    found = conn.execute(
-        "SELECT 1 FROM messages WHERE session_rowid = %s AND content_hash = %s", (session_rowid, content_hash)
-    ).fetchone()
-    return found is not None
 
 
 def rewrite_message(
@@ -81,14 +82,6 @@ def rewrite_message(
     message_days.index(conn, message_id, str(row[0]), stored, float(row[1]))
 
 
-def compaction_page(conn: Connection, after: int, limit: int) -> list[Row]:
-    """``(id, summary, reason)`` of the compactions after ``after``."""
-    rows = conn.execute(
-        "SELECT id, summary, reason FROM compactions WHERE id > %s ORDER BY id LIMIT %s", (after, limit)
-    ).fetchall()
-    return [tuple(row) for row in rows]
-
-
 def set_compaction_text(conn: Connection, compaction_id: int, summary: str | None, reason: str | None) -> None:
     conn.execute(
         "UPDATE compactions SET summary = %s, reason = %s WHERE id = %s",
@@ -96,29 +89,8 @@ def set_compaction_text(conn: Connection, compaction_id: int, summary: str | Non
     )
 
 
-def link_page(conn: Connection, after: int, limit: int) -> list[Row]:
-    """``(id, ended_reason)`` of the subagent links after ``after``."""
-    rows = conn.execute(
-        "SELECT id, ended_reason FROM subagent_links WHERE id > %s ORDER BY id LIMIT %s", (after, limit)
-    ).fetchall()
-    return [tuple(row) for row in rows]
-
-
 def set_link_reason(conn: Connection, link_id: int, reason: str | None) -> None:
     conn.execute("UPDATE subagent_links SET ended_reason = %s WHERE id = %s", (_pg_optional(reason), link_id))
-
-
-def snapshot_page(conn: Connection, after: int, limit: int) -> list[Row]:
-    """``(id, name)`` of the snapshots after ``after``."""
-    rows = conn.execute("SELECT id, name FROM snapshots WHERE id > %s ORDER BY id LIMIT %s", (after, limit)).fetchall()
-    return [tuple(row) for row in rows]
-
-
-def rename_snapshot(conn: Connection, snapshot_id: int, name: str) -> None:
-    """Rename a snapshot; a name another snapshot holds gets ``-<id>`` (names are unique)."""
-    if conn.execute("SELECT 1 FROM snapshots WHERE name = %s", (name,)).fetchone():
-        name = f"{name}-{snapshot_id}"
-    conn.execute("UPDATE snapshots SET name = %s WHERE id = %s", (name, snapshot_id))
 
 
 def optimize_fts(conn: Connection) -> None:

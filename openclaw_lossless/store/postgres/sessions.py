@@ -21,6 +21,8 @@ from openclaw_lossless.store.sqlite.sessions import (
     required,
     scope_of,
 )
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements.spawns import Spawned
 
 _COLUMNS = "id, session_id, session_key, agent_id"
 
@@ -68,28 +70,10 @@ def register_spawned(conn: Connection, child_key: str) -> None:
         ensure_session(conn, child_key, child_key)
 
 
-def unregister_spawned(conn: Connection, child_key: str) -> bool:
-    """Undo ``register_spawned`` (a rolled-back spawn) while the session is unused; returns whether it did."""
-    rowid = _unused_spawned(conn, child_key)
-    if rowid is None or any(
-        conn.execute(f"SELECT 1 FROM {table} WHERE session_rowid = %s LIMIT 1", (rowid,)).fetchone()
-        for table in ("turns", "compactions", "snapshots")
-    ):
-        return False
-    conn.execute("DELETE FROM sessions WHERE id = %s", (rowid,))
-    return True
-
-
-def _unused_spawned(conn: Connection, child_key: str) -> int | None:
-    """The session registered at spawn for ``child_key``, while no host call has named it and it holds nothing;
-    locked, so a concurrent first sight on another sidecar waits and then sees it taken."""
-    row = conn.execute(
-        "SELECT s.id FROM sessions s JOIN subagent_links l ON l.child_session_key = s.session_key"
-        " WHERE s.session_id = %s AND s.session_key = %s"
-        " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_rowid = s.id) FOR UPDATE OF s",
-        (child_key, child_key),
-    ).fetchone()
-    return None if row is None else int(row[0])
+_SPAWNED = Spawned(POSTGRES)  # a spawn rolled back, and a session's parent: the same statements on both backends
+unregister_spawned = _SPAWNED.unregister_spawned
+_unused_spawned = _SPAWNED.unused_spawned
+parent_key = _SPAWNED.parent_key
 
 
 def find_session(conn: Connection, session_id: str) -> SessionRef | None:
@@ -137,15 +121,6 @@ def latest_session_for_key(conn: Connection, session_key: str) -> SessionRef | N
         (session_key,),
     ).fetchone()
     return None if row is None else _ref(row)
-
-
-def parent_key(conn: Connection, session_key: str | None) -> str | None:
-    if session_key is None:
-        return None
-    row = conn.execute(
-        "SELECT parent_session_key FROM subagent_links WHERE child_session_key = %s", (session_key,)
-    ).fetchone()
-    return None if row is None else str(row[0])
 
 
 def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:

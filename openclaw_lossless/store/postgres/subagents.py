@@ -30,7 +30,6 @@ from openclaw_lossless.store.postgres.messages import (
 from openclaw_lossless.store.postgres.sessions import (
     latest_session_for_key,
     register_spawned,
-    unregister_spawned,
 )
 from openclaw_lossless.store.sqlite.sessions import SessionRef, agent_of
 from openclaw_lossless.store.sqlite.subagents import (
@@ -43,6 +42,8 @@ from openclaw_lossless.store.sqlite.subagents import (
     inherited_ids,
     outcomes,
 )
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements.spawns import Spawned
 
 
 def _text(text: str) -> str:
@@ -53,6 +54,9 @@ def _never_a_key(key: str) -> bool:
     """A key with a NUL was never linked (``link`` checks keys), and PostgreSQL cannot even compare one: the
     host is told "not linked", as SQLite tells it, rather than a server error."""
     return "\x00" in key
+
+
+unlink = Spawned(POSTGRES).unlink  # a spawn undone: the same statements on both backends
 
 
 def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | None) -> int:
@@ -69,26 +73,6 @@ def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | 
     assert row is not None  # DO UPDATE returns the row, inserted or updated
     register_spawned(conn, child_key)
     return int(row[0])
-
-
-def unlink(conn: Connection, spawn_id: int | None, child_key: str | None) -> bool:
-    """Undo a spawn that has not ended: its session (while unused) and its link."""
-    if spawn_id is None and child_key is not None and _never_a_key(child_key):
-        return False
-    if spawn_id is not None:
-        row = conn.execute(
-            "SELECT child_session_key FROM subagent_links WHERE id = %s AND ended_at IS NULL FOR UPDATE", (spawn_id,)
-        ).fetchone()
-    else:
-        row = conn.execute(
-            "SELECT child_session_key FROM subagent_links WHERE child_session_key = %s AND ended_at IS NULL FOR UPDATE",
-            (child_key,),
-        ).fetchone()
-    if row is None:
-        return False
-    unregister_spawned(conn, str(row[0]))  # needs the link to tell a spawned session from any other
-    conn.execute("DELETE FROM subagent_links WHERE child_session_key = %s", (row[0],))
-    return True
 
 
 def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:

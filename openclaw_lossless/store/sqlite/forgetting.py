@@ -35,6 +35,8 @@ from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
 from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.statements.forgetting import forgotten_count as forgotten_count
+from openclaw_lossless.store.statements.forgetting import resurrected as resurrected
 
 EXCERPT_CHARS = 80
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -510,19 +512,6 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def forgotten_count(conn: Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM forgotten").fetchone()[0])
-
-
-def resurrected(conn: Connection) -> int:
-    """Stored messages a tombstone names (doctor: should be 0)."""
-    row = conn.execute(
-        "SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_rowid"
-        " JOIN forgotten f ON f.session_id = s.session_id AND f.content_hash = m.content_hash"
-    ).fetchone()
-    return int(row[0])
 
 
 def run(

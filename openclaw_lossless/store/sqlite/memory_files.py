@@ -17,6 +17,8 @@ from typing import Any
 
 from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.memory_files import FileRows
 
 SESSION_PREFIX = "memory-files:"  # + agent id: the session holding an agent's memory-file chunks
 KIND = "memory"
@@ -68,27 +70,9 @@ def _file(row: Sequence[Any]) -> MemoryFile:
     )
 
 
-def record_file(conn: Connection, file: MemoryFile) -> None:
-    conn.execute(
-        "INSERT INTO memory_files (agent_id, path, workspace, file_hash, size, mtime_ns, chunks, indexed_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, path) DO UPDATE SET workspace = excluded.workspace,"
-        " file_hash = excluded.file_hash, size = excluded.size, mtime_ns = excluded.mtime_ns,"
-        " chunks = excluded.chunks, indexed_at = excluded.indexed_at",
-        (
-            file.agent_id,
-            file.path,
-            file.workspace,
-            file.file_hash,
-            file.size,
-            file.mtime_ns,
-            file.chunks,
-            file.indexed_at,
-        ),
-    )
-
-
-def drop_file(conn: Connection, agent_id: str, path: str) -> None:
-    conn.execute("DELETE FROM memory_files WHERE agent_id = ? AND path = ?", (agent_id, path))
+_ROWS = FileRows(SQLITE)  # a file's row: the same statements on both backends
+record_file = _ROWS.record_file
+drop_file = _ROWS.drop_file
 
 
 def sessions(conn: Connection) -> dict[str, int]:

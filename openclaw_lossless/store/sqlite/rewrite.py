@@ -10,13 +10,19 @@ to be embedded again) and the days it names (read again from the new text).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.store.sqlite import message_days, vectors
 from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.rewrite import Pages, Row
 
-Row = tuple[Any, ...]
+_PAGES = Pages(SQLITE)  # the rescan's pages and the snapshot rename: the same statements on both backends
+identity_taken = _PAGES.identity_taken
+compaction_page = _PAGES.compaction_page
+link_page = _PAGES.link_page
+snapshot_page = _PAGES.snapshot_page
+rename_snapshot = _PAGES.rename_snapshot
 
 
 def message_page(conn: Connection, after: int, limit: int) -> list[Row]:
@@ -29,14 +35,6 @@ def message_page(conn: Connection, after: int, limit: int) -> list[Row]:
             (after, limit),
         ).fetchall()
     ]
-
-
-def identity_taken(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
-    """Whether a message of the session already has this identity."""
-    found = conn.execute(
-        "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?", (session_rowid, content_hash)
-    ).fetchone()
-    return found is not None
 
 
 def rewrite_message(
@@ -67,41 +65,12 @@ def rewrite_message(
         message_days.read_anew(conn, message_id)
 
 
-def compaction_page(conn: Connection, after: int, limit: int) -> list[Row]:
-    """``(id, summary, reason)`` of the compactions after ``after``."""
-    rows = conn.execute(
-        "SELECT id, summary, reason FROM compactions WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
-    ).fetchall()
-    return [tuple(row) for row in rows]
-
-
 def set_compaction_text(conn: Connection, compaction_id: int, summary: str | None, reason: str | None) -> None:
     conn.execute("UPDATE compactions SET summary = ?, reason = ? WHERE id = ?", (summary, reason, compaction_id))
 
 
-def link_page(conn: Connection, after: int, limit: int) -> list[Row]:
-    """``(id, ended_reason)`` of the subagent links after ``after``."""
-    rows = conn.execute(
-        "SELECT id, ended_reason FROM subagent_links WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
-    ).fetchall()
-    return [tuple(row) for row in rows]
-
-
 def set_link_reason(conn: Connection, link_id: int, reason: str | None) -> None:
     conn.execute("UPDATE subagent_links SET ended_reason = ? WHERE id = ?", (reason, link_id))
-
-
-def snapshot_page(conn: Connection, after: int, limit: int) -> list[Row]:
-    """``(id, name)`` of the snapshots after ``after``."""
-    rows = conn.execute("SELECT id, name FROM snapshots WHERE id > ? ORDER BY id LIMIT ?", (after, limit)).fetchall()
-    return [tuple(row) for row in rows]
-
-
-def rename_snapshot(conn: Connection, snapshot_id: int, name: str) -> None:
-    """Rename a snapshot; a name another snapshot holds gets ``-<id>`` (names are unique)."""
-    if conn.execute("SELECT 1 FROM snapshots WHERE name = ?", (name,)).fetchone():
-        name = f"{name}-{snapshot_id}"
-    conn.execute("UPDATE snapshots SET name = ? WHERE id = ?", (name, snapshot_id))
 
 
 def optimize_fts(conn: Connection) -> None:

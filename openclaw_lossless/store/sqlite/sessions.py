@@ -17,6 +17,8 @@ from functools import partial
 
 from openclaw_lossless.errors import BadRequest, InvalidSessionKey, NotFound
 from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.spawns import Spawned
 
 DEFAULT_AGENT = "main"
 _SESSION_KEY = re.compile(r"^agent:([A-Za-z0-9][A-Za-z0-9_.\-]{0,127}):\S.*$", re.S)
@@ -123,31 +125,10 @@ def register_spawned(conn: Connection, child_key: str) -> None:
         ensure_session(conn, child_key, child_key)
 
 
-def unregister_spawned(conn: Connection, child_key: str) -> bool:
-    """Undo ``register_spawned`` (a rolled-back spawn) while the session is unused; returns whether it did.
-
-    Unused: still named by its key, and no message, turn, compaction or snapshot refers to it. Each check is
-    one probe of an index on ``session_rowid`` (migration m004), as is SQLite's own foreign-key check.
-    """
-    rowid = _unused_spawned(conn, child_key)
-    if rowid is None or any(
-        conn.execute(f"SELECT 1 FROM {table} WHERE session_rowid = ? LIMIT 1", (rowid,)).fetchone()
-        for table in ("turns", "compactions", "snapshots")
-    ):
-        return False
-    conn.execute("DELETE FROM sessions WHERE id = ?", (rowid,))
-    return True
-
-
-def _unused_spawned(conn: Connection, child_key: str) -> int | None:
-    """The session registered at spawn for ``child_key``, while no host call has named it and it holds nothing."""
-    row = conn.execute(
-        "SELECT s.id FROM sessions s JOIN subagent_links l ON l.child_session_key = s.session_key"
-        " WHERE s.session_id = ? AND s.session_key = ?"
-        " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_rowid = s.id)",
-        (child_key, child_key),
-    ).fetchone()
-    return None if row is None else int(row[0])
+_SPAWNED = Spawned(SQLITE)  # a spawn rolled back, and a session's parent: the same statements on both backends
+unregister_spawned = _SPAWNED.unregister_spawned
+_unused_spawned = _SPAWNED.unused_spawned
+parent_key = _SPAWNED.parent_key
 
 
 def find_session(conn: Connection, session_id: str) -> SessionRef | None:
@@ -200,15 +181,6 @@ def latest_session_for_key(conn: Connection, session_key: str) -> SessionRef | N
         (session_key,),
     ).fetchone()
     return None if row is None else SessionRef(int(row[0]), str(row[1]), session_key, str(row[2]))
-
-
-def parent_key(conn: Connection, session_key: str | None) -> str | None:
-    if session_key is None:
-        return None
-    row = conn.execute(
-        "SELECT parent_session_key FROM subagent_links WHERE child_session_key = ?", (session_key,)
-    ).fetchone()
-    return None if row is None else str(row[0])
 
 
 def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:

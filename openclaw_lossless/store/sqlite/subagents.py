@@ -29,8 +29,11 @@ from openclaw_lossless.store.sqlite.sessions import (
     agent_of,
     latest_session_for_key,
     register_spawned,
-    unregister_spawned,
 )
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.spawns import Spawned
+
+unlink = Spawned(SQLITE).unlink  # a spawn undone: the same statements on both backends
 
 
 def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | None) -> int:
@@ -47,24 +50,6 @@ def link(conn: Connection, parent_key: str, child_key: str, context_mode: str | 
     spawn_id = int(cursor.fetchone()[0])
     register_spawned(conn, child_key)
     return spawn_id
-
-
-def unlink(conn: Connection, spawn_id: int | None, child_key: str | None) -> bool:
-    """Undo a spawn that has not ended: its session (while unused) and its link."""
-    if spawn_id is not None:
-        row = conn.execute(
-            "SELECT child_session_key FROM subagent_links WHERE id = ? AND ended_at IS NULL", (spawn_id,)
-        ).fetchone()
-    else:
-        row = conn.execute(
-            "SELECT child_session_key FROM subagent_links WHERE child_session_key = ? AND ended_at IS NULL",
-            (child_key,),
-        ).fetchone()
-    if row is None:
-        return False
-    unregister_spawned(conn, str(row[0]))  # needs the link to tell a spawned session from any other
-    conn.execute("DELETE FROM subagent_links WHERE child_session_key = ?", (row[0],))
-    return True
 
 
 def end(conn: Connection, child_key: str, reason: str) -> tuple[bool, int]:

@@ -18,12 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.messages import MessageView, message_view
+from openclaw_lossless.store.sqlite.messages import MessageView
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import CompactionMark
 
-_VIEW = "id, role, kind, created_at, text, original, importance, importance_label, cites"
 NO_MESSAGE = 0  # where a compaction or snapshot of a session that held no message yet sits: before every one
 NO_END = 2**62  # an id above any message's: a range without an upper bound
 KeyNeighbour = tuple[str, float]  # a session of the same key: its id and when it began
@@ -103,33 +101,10 @@ class Timeline:
     parent: Parent | None
 
 
-def session_summaries(conn: Connection, agent: str | None, limit: int) -> list[SessionSummary]:
-    """The ``limit`` sessions last created (of one agent, or of all), each with its count and newest message.
-
-    Each count and newest message is a range of ``messages_by_session``: the cost grows with the sessions
-    listed and their messages, not with the rest of the store.
-    """
-    where, params = ("WHERE s.agent_id = ?", [agent]) if agent is not None else ("", [])
-    rows = conn.execute(
-        "SELECT s.session_id, s.session_key, s.agent_id, s.created_at,"
-        " (SELECT count(*) FROM messages m WHERE m.session_rowid = s.id),"
-        " (SELECT created_at FROM messages m WHERE m.session_rowid = s.id ORDER BY m.id DESC LIMIT 1),"
-        " (SELECT parent_session_key FROM subagent_links l WHERE l.child_session_key = s.session_key)"
-        f" FROM sessions s {where} ORDER BY s.created_at DESC, s.id DESC LIMIT ?",
-        [*params, limit],
-    ).fetchall()
-    return session_summaries_of(rows)
-
-
-def read_timeline(conn: Connection, session: SessionRef, window: Window) -> Timeline:
-    """The page ``window`` names, with the compactions, snapshots, spawns and resets that fall on it."""
-    return assemble_timeline(session, window, _Reads(conn, session))
-
-
 class TimelineReads(Protocol):
     """The reads one timeline page needs, each bound to a backend's connection and the page's session.
 
-    Both backends (this module and ``store/postgres/timelines.py``) supply only these statements;
+    Both backends read through ``store/statements/timelines.py``, which supplies only these statements;
     ``assemble_timeline`` decides what is read in which order and where the page's events start and end, so
     the web UI draws the same page from either store.
     """
@@ -256,98 +231,3 @@ def parent_mark(link: Sequence[Any], found: Sequence[Any] | None) -> Parent:
 def key_neighbour(row: Sequence[Any] | None) -> KeyNeighbour | None:
     """A ``(session_id, created_at)`` row of the same key, or None."""
     return None if row is None else (str(row[0]), float(row[1]))
-
-
-class _Reads:
-    """The timeline's statements on SQLite (``TimelineReads``)."""
-
-    def __init__(self, conn: Connection, session: SessionRef) -> None:
-        self.conn, self.rowid = conn, session.rowid
-
-    def messages(self, op: str, value: int, descending: bool, limit: int) -> list[MessageView]:
-        rows = self.conn.execute(
-            f"SELECT {_VIEW} FROM messages WHERE session_rowid = ? AND id {op} ?"
-            f" ORDER BY id {'DESC' if descending else ''} LIMIT ?",
-            (self.rowid, value, limit),
-        ).fetchall()
-        return [message_view(row) for row in rows]
-
-    def neighbour(self, message_id: int, *, older: bool) -> tuple[int, float] | None:
-        bound, order = ("id < ?", "DESC") if older else ("id > ?", "")
-        row = self.conn.execute(
-            f"SELECT id, created_at FROM messages WHERE session_rowid = ? AND {bound} ORDER BY id {order} LIMIT 1",
-            (self.rowid, message_id),
-        ).fetchone()
-        return None if row is None else (int(row[0]), float(row[1]))
-
-    def count(self) -> int:
-        return int(
-            self.conn.execute("SELECT count(*) FROM messages WHERE session_rowid = ?", (self.rowid,)).fetchone()[0]
-        )
-
-    def created_at(self) -> float:
-        return float(self.conn.execute("SELECT created_at FROM sessions WHERE id = ?", (self.rowid,)).fetchone()[0])
-
-    def key_neighbours(self, key: str, created_at: float) -> tuple[KeyNeighbour | None, KeyNeighbour | None]:
-        order = (key, created_at, created_at, self.rowid)
-        previous = self.conn.execute(
-            "SELECT session_id, created_at FROM sessions WHERE session_key = ? AND (created_at < ? OR"
-            " (created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT 1",
-            order,
-        ).fetchone()
-        following = self.conn.execute(
-            "SELECT session_id, created_at FROM sessions WHERE session_key = ? AND (created_at > ? OR"
-            " (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT 1",
-            order,
-        ).fetchone()
-        return key_neighbour(previous), key_neighbour(following)
-
-    def compactions(self, low: int, high: int) -> list[CompactionMark]:
-        rows = self.conn.execute(
-            "SELECT c.id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after, c.last_message_id,"
-            " (SELECT name FROM snapshots sn WHERE sn.compaction_id = c.id) FROM compactions c WHERE"
-            " c.session_rowid = ? AND coalesce(c.last_message_id, ?) >= ? AND coalesce(c.last_message_id, ?) < ?"
-            " ORDER BY c.id",
-            (self.rowid, NO_MESSAGE, low, NO_MESSAGE, high),
-        ).fetchall()
-        return compaction_marks(rows)
-
-    def snapshots(self, low: int, high: int) -> list[SnapshotMark]:
-        rows = self.conn.execute(
-            "SELECT name, created_at, last_message_id FROM snapshots WHERE session_rowid = ? AND automatic = 0"
-            " AND coalesce(last_message_id, ?) >= ? AND coalesce(last_message_id, ?) < ? ORDER BY id",
-            (self.rowid, NO_MESSAGE, low, NO_MESSAGE, high),
-        ).fetchall()
-        return snapshot_marks(rows)
-
-    def first_of_key(self, key: str) -> bool:
-        row = self.conn.execute(
-            "SELECT id FROM sessions WHERE session_key = ? ORDER BY created_at, id LIMIT 1", (key,)
-        ).fetchone()
-        return row is not None and int(row[0]) == self.rowid
-
-    def spawns(self, key: str, start: float, end: float) -> list[SpawnMark]:
-        rows = self.conn.execute(
-            "SELECT l.child_session_key, l.spawned_at, l.context_mode, l.ended_at, l.ended_reason,"
-            " (SELECT s.session_id FROM sessions s WHERE s.session_key = l.child_session_key"
-            "  ORDER BY s.created_at DESC, s.id DESC LIMIT 1)"
-            " FROM subagent_links l WHERE l.parent_session_key = ? AND l.spawned_at >= ? AND l.spawned_at < ?"
-            " ORDER BY l.spawned_at, l.id",
-            (key, start, end),
-        ).fetchall()
-        return spawn_marks(rows)
-
-    def parent(self, key: str) -> Parent | None:
-        row = self.conn.execute(
-            "SELECT parent_session_key, spawned_at, context_mode, ended_at, ended_reason FROM subagent_links"
-            " WHERE child_session_key = ?",
-            (key,),
-        ).fetchone()
-        if row is None:
-            return None
-        found = self.conn.execute(  # the parent's session current at the spawn, else (begun later) its first
-            "SELECT session_id FROM sessions WHERE session_key = ? ORDER BY created_at <= ? DESC,"
-            " CASE WHEN created_at <= ? THEN -created_at ELSE created_at END, id DESC LIMIT 1",
-            (row[0], row[1], row[1]),
-        ).fetchone()
-        return parent_mark(row, found)

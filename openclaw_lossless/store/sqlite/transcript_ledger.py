@@ -14,51 +14,18 @@ from typing import Any
 from openclaw_lossless.store.sqlite import snapshots
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.sqlite.sessions import SessionRef
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.transcript_ledger import Held
 
 # -- sessions and messages -----------------------------------------------------------------------------------
 
 
-def held_session_ids(conn: Connection) -> frozenset[str]:
-    """Every session the store holds: catch-up follows these whatever their age."""
-    return frozenset(str(row[0]) for row in conn.execute("SELECT session_id FROM sessions"))
-
-
-def first_contact(conn: Connection) -> dict[str, float]:
-    """Agent id to when the store first registered one of its sessions (epoch s)."""
-    rows = conn.execute("SELECT agent_id, min(created_at) FROM sessions GROUP BY agent_id")
-    return first_contacts(rows)
-
-
-def first_contacts(rows: Iterable[Sequence[Any]]) -> dict[str, float]:
-    """``(agent_id, first created_at)`` rows as a map, agents with no time left out (both backends)."""
-    return {str(row[0]): float(row[1]) for row in rows if row[1] is not None}
-
-
-def holds_content(conn: Connection, session_rowid: int, content_hash: bytes) -> bool:
-    """Whether the session holds a message with this content hash (the message identity)."""
-    row = conn.execute(
-        "SELECT 1 FROM messages WHERE session_rowid = ? AND content_hash = ?", (session_rowid, content_hash)
-    ).fetchone()
-    return row is not None
-
-
-def newest_time(conn: Connection, session_rowid: int, among: int = 1) -> float | None:
-    """The latest ``created_at`` among the session's ``among`` newest messages (by id); None when it has none.
-
-    With ``among`` 1 that is when its newest message was written; more finds a turn that arrived out of order.
-    """
-    row = conn.execute(
-        "SELECT max(created_at) FROM (SELECT created_at FROM messages WHERE session_rowid = ? ORDER BY id DESC"
-        " LIMIT ?)",
-        (session_rowid, among),
-    ).fetchone()
-    return None if row is None or row[0] is None else float(row[0])
-
-
-def keys_and_times(conn: Connection, session_rowid: int) -> list[tuple[str, float]]:
-    """``(window_key, created_at)`` of every message of the session: what the gap report compares."""
-    rows = conn.execute("SELECT window_key, created_at FROM messages WHERE session_rowid = ?", (session_rowid,))
-    return [(str(row[0]), float(row[1])) for row in rows]
+_HELD = Held(SQLITE)  # what is held: the same statements on both backends
+held_session_ids = _HELD.held_session_ids
+first_contact = _HELD.first_contact
+holds_content = _HELD.holds_content
+newest_time = _HELD.newest_time
+keys_and_times = _HELD.keys_and_times
 
 
 def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) -> list[tuple[bytes, str, str]]:

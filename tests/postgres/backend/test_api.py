@@ -1,6 +1,6 @@
 """The PostgreSQL backend answers the store's interface (``store/api.py``) as the SQLite one does: mypy checks
-``store/backend.py``'s ``postgres()`` (each module assigned to its protocol's field), and the test checks each
-call's parameters at run time (``tests/test_store_api.py``), for every domain the sidecar reaches through."""
+the assignments below (each module to its protocol, as ``tests/test_store_api.py`` does for SQLite), and the
+test checks each call's parameters at run time, for every domain the sidecar reaches through."""
 
 from __future__ import annotations
 
@@ -11,8 +11,54 @@ import pytest
 
 from openclaw_lossless.store import api
 from openclaw_lossless.store.backend import SQLITE, Backend, postgres
+from openclaw_lossless.store.postgres import (
+    agents,
+    archive,
+    backlog,
+    checks,
+    counts,
+    forgetting,
+    fulltext,
+    maintenance,
+    memory_files,
+    message_days,
+    messages,
+    meta,
+    migrations,
+    rewrite,
+    sessions,
+    snapshots,
+    subagents,
+    transcript_ledger,
+    transfer,
+    vectors,
+)
 from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.term_stats import TermStats
 from tests.test_store_api import assert_answers, operations
+
+# Checked by mypy: each module (or object) is an implementation of its protocol for PostgreSQL's types.
+_migrations: api.Migrations[Database] = migrations
+_sessions: api.Sessions[Connection] = sessions
+_messages: api.Messages[Connection] = messages
+_fulltext: api.Fulltext[Connection] = fulltext
+_term_stats: api.TermStats[Connection] = TermStats(100)
+_days: api.MessageDays[Connection] = message_days
+_vectors: api.Vectors[Connection] = vectors
+_backlog: api.Backlog[Connection] = backlog
+_meta: api.Meta[Connection] = meta
+_snapshots: api.Snapshots[Connection] = snapshots
+_subagents: api.Subagents[Connection] = subagents
+_ledger: api.TranscriptLedger[Connection] = transcript_ledger
+_counts: api.Counts[Connection] = counts
+_agents: api.Agents[Connection] = agents
+_archive: api.Archive[Connection, Database] = archive
+_forgetting: api.Forgetting[Connection, Database] = forgetting
+_transfer: api.Transfer[Connection, Database] = transfer
+_rewrite: api.Rewrite[Connection] = rewrite
+_checks: api.Checks[Connection] = checks
+_files: api.FileMaintenance[Database] = maintenance
+_memory_files: api.MemoryFiles[Connection, Database] = memory_files
 
 
 def domains() -> list[tuple[str, type[Any]]]:

@@ -22,17 +22,18 @@ import pytest
 
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.errors import InvalidName
-from openclaw_lossless.store.postgres import messages, sessions, snapshots, subagents, timelines
+from openclaw_lossless.store.postgres import messages, sessions, snapshots, subagents
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import snapshots as sqlite_snapshots
 from openclaw_lossless.store.sqlite import subagents as sqlite_subagents
-from openclaw_lossless.store.sqlite import timelines as sqlite_timelines
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
+from openclaw_lossless.store.statements import POSTGRES, SQLITE
+from openclaw_lossless.store.statements.timelines import Timelines
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_messages import MAY_8_2023, said
 
@@ -55,7 +56,7 @@ class Backend:
     messages: ModuleType
     snapshots: ModuleType
     subagents: ModuleType
-    timelines: ModuleType
+    timelines: Timelines
 
     def write(self, work: Callable[[Any], T]) -> T:
         result: T = self.db.write(work)
@@ -86,7 +87,7 @@ class Backend:
 
 
 def postgres_backend(db: Database) -> Backend:
-    return Backend(db, sessions, messages, snapshots, subagents, timelines)
+    return Backend(db, sessions, messages, snapshots, subagents, Timelines(POSTGRES))
 
 
 @contextlib.contextmanager
@@ -95,7 +96,7 @@ def sqlite_store(directory: Path) -> Iterator[Backend]:
     db = SqliteDatabase(directory / "lossless.sqlite")
     try:
         sqlite_migrations.migrate(db)
-        yield Backend(db, sqlite_sessions, sqlite_messages, sqlite_snapshots, sqlite_subagents, sqlite_timelines)
+        yield Backend(db, sqlite_sessions, sqlite_messages, sqlite_snapshots, sqlite_subagents, Timelines(SQLITE))
     finally:
         db.close()
 
