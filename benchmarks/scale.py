@@ -75,7 +75,7 @@ from benchmarks.scale_measure import (  # noqa: E402
     query_plans,
     timed,
 )
-from openclaw_lossless.cli_serve import freeze_startup  # noqa: E402
+from openclaw_lossless.cli.serve import freeze_startup  # noqa: E402
 from openclaw_lossless.config import Settings  # noqa: E402
 from openclaw_lossless.embed.provider import Vectors  # noqa: E402
 from openclaw_lossless.sidecar import Sidecar  # noqa: E402

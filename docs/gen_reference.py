@@ -60,7 +60,7 @@ def _plugin_names() -> dict[str, str]:
 
 
 def _serve_flags() -> dict[str, str]:
-    from openclaw_lossless.cli import build_parser
+    from openclaw_lossless.cli.main import build_parser
 
     flags: dict[str, str] = {}
     for action in _subparser(build_parser(), "serve")._actions:
@@ -181,7 +181,7 @@ def _help(parser: argparse.ArgumentParser, prog: str) -> str:
 
 def cli_markdown() -> str:
     """One section per command: what it does (the notes) and its ``--help``, as the parser prints it."""
-    from openclaw_lossless.cli import build_parser
+    from openclaw_lossless.cli.main import build_parser
 
     parser = build_parser()
     found = commands(parser)

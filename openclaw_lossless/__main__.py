@@ -2,6 +2,6 @@
 
 import sys
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 
 sys.exit(main())

@@ -27,7 +27,7 @@ from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.auth_token import load_or_create_token
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import LosslessError, PayloadTooLarge, Unauthorized
-from openclaw_lossless.prometheus import Exposition, RequestMetrics
+from openclaw_lossless.observe.prometheus import Exposition, RequestMetrics
 from openclaw_lossless.sidecar import Sidecar, place_of
 from openclaw_lossless.ui import install as install_ui
 from openclaw_lossless.ui import is_ui_path

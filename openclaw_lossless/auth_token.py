@@ -8,10 +8,22 @@ the plugin reads from the same file.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 
 from openclaw_lossless.config import MIN_TOKEN_CHARS, Settings
+
+SERVICE = "openclaw-lossless"
+PROOF_PREFIX = "openclaw-lossless identity v1\n"
+
+
+def identity_proof(token: str, challenge: str) -> str:
+    """The answer only the token holder can give: hex HMAC-SHA256 keyed with the token (UTF-8); the sidecar
+    gives it at ``GET /v1/identity``, the plugin, ``serve`` and ``doctor`` check it."""
+    message = (PROOF_PREFIX + challenge).encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
 def load_or_create_token(settings: Settings) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import logging
 import os
 import secrets
@@ -24,13 +25,24 @@ from typing import Any
 import httpx
 import uvicorn
 
-from openclaw_lossless.api.identity import SERVICE, identity_proof
+from openclaw_lossless.auth_token import SERVICE, identity_proof
 
 log = logging.getLogger(__name__)
 
 SOCKET_NAME = "sidecar.sock"
 # sun_path holds 108 bytes on Linux and 104 on the BSDs and macOS, the terminating NUL included.
 SOCKET_PATH_LIMIT = 107 if sys.platform.startswith("linux") else 103
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``): what serves without
+    ``--allow-remote``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def socket_path(state_dir: Path) -> Path:

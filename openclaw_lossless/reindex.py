@@ -35,15 +35,17 @@ def rebuild_fts(store: Store, progress_file: IO[str] | None = None) -> int:
 
 def rebuild_vectors(sidecar: Sidecar, *, missing_only: bool, drain: bool, progress_file: IO[str]) -> dict[str, Any]:
     """Queue messages for embedding; with ``drain``, embed them here (the sidecar is not running)."""
-    queued = sidecar.db.write(lambda conn: _queue(sidecar.ops, conn, missing_only))
+    store, worker = sidecar.store, sidecar.worker
+    queued = store.db.write(lambda conn: _queue(store.ops, conn, missing_only))
     if not drain:
         return {"queued": queued, "embeddedBy": "the running sidecar"}
-    if sidecar.worker is None:
-        raise EmbeddingUnavailable(f"no embedder: {sidecar.embedding.status.reason}; run 'openclaw-lossless doctor'")
-    remaining = sidecar.ops.backlog.size(sidecar.db.reader())
+    if worker is None:
+        embedding = sidecar.embedding
+        raise EmbeddingUnavailable(f"no embedder: {embedding.status.reason}; run 'openclaw-lossless doctor'")
+    remaining = store.ops.backlog.size(store.db.reader())
     embedded = 0
     with tqdm(total=remaining, desc="embed", unit="msg", disable=None, file=progress_file) as bar:
-        while done := sidecar.worker.drain_once():
+        while done := worker.drain_once():
             embedded += done
             bar.update(done)
     return {"queued": queued, "embedded": embedded}

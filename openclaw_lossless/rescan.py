@@ -74,10 +74,11 @@ def rescan_store(sidecar: Sidecar, *, dry_run: bool, progress: Progress | None =
     if not _RUNNING.acquire(blocking=False):
         raise RescanRunning("a redaction rescan is already running on this store; wait for it to finish")
     try:
+        settings = sidecar.settings
         return Rescan(
             sidecar.store,
             sidecar.capture_options,
-            sidecar.settings.archive_dir,
+            settings.archive_dir,
             dry_run=dry_run,
             page=page,
             progress=progress,
@@ -386,13 +387,13 @@ class Rescan:
         self.db.write(lambda conn: self.ops.meta.remove(conn, CURSOR_KEY))
         if cursor.tally.places:  # an older store's free space may still hold the old text (decision 0100)
             self.ops.forgetting.zero_old_free_space(self.db)
-        self.ops.maintenance.checkpoint_fully(self.db)
+        self.ops.file_maintenance.checkpoint_fully(self.db)
 
     def _secure_delete(self, on: bool) -> bool:
         """Set ``secure_delete`` on the write connection (freed bytes are zeroed); returns what it was."""
         if self.dry_run:
             return on
-        return self.ops.maintenance.set_secure_delete(self.db, on)
+        return self.ops.file_maintenance.set_secure_delete(self.db, on)
 
 
 def _sha(text: str) -> bytes:

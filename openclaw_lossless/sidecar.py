@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from openclaw_lossless.activity import Activity
 from openclaw_lossless.capture.injected import InjectedText
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.capture.redact import build_redactor
@@ -29,7 +28,8 @@ from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.memory_files.indexer import MemoryIndexer
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.observe.activity import Activity
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.recall.assemble import Assembler
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.ingest import Ingest
@@ -41,7 +41,7 @@ from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_mo
 
 log = logging.getLogger(__name__)
 
-DAYS_BACKFILL_PAUSE_S = 0.02  # between backfill batches, so turns' writes come first
+BACKFILL_PAUSE_S = 0.02  # between backfill batches, so turns' writes come first
 
 
 class Sidecar:
@@ -95,8 +95,8 @@ class Sidecar:
         self._wire_jobs()
         if background_load:
             self._read_days_in_new_languages()
-        if background_load and self.ops.message_days.backfill_pending(self.db.reader()):
-            backfill = threading.Thread(target=self._backfill_days, name="lossless-days-backfill", daemon=True)
+        if background_load and self._backfills_pending():
+            backfill = threading.Thread(target=self._backfill, name="lossless-backfill", daemon=True)
             self._threads.append(backfill)
             backfill.start()
 
@@ -194,16 +194,27 @@ class Sidecar:
         except Exception:  # start-up goes on: recall works without those days, and the log says why
             log.exception("the days older messages refer to could not be queued to be read again")
 
-    def _backfill_days(self) -> None:
-        """Read the days that messages stored before migration m008 (or before the date reader knew all its
-        languages) refer to, a batch per write, in the background (``store/sqlite/message_days.py``): start-up
-        never waits on it, and turns queue behind one batch."""
-        try:
-            while not self._closing.is_set() and self.db.write(self.ops.message_days.backfill_step):
-                self._closing.wait(DAYS_BACKFILL_PAUSE_S)
-        except Exception:  # the thread's edge: recall goes on without those days, and the log says why
-            if not self._closing.is_set():
-                log.exception("the days older messages refer to could not be read")
+    def _backfills_pending(self) -> bool:
+        conn = self.db.reader()
+        return self.ops.message_days.backfill_pending(conn) or self.ops.keyword_pairs.progress(conn) is not None
+
+    def _backfill(self) -> None:
+        """Complete what migrations left to the server, a batch per write, in the background, taking turns:
+        the days that messages stored before m008 (or before the date reader knew all its languages) refer
+        to (``store/sqlite/message_days.py``), and the keyword pairs of messages stored before the index held
+        them (``store/sqlite/keyword_pairs.py``). Start-up never waits on them, and turns queue behind one
+        batch; each batch commits with its cursor, so a process stopped half-way goes on at its next start."""
+        steps = {"days": self.ops.message_days.backfill_step, "keyword pairs": self.ops.keyword_pairs.step}
+        while steps and not self._closing.is_set():
+            for name, step in list(steps.items()):
+                try:
+                    if not self.db.write(step):
+                        del steps[name]
+                except Exception:  # the thread's edge: recall goes on without them, and the log says why
+                    if not self._closing.is_set():
+                        log.exception("the %s of older messages could not be read", name)
+                    del steps[name]
+            self._closing.wait(BACKFILL_PAUSE_S)
 
     def _load_index(self, start_worker: bool) -> None:
         """Read the stored vectors into the index, then start the worker (never before: see ``__init__``)."""

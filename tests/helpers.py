@@ -283,7 +283,7 @@ def schema_of(state: Path) -> Iterator[None]:
 
 def run_cli(capsys: pytest.CaptureFixture[str], state: Path, *args: str) -> tuple[int, str, str]:
     """The CLI on the store in ``state`` (the file itself, no sidecar): its exit code, stdout and stderr."""
-    from openclaw_lossless.cli import main
+    from openclaw_lossless.cli.main import main
 
     with schema_of(state):
         code = main([*args, "--state-dir", str(state), "--port", str(NOBODY_PORT)])

@@ -196,8 +196,8 @@ def test_memory_search_over_mcp_finds_a_past_claude_code_session(tmp_path: Path,
     their own imported sessions."""
     from mcp.client.session import ClientSession
 
-    from openclaw_lossless.mcp_server import TOOL_NAME
-    from openclaw_lossless.store_access import open_file_store
+    from openclaw_lossless.cli.mcp_server import TOOL_NAME
+    from openclaw_lossless.cli.store_access import open_file_store
     from openclaw_lossless.transcripts.claude_code import read_claude_code
     from tests.test_mcp_server import server_params, structured, with_client
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import commit_body, conversation
 from tests.helpers import (

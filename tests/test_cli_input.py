@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import TABLE
 from openclaw_lossless.embed.local import LocalEmbedder

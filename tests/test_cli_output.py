@@ -46,7 +46,7 @@ def fill(server: LiveSidecar) -> None:
 
 def sidecar_cli(capsys: pytest.CaptureFixture[str], server: LiveSidecar, *args: str) -> tuple[int, str, str]:
     """The CLI pointed at the running sidecar's store and port (so the sidecar answers)."""
-    from openclaw_lossless.cli import main
+    from openclaw_lossless.cli.main import main
 
     code = main([*args, "--state-dir", str(server.settings.state_dir), "--port", str(server.settings.port)])
     out, err = capsys.readouterr()

@@ -250,6 +250,29 @@ def test_salvage_keeps_the_tombstones_and_counts_no_forgotten_message_as_missing
     assert tombstones(out) == tombstones(state / "lossless.sqlite") and len(tombstones(out)) == 2
 
 
+def test_salvage_keeps_the_identities_of_the_archived_messages(pristine: Path, tmp_path: Path) -> None:
+    """Read again from the archives: a catch-up into the salvaged store does not store them a second time."""
+    state = damaged_copy(pristine, tmp_path, "none")
+    pruned = cli(state, "prune", "--max-db-size-mb", "0.0001", "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    out = tmp_path / "copy.sqlite"
+    done = cli(state, "salvage", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    assert archived(out) == archived(state / "lossless.sqlite") and len(archived(out)) > 0
+
+
+def archived(path: Path) -> list[tuple[Any, ...]]:
+    conn = open_connection(path, readonly=True)
+    try:
+        rows = conn.execute(
+            "SELECT s.session_id, a.content_hash, a.message_id FROM archived a"
+            " JOIN sessions s ON s.id = a.session_rowid ORDER BY a.message_id"
+        )
+        return [tuple(row) for row in rows]
+    finally:
+        conn.close()
+
+
 def tombstones(path: Path) -> list[tuple[Any, ...]]:
     conn = open_connection(path, readonly=True)
     try:

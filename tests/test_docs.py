@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from docs import gen_reference
-from openclaw_lossless.cli import build_parser
+from openclaw_lossless.cli.main import build_parser
 from openclaw_lossless.config import Settings
 
 pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it

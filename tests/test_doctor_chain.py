@@ -25,7 +25,7 @@ import pytest
 
 import openclaw_lossless
 from openclaw_lossless import doctor
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.doctor.gateway import lock_path

@@ -18,9 +18,45 @@ import pytest
 pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 PACKAGE = "openclaw_lossless"
-# Highest first: the composition root wires the jobs; the jobs use the transcript reading, recall, embeddings and
-# the store; the store keeps what capture made of a message. A lower layer never reaches a higher one.
-LAYERS = ("sidecar", "service", "transcripts", "recall", "embed", "store", "capture")
+# The whole package, highest first: every module belongs to the most specific entry naming it (a package or a
+# module), and imports only its own layer or lower ones. The front ends (CLI, web UI, HTTP API, doctor,
+# salvage, /metrics) use the composition root, which wires the jobs; the jobs use the host's transcripts,
+# recall, embeddings and the store; the store keeps what capture made of a message; config and errors are
+# under everything. The few modules named apart from their room sit elsewhere in the order: ``observe`` keeps
+# its instruments (fed by the jobs) low and its ``/metrics`` exposition (which reads the whole sidecar) high;
+# the memory files' record shape sits under the store, whose export writes it; the host's config reader
+# (``doctor.host_config``) sits low, since the memory files and the CLI read the host's config too
+# (docs/decisions/0420-rooms-by-job.md).
+LAYERS = (
+    "__main__",
+    "cli",
+    "app",
+    "ui",
+    "api",
+    "doctor",
+    "salvage",
+    "observe.prometheus",
+    "rescan",
+    "reindex",
+    "sidecar",
+    "service",
+    "memory_files",
+    "transcripts",
+    "observe",
+    "recall",
+    "embed",
+    "store",
+    "memory_files.chunk_records",
+    "listeners",
+    "auth_token",
+    "config",
+    "capture",
+    "doctor.host_config",
+    "timeexpr",
+    "selection",
+    "errors",
+    "",  # the package's __init__: its version
+)
 
 
 def import_cycles(package: str) -> list[list[str]]:
@@ -63,11 +99,59 @@ def test_the_package_has_no_import_cycle() -> None:
     assert import_cycles(PACKAGE) == []
 
 
-def test_a_lower_layer_never_imports_a_higher_one() -> None:
-    """Directly or through another module: capture parses messages for the store and never reaches into it."""
-    graph = grimp.build_graph(PACKAGE, cache_dir=None)
-    illegal = graph.find_illegal_dependencies_for_layers(layers=tuple(f"{PACKAGE}.{layer}" for layer in LAYERS))
-    assert sorted(f"{d.importer} -> {d.imported}" for d in illegal) == []
+def layer_of(module: str, package: str, layers: tuple[str, ...]) -> int | None:
+    """The index in ``layers`` of the most specific entry naming ``module`` (None: no entry does)."""
+    best: tuple[int, int] | None = None  # (length of the entry's name, its index)
+    for index, entry in enumerate(layers):
+        name = f"{package}.{entry}" if entry else package
+        if (module == name or module.startswith(f"{name}.")) and (best is None or len(name) > best[0]):
+            best = (len(name), index)
+    return None if best is None else best[1]
+
+
+def layer_violations(package: str, layers: tuple[str, ...]) -> list[str]:
+    """Each module no layer names, and each import from a lower layer to a higher one. Direct imports suffice:
+    when every one goes down or stays in its layer, so does every chain of them."""
+    graph = grimp.build_graph(package, cache_dir=None)
+    found = []
+    for module in sorted(graph.modules):
+        own = layer_of(module, package, layers)
+        if own is None:
+            found.append(f"{module} is in no layer")
+            continue
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            theirs = layer_of(imported, package, layers)
+            if theirs is not None and theirs < own:
+                found.append(f"{module} -> {imported}")
+    return found
+
+
+def test_every_module_has_a_layer_and_a_lower_layer_never_imports_a_higher_one() -> None:
+    """Directly or through another module: capture parses messages for the store and never reaches into it;
+    the jobs never reach the routes or the CLI."""
+    assert layer_violations(PACKAGE, LAYERS) == []
+
+
+def test_the_layer_check_finds_an_upward_import_and_a_module_without_a_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check itself can fail, in a package made for the test."""
+    package = tmp_path / "layered_example"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("")
+    (package / "low" / "parts.py").write_text("def later():\n    from layered_example import high\n")
+    (package / "high.py").write_text("from layered_example.low import parts\n")
+    (package / "stray.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert layer_violations("layered_example", ("high", "low")) == [
+        "layered_example is in no layer",
+        "layered_example.low.parts -> layered_example.high",
+        "layered_example.stray is in no layer",
+    ]
+    assert layer_violations("layered_example", ("high", "low", "")) == [
+        "layered_example.low.parts -> layered_example.high"
+    ]
 
 
 def test_a_cycle_is_found_also_when_it_hides_under_type_checking_or_in_a_function(

@@ -17,8 +17,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
+from openclaw_lossless.cli.mcp_server import TOOL_NAME, MemorySearch
 from openclaw_lossless.config import Settings
-from openclaw_lossless.mcp_server import TOOL_NAME, MemorySearch
 from openclaw_lossless.sidecar import open_store
 from tests.conversation import FACT, commit_body, conversation
 from tests.helpers import HashEmbedder, LiveSidecar, free_port, live_sidecar, make_settings, store_rows

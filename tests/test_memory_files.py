@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.doctor import store_checks
 from openclaw_lossless.memory_files.chunks import chunk_markdown
 from openclaw_lossless.memory_files.workspaces import locate, memory_paths, read_config

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openclaw_lossless.metrics import SAMPLE, Metrics
+from openclaw_lossless.observe.metrics import SAMPLE, Metrics
 
 
 def test_percentiles_cover_every_call_since_start_not_only_the_latest() -> None:

@@ -10,12 +10,18 @@ from typing import Any
 
 import pytest
 
+from openclaw_lossless.capture.records import CaptureOptions, capture
+from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.salvage import salvage
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite import migrations
+from openclaw_lossless.store.sqlite.archive import write_archive
 from openclaw_lossless.store.sqlite.connection import Database, open_connection
+from openclaw_lossless.store.sqlite.messages import insert_records, insert_row
 from openclaw_lossless.store.sqlite.migrations import MIGRATIONS, migrate
+from openclaw_lossless.store.sqlite.sessions import ensure_session
+from openclaw_lossless.store.sqlite.transfer import export_records
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 
 TABLES = {
@@ -36,6 +42,7 @@ TABLES = {
     "subagent_links",
     "archives",
     "forgotten",
+    "archived",  # m012: archived messages' identities (their session and content hash)
     "message_days",
     "memory_files",  # m010: the workspace memory files indexed (docs/workspace-memory.md)
     # m009: the vectors' sqlite-vec table and the ordinary tables sqlite-vec keeps it in
@@ -48,6 +55,7 @@ TABLES = {
     "message_vectors_metadatachunks01",
     "sqlite_sequence",
 }
+OPTIONS = CaptureOptions(redactor=Redactor(()))
 VECTOR_TABLE = (
     "CREATE VIRTUAL TABLE message_vectors USING vec0(message_id INTEGER PRIMARY KEY,"
     " embedding int8[384] distance_metric=cosine, session_rowid INTEGER, scale FLOAT)"
@@ -159,6 +167,11 @@ COLUMNS: dict[str, list[tuple[Any, ...]]] = {
         ("window_key", "TEXT", 0, None, 0),
         ("message_id", "INTEGER", 0, None, 0),
         ("forgotten_at", "REAL", 1, None, 0),
+    ],
+    "archived": [
+        ("session_rowid", "INTEGER", 1, None, 1),
+        ("content_hash", "BLOB", 1, None, 2),
+        ("message_id", "INTEGER", 1, None, 0),
     ],
     "meta": [("key", "TEXT", 0, None, 1), ("value", "TEXT", 1, None, 0)],
     "migrations": [("name", "TEXT", 0, None, 1), ("applied_at", "REAL", 1, None, 0)],
@@ -300,9 +313,10 @@ def test_a_first_release_database_is_upgraded_in_place(tmp_path: Path) -> None:
 
     after = db_fingerprint(path)
     assert after["messages"] == before["messages"]  # every message kept, byte for byte
-    # m008 leaves the old messages' days to the server's backfill, and records where it starts (meta)
-    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "message_days": 0, "memory_files": 0}
-    counts["meta"] = before["counts"]["meta"] + 1
+    # m008 leaves the old messages' days to the server's backfill, m011 their keyword pairs; each records
+    # where it starts (meta)
+    counts = {"migrations": len(MIGRATIONS), "forgotten": 0, "archived": 0, "message_days": 0, "memory_files": 0}
+    counts["meta"] = before["counts"]["meta"] + 2
     assert after["counts"] == before["counts"] | counts
     assert _rows(path, "SELECT id, date_terms FROM messages ORDER BY id") == [(1, "9 November 2022"), (2, "8 May 2023")]
     assert _fts(path, "tomatoes") == [1]  # the old text is still indexed...
@@ -514,3 +528,49 @@ def test_loose_permissions_are_tightened_on_start(tmp_path: Path) -> None:
         assert sidecar.token == "an-old-but-long-enough-token"  # noqa: S105
         assert sidecar.client.get("/stats").status_code == 200
         _assert_private(settings.state_dir, settings.database_path, settings.token_path)
+
+
+def test_messages_archived_before_the_upgrade_are_not_stored_again_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """m012 reads the archives the release before wrote: their messages' identities are kept, so a catch-up or a
+    replay after the upgrade skips them; an archive that is gone is logged and the upgrade goes on."""
+    path = tmp_path / "db.sqlite"
+    said = [
+        capture({"role": "user", "content": f"note {n}", "timestamp": 1_700_000_000_000 + n}, OPTIONS) for n in range(4)
+    ]
+    db = Database(path)
+    try:
+        db.write(migrations._applied_names)
+        for fn in MIGRATIONS[: MIGRATIONS.index(migrations.m012_archived_identities)]:  # the release before
+            db.write(functools.partial(migrations._apply, fn=fn))
+
+        def release(conn: Any) -> None:
+            session = ensure_session(conn, "s", "agent:main:s")
+            for record in said[:3]:
+                insert_row(conn, session, record, stored_at=1.0)
+
+        db.write(release)
+        written, _ = write_archive(tmp_path / "archive", 2, export_records(db.reader(), "m.id <= ?", (2,)), None)
+
+        def archived_as_the_release_did(conn: Any) -> None:
+            conn.execute("DELETE FROM messages WHERE id <= 2")
+            for archive in (written, tmp_path / "archive" / "gone.jsonl.gz"):
+                conn.execute(
+                    "INSERT INTO archives (path, created_at, first_message_id, last_message_id, message_count)"
+                    " VALUES (?, 1, 1, 2, 2)",
+                    (str(archive),),
+                )
+
+        db.write(archived_as_the_release_did)
+        with caplog.at_level("WARNING"):
+            assert migrate(db) == ["m012_archived_identities"]
+        assert "gone.jsonl.gz not read" in caplog.text
+
+        def again(conn: Any) -> list[int]:
+            return insert_records(conn, ensure_session(conn, "s", "agent:main:s"), said)
+
+        assert db.write(again) == [4]  # notes 0 and 1 are in the archive, note 2 is stored: only note 3 is new
+        assert _rows(path, "SELECT count(*) FROM archived") == [(2,)]
+    finally:
+        db.close()

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from openclaw_lossless.capture.redact import Redactor
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.rescan import CURSOR_KEY, Rescan
 from openclaw_lossless.sidecar import Sidecar

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
+from openclaw_lossless.cli.mcp_server import MemorySearch, SearchResult, hit_view, render
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable
-from openclaw_lossless.mcp_server import MemorySearch, SearchResult, hit_view, render
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 
 WORD = "zephyr"

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.store.sqlite.connection import Database
 from openclaw_lossless.store.sqlite.migrations import migrate
 from tests.conversation import commit_body, conversation

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from openclaw_lossless import listeners
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from tests.helpers import schema_of
 
 

@@ -17,8 +17,8 @@ from typing import ClassVar
 import pytest
 
 from openclaw_lossless.api.identity import file_id
-from openclaw_lossless.cli import main
-from openclaw_lossless.mcp_server import MemorySearch
+from openclaw_lossless.cli.main import main
+from openclaw_lossless.cli.mcp_server import MemorySearch
 from tests.helpers import LiveSidecar, live_sidecar, make_settings
 
 FACT_A = "The lighthouse keeper on store A feeds the gulls at dawn."

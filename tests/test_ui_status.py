@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from openclaw_lossless.activity import MAX_KEPT_RECALLS, RECALLS_PER_AGENT, Activity
-from openclaw_lossless.last_hour import BacklogWindow, step_of, step_value
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.observe.activity import MAX_KEPT_RECALLS, RECALLS_PER_AGENT, Activity
+from openclaw_lossless.observe.last_hour import BacklogWindow, step_of, step_value
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleResult
 from openclaw_lossless.sidecar import Sidecar
 from tests.conversation import QUESTION, commit_body, conversation

@@ -17,7 +17,9 @@ from mcp.client.session import ClientSession
 from mcp_types import CallToolResult
 
 from openclaw_lossless.capture.grams import gram_text, query_words
-from openclaw_lossless.recall.search import fts_query
+from openclaw_lossless.recall.scoring import Candidate, relevance, score
+from openclaw_lossless.recall.search import fts_query, pair_coverage
+from openclaw_lossless.recall.search import query_terms as query_words_of
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, run_cli_json, store_rows
 from tests.test_mcp_server import server_params, structured, with_client
 from tests.test_ui import browser, log_in
@@ -114,15 +116,48 @@ def test_a_store_written_by_the_release_before_gains_pairs_through_its_migration
     tmp_path: Path, embedder: HashEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The fixture store (tests/fixtures/README.md) was written by the release before m011: its index holds
-    each Chinese and Japanese sentence as one token. Opened by this version, m011 pairs them, with its
-    progress in the log, and a word inside them is found; the Latin words are found as before."""
+    each Chinese and Japanese sentence as one token. Opened by this version, m011 queues them (``/stats``
+    shows it) and the backfill pairs them (the server's background thread, run here by hand; a real process
+    killed half-way: ``test_keyword_pairs_backfill.py``), with its progress in the log; a word inside them is
+    then found, the Latin words as before."""
     settings = make_settings(tmp_path / "state")
     settings.state_dir.mkdir(parents=True)
     shutil.copy(RELEASE_STORE, settings.database_path)
     with caplog.at_level("INFO"), live_sidecar(settings, embedder) as server:
-        assert "m011): 10 of 10 messages" in caplog.text
+        assert "m011): 10 stored messages are paired in the background" in caplog.text
+        assert server.client.get("/stats").json()["keywordPairs"] == {"done": 0, "total": 10}
+        assert server.sidecar.db.write(server.sidecar.ops.keyword_pairs.step) is False  # one batch: all done
+        assert server.client.get("/stats").json()["keywordPairs"] is None
+        assert "all 10 messages read, the backfill is done" in caplog.text
         for word, text in (("北京", MESSAGES["zh"]), ("田中", MESSAGES["ja"]), ("김민수", MESSAGES["ko"])):
             answer = server.client.get("/v1/search", params={"q": word, "mode": "keyword", "k": 3}).json()
             assert first_texts(answer["hits"], "text")[:1] == [text], word
         answer = server.client.get("/v1/search", params={"q": "Albers", "mode": "keyword", "k": 3}).json()
         assert first_texts(answer["hits"], "text") == [MESSAGES["de"]]
+
+
+def test_beside_the_vector_lane_a_message_sharing_a_few_common_pairs_counts_for_little() -> None:
+    """A question in other words shares common pairs (さん, です) with unrelated chatter; the best of those is
+    the keyword lane's best hit (1.0, relative). Beside a cosine it counts by the share of the question's pairs
+    it holds, so the fact the vector lane found comes first; a keyword search alone ranks by BM25 as before, and
+    a question in a spaced language is scored exactly as before."""
+    question = "田中さんとの打ち合わせはどこですか"
+    terms = query_words_of(question)
+    chatter = "田中さんですか、それはいいですね。"  # holds 田中, 中さ, さん, です, すか: the best keyword hit
+    fact = MESSAGES["ja"]  # holds 田中, 中さ, さん, んと
+    assert 0 < pair_coverage(terms, fact) < 1 and pair_coverage(terms, chatter) < 1
+    both = frozenset({"vector", "keyword"})
+    scored = {}
+    for name, text, cosine, keyword in (("fact", fact, 0.55, 0.6), ("chatter", chatter, 0.3, 1.0)):
+        candidate = Candidate(1, cosine=cosine, keyword=keyword, keyword_coverage=pair_coverage(terms, text))
+        score(candidate, role="user", importance_score=None, age_hours=1, half_life_hours=168, recency_floor=0.9)
+        scored[name] = candidate
+        alone = Candidate(1, keyword=keyword, keyword_coverage=pair_coverage(terms, text))
+        assert relevance(alone, frozenset({"keyword"})) == keyword  # keyword search: BM25's order
+    assert scored["fact"].relevance > scored["chatter"].relevance  # and without the coverage, the other way:
+    assert relevance(Candidate(1, cosine=0.3, keyword=1.0), both) > relevance(
+        Candidate(1, cosine=0.55, keyword=0.7), both
+    )
+    english = query_words_of("where is the meeting with Tanaka")
+    assert pair_coverage(english, "Tanaka said hi") == 1.0
+    assert relevance(Candidate(1, cosine=0.4, keyword=0.6, keyword_coverage=1.0), both) == (0.4 + 0.6) / 2

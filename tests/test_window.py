@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.recall.search import MAX_QUERY_TERMS, fts_query
 from openclaw_lossless.recall.window import Descriptor, query_text, window_start
 from openclaw_lossless.store.sqlite.connection import Connection, Database, open_connection

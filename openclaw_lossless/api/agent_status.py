@@ -14,12 +14,13 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from openclaw_lossless import __version__
-from openclaw_lossless.activity import iso
-from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.deps import ActivityDep, EmbeddingDep, SidecarDep, StoreDep
 from openclaw_lossless.api.responses import CatchUpView
 from openclaw_lossless.api.schemas import RecalledItem
 from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.observe.activity import Activity, iso
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.backend import Store
 from openclaw_lossless.transcripts.catchup import CatchUp
 from openclaw_lossless.transcripts.catchup_report import CatchUpReport
 
@@ -89,11 +90,17 @@ AgentIdParam = Annotated[
 
 
 @router.get("/{agent_id}/status", response_model=AgentStatusResponse, response_model_by_alias=True)
-def status(sidecar: SidecarDep, agent_id: AgentIdParam) -> dict[str, Any]:
+def status(
+    sidecar: SidecarDep,
+    store: StoreDep,
+    activity: ActivityDep,
+    embedding: EmbeddingDep,
+    agent_id: AgentIdParam,
+) -> dict[str, Any]:
     """What ``/lossless`` shows: messages stored, last commit/assemble and recall, backlog, embedder."""
-    messages, sessions = _known(sidecar, agent_id)
-    last_commit, last_assemble, recall = sidecar.activity.agent(agent_id)
-    embedder = sidecar.embedding.status
+    messages, sessions = _known(store, activity, agent_id)
+    last_commit, last_assemble, recall = activity.agent(agent_id)
+    embedder = embedding.status
     return {
         "agentId": agent_id,
         "version": __version__,
@@ -102,7 +109,7 @@ def status(sidecar: SidecarDep, agent_id: AgentIdParam) -> dict[str, Any]:
         "lastCommitAt": iso(last_commit),
         "lastAssembleAt": iso(last_assemble),
         "lastRecall": recall.summary() if recall is not None else None,
-        "backlog": sidecar.ops.backlog.size(sidecar.db.reader()),
+        "backlog": store.ops.backlog.size(store.db.reader()),
         "embedder": {
             "active": embedder.active,
             "model": embedder.model,
@@ -114,30 +121,29 @@ def status(sidecar: SidecarDep, agent_id: AgentIdParam) -> dict[str, Any]:
 
 
 @router.get("/{agent_id}/last-recall", response_model=LastRecallResponse, response_model_by_alias=True)
-def last_recall(sidecar: SidecarDep, agent_id: AgentIdParam) -> dict[str, Any]:
+def last_recall(store: StoreDep, activity: ActivityDep, agent_id: AgentIdParam) -> dict[str, Any]:
     """The last assemble's Recalled Context block and its trace: what was kept and why, what was dropped."""
-    _known(sidecar, agent_id)
-    recall = sidecar.activity.agent(agent_id)[2]
+    _known(store, activity, agent_id)
+    recall = activity.agent(agent_id)[2]
     return {"agentId": agent_id, "recall": recall.detail() if recall is not None else None}
 
 
-def _known(sidecar: Sidecar, agent_id: str) -> tuple[int, int]:
+def _known(store: Store, activity: Activity, agent_id: str) -> tuple[int, int]:
     """The agent's stored messages and sessions; 422 for a malformed id, 404 for one never seen."""
     if not AGENT_ID.match(agent_id):
         raise BadRequest(
             f"agent id must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit "
             f"(the <agentId> of a session key agent:<agentId>:...), got {agent_id[:80]!r}"
         )
-    conn = sidecar.db.reader()
-    sessions = sidecar.ops.agents.session_count(conn, agent_id)
-    activity = sidecar.activity.agent(agent_id)
-    if not sessions and all(part is None for part in activity):
+    conn = store.db.reader()
+    sessions = store.ops.agents.session_count(conn, agent_id)
+    if not sessions and all(part is None for part in activity.agent(agent_id)):
         raise NotFound(
             f"no agent {agent_id!r} in the store: it has stored no message and not assembled since the sidecar "
             "started ('openclaw-lossless stats' lists the agents; 'openclaw-lossless import --agent "
             f"{agent_id}' brings in its existing history)"
         )
-    messages = sidecar.ops.agents.message_count(conn, agent_id)
+    messages = store.ops.agents.message_count(conn, agent_id)
     return messages, sessions
 
 

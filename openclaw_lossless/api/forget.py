@@ -8,14 +8,19 @@ selecting everything without ``all``) is refused in the error shape and changes 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.config import Settings
+from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.errors import BadRequest, NotFound
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.sqlite.forgetting import Selector
 
 router = APIRouter(prefix="/v1", tags=["forget"])
@@ -90,34 +95,54 @@ class ForgetResponse(Answer):
     wal_truncated: bool | None = Field(None, alias="walTruncated")
 
 
-def run_forget(sidecar: Sidecar, selector: Selector, dry_run: bool) -> ForgetResponse:
+@dataclass(frozen=True)
+class Forgetting:
+    """What forgetting touches: the store, the vector index, the archives (``settings``) and the counters."""
+
+    store: Store
+    index: Nearest | None
+    settings: Settings
+    metrics: Metrics | None = None  # None: not counted (the CLI on the file)
+
+    @classmethod
+    def of(cls, sidecar: Sidecar) -> Forgetting:
+        return cls(sidecar.store, sidecar.index, sidecar.settings, sidecar.metrics)
+
+
+def get_forgetting(sidecar: SidecarDep) -> Forgetting:
+    return Forgetting.of(sidecar)
+
+
+ForgettingDep = Annotated[Forgetting, Depends(get_forgetting)]
+
+
+def run_forget(parts: Forgetting, selector: Selector, dry_run: bool) -> ForgetResponse:
     """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI."""
-    result = sidecar.ops.forgetting.run(
-        sidecar.db, sidecar.index, sidecar.settings.archive_dir, selector, dry_run=dry_run
-    )
-    if not dry_run:
-        sidecar.metrics.counters["messages_forgotten"] += result.forgotten
+    store = parts.store
+    result = store.ops.forgetting.run(store.db, parts.index, parts.settings.archive_dir, selector, dry_run=dry_run)
+    if not dry_run and parts.metrics is not None:
+        parts.metrics.counters["messages_forgotten"] += result.forgotten
     return ForgetResponse.model_validate(result)
 
 
 DryRun = Annotated[bool, Query(alias="dryRun", description="List what would go; change nothing.")]
 
 
-def chunks_of(sidecar: Sidecar, request: ForgetRequest) -> tuple[int, ...]:
+def chunks_of(store: Store, request: ForgetRequest) -> tuple[int, ...]:
     """The ids of the stored chunks of the memory file ``request.file`` names (of ``agentId``'s workspace, or
     of every agent's), or ``()`` when it names none; ``BadRequest``/``NotFound`` saying what to fix."""
     if request.file is None:
         return ()
     if request.ids:
         raise BadRequest("name citations or a memory file, not both: nothing was forgotten")
-    conn = sidecar.db.reader()
+    conn, ops = store.db.reader(), store.ops
     path = request.file.removeprefix("file:").split("#", 1)[0]
     prefix = f"file:{path}#L"
     ids = tuple(
         chunk.id
-        for agent, rowid in sidecar.ops.memory_files.sessions(conn).items()
+        for agent, rowid in ops.memory_files.sessions(conn).items()
         if request.agent_id in (None, agent)
-        for chunk in sidecar.ops.memory_files.stored_chunks(conn, rowid)
+        for chunk in ops.memory_files.stored_chunks(conn, rowid)
         if chunk.citation.startswith(prefix)
     )
     if not ids:
@@ -126,25 +151,25 @@ def chunks_of(sidecar: Sidecar, request: ForgetRequest) -> tuple[int, ...]:
 
 
 @router.post("/forget", response_model_by_alias=True)
-def forget_selection(sidecar: SidecarDep, body: ForgetRequest) -> ForgetResponse:
+def forget_selection(parts: ForgettingDep, body: ForgetRequest) -> ForgetResponse:
     """Forget every message the selectors name together (citations or a memory file's chunks AND session AND
     agent AND time AND match)."""
-    return run_forget(sidecar, body.selector(chunks_of(sidecar, body)), body.dry_run)
+    return run_forget(parts, body.selector(chunks_of(parts.store, body)), body.dry_run)
 
 
 @router.delete("/messages/{message_id}", response_model_by_alias=True)
 def forget_message(
-    sidecar: SidecarDep,
+    parts: ForgettingDep,
     message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
-    return run_forget(sidecar, Selector(ids=(message_id,)), dry_run)
+    return run_forget(parts, Selector(ids=(message_id,)), dry_run)
 
 
 @router.delete("/sessions/{session_id}", response_model_by_alias=True)
 def forget_session(
-    sidecar: SidecarDep,
+    parts: ForgettingDep,
     session_id: Annotated[str, Path(min_length=1, max_length=512)],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
-    return run_forget(sidecar, Selector(session=session_id), dry_run)
+    return run_forget(parts, Selector(session=session_id), dry_run)

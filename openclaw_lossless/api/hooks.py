@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from openclaw_lossless.api import schemas
-from openclaw_lossless.api.deps import IngestDep, SidecarDep, recall_settings
+from openclaw_lossless.api.deps import IngestDep, QueriesDep, SettingsDep, recall_settings
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.service.ingest import Bootstrapped, Committed, Ended
@@ -26,9 +26,9 @@ def bootstrap(body: schemas.BootstrapRequest, ingest: IngestDep) -> Bootstrapped
 
 
 @router.post("/commit-turn", response_model=schemas.CommitTurnResponse)
-def commit_turn(body: schemas.CommitTurnRequest, sidecar: SidecarDep) -> Committed:
-    recall = recall_settings(sidecar, body.config)
-    return sidecar.ingest.commit_turn(
+def commit_turn(body: schemas.CommitTurnRequest, ingest: IngestDep, settings: SettingsDep) -> Committed:
+    recall = recall_settings(settings, body.config)
+    return ingest.commit_turn(
         body.advancement_key,
         body.session_id,
         body.session_key,
@@ -39,52 +39,52 @@ def commit_turn(body: schemas.CommitTurnRequest, sidecar: SidecarDep) -> Committ
 
 
 @router.post("/ingest", response_model=schemas.IngestResponse)
-def ingest(body: schemas.IngestRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    stored = sidecar.ingest.ingest(
+def ingest(body: schemas.IngestRequest, ingest: IngestDep, settings: SettingsDep) -> dict[str, Any]:
+    stored = ingest.ingest(
         body.session_id,
         body.session_key,
         [body.message],
         heartbeat=body.is_heartbeat,
-        recall=recall_settings(sidecar, body.config),
+        recall=recall_settings(settings, body.config),
     )
     return {"ingested": stored > 0}
 
 
 @router.post("/ingest-batch", response_model=schemas.IngestBatchResponse)
-def ingest_batch(body: schemas.IngestBatchRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    stored = sidecar.ingest.ingest(
+def ingest_batch(body: schemas.IngestBatchRequest, ingest: IngestDep, settings: SettingsDep) -> dict[str, Any]:
+    stored = ingest.ingest(
         body.session_id,
         body.session_key,
         body.messages,
         heartbeat=body.is_heartbeat,
-        recall=recall_settings(sidecar, body.config),
+        recall=recall_settings(settings, body.config),
     )
     return {"ingestedCount": stored}
 
 
 @router.post("/after-turn", response_model=schemas.IngestBatchResponse)
-def after_turn(body: schemas.AfterTurnRequest, sidecar: SidecarDep) -> dict[str, Any]:
-    stored = sidecar.ingest.after_turn(
+def after_turn(body: schemas.AfterTurnRequest, ingest: IngestDep, settings: SettingsDep) -> dict[str, Any]:
+    stored = ingest.after_turn(
         body.session_id,
         body.session_key,
         body.messages,
         heartbeat=body.is_heartbeat,
-        recall=recall_settings(sidecar, body.config),
+        recall=recall_settings(settings, body.config),
     )
     return {"ingestedCount": stored}
 
 
 @router.post("/assemble", response_model=schemas.AssembleResponse, response_model_exclude_none=True)
-def assemble(body: schemas.AssembleRequest, sidecar: SidecarDep) -> dict[str, Any]:
+def assemble(body: schemas.AssembleRequest, queries: QueriesDep, settings: SettingsDep) -> dict[str, Any]:
     descriptors = _descriptors(body)
     now = body.now / 1000 if body.now is not None else None
-    result = sidecar.queries.assemble(
+    result = queries.assemble(
         body.session_id,
         body.session_key,
         descriptors,
         body.prompt,
         body.token_budget,
-        recall_settings(sidecar, body.config),
+        recall_settings(settings, body.config),
         now=now,
     )
     response: dict[str, Any] = {

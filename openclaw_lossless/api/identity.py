@@ -14,7 +14,6 @@ link, or another path to the same file, is the same one.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 import re
 from pathlib import Path
@@ -25,21 +24,14 @@ from fastapi import APIRouter, Query, Request
 
 from openclaw_lossless import __version__
 from openclaw_lossless.api.responses import IdentityResponse
+from openclaw_lossless.auth_token import SERVICE, identity_proof
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
 
 router = APIRouter()
 
-SERVICE = "openclaw-lossless"
-PROOF_PREFIX = "openclaw-lossless identity v1\n"
 STORE_PREFIX = "openclaw-lossless store v1\n"
 _CHALLENGE = re.compile(r"[0-9a-fA-F]{32,128}")
-
-
-def identity_proof(token: str, challenge: str) -> str:
-    """The answer only the token holder can give: hex HMAC-SHA256 keyed with the token (UTF-8)."""
-    message = (PROOF_PREFIX + challenge).encode()
-    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
 def store_id(settings: Settings) -> str | None:

@@ -9,18 +9,20 @@ from typing import Any
 from anyio import to_thread
 from fastapi import APIRouter
 
-from openclaw_lossless.api.deps import SidecarDep
-from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.api.deps import MemoryFilesDep, SettingsDep, StoreDep
+from openclaw_lossless.config import Settings
+from openclaw_lossless.memory_files.indexer import MemoryIndexer
+from openclaw_lossless.store.backend import Store
 
 router = APIRouter(prefix="/v1/memory-files", tags=["memory-files"])
 
 
-def listing(sidecar: Sidecar) -> dict[str, Any]:
+def listing(store: Store, settings: Settings, indexer: MemoryIndexer) -> dict[str, Any]:
     """Every indexed file (agent, path, workspace, chunks, size, when indexed) and the last pass's report."""
-    files = sidecar.ops.memory_files.files(sidecar.db.reader())
-    last = sidecar.memory_files.last
+    files = store.ops.memory_files.files(store.db.reader())
+    last = indexer.last
     return {
-        "enabled": sidecar.settings.memory_files,
+        "enabled": settings.memory_files,
         "files": [
             {
                 "agentId": f.agent_id,
@@ -33,16 +35,16 @@ def listing(sidecar: Sidecar) -> dict[str, Any]:
             for f in files
         ],
         "lastPass": None if last is None else asdict(last),
-        "lastError": sidecar.memory_files.last_error,
+        "lastError": indexer.last_error,
     }
 
 
 @router.get("")
-def memory_files(sidecar: SidecarDep) -> dict[str, Any]:
-    return listing(sidecar)
+def memory_files(store: StoreDep, settings: SettingsDep, indexer: MemoryFilesDep) -> dict[str, Any]:
+    return listing(store, settings, indexer)
 
 
 @router.post("/reindex")
-async def reindex(sidecar: SidecarDep) -> dict[str, Any]:
-    report = await to_thread.run_sync(sidecar.memory_files.run_once)
+async def reindex(indexer: MemoryFilesDep) -> dict[str, Any]:
+    report = await to_thread.run_sync(indexer.run_once)
     return asdict(report)

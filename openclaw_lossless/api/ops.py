@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from openclaw_lossless.api.deps import StatusDep
 from openclaw_lossless.api.responses import HealthResponse, StatsResponse
-from openclaw_lossless.prometheus import metrics_response
+from openclaw_lossless.observe.prometheus import metrics_response
 
 router = APIRouter(tags=["ops"])
 

@@ -280,6 +280,11 @@ class LatencyView(Out):
     p99_ms: float = Field(alias="p99Ms")
 
 
+class KeywordPairsView(Out):
+    done: int = Field(description="Messages read so far by the backfill.")
+    total: int = Field(description="Messages the backfill reads: those stored before the keyword pairs.")
+
+
 class StatsResponse(Out):
     version: str
     uptime_s: float = Field(alias="uptimeS")
@@ -304,6 +309,12 @@ class StatsResponse(Out):
     counters: dict[str, Number]
     agent_activity: dict[str, AgentTimes] = Field(alias="agentActivity")
     catch_up: CatchUpView = Field(alias="catchUp")
+    keyword_pairs: KeywordPairsView | None = Field(
+        None,
+        alias="keywordPairs",
+        description="While messages stored before the keyword index held pairs of characters wait for them: how"
+        " far the background backfill has come; null when none waits.",
+    )
 
 
 # -- identity and the redaction rescan ----------------------------------------------------------------------

@@ -9,7 +9,6 @@ itself never leaves this process. A URL that is not loopback is probed only when
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 import secrets
 from dataclasses import dataclass
@@ -20,10 +19,10 @@ from urllib.parse import urlsplit
 import httpx
 
 import openclaw_lossless
-from openclaw_lossless.api.identity import SERVICE, identity_proof
+from openclaw_lossless.auth_token import SERVICE, identity_proof
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.doctor.gateway import running_gateway
-from openclaw_lossless.listeners import socket_path
+from openclaw_lossless.listeners import is_loopback, socket_path
 
 DEFAULT_URL = "http://127.0.0.1:8377"
 IDENTITY_PATH = "/v1/identity"
@@ -39,15 +38,6 @@ class Target:
     state_dir: Path
     auto_start: bool
     gateway: dict[str, Any] | None = None  # the running gateway's pid and port (None: not running)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _set_url(url: str) -> str:
@@ -81,7 +71,7 @@ def target(config: dict[str, Any], state_dir: Path, openclaw_state: Path, config
             data={"url": url},
         )
     host = parts.hostname
-    if not _is_loopback(host) and config.get("allowRemoteSidecar") is not True:
+    if not is_loopback(host) and config.get("allowRemoteSidecar") is not True:
         return Finding(
             CHECK,
             False,

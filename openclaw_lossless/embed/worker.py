@@ -25,7 +25,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,11 +33,20 @@ from openclaw_lossless.embed.in_flight import InFlight
 from openclaw_lossless.embed.index import Nearest, store_vectors
 from openclaw_lossless.embed.provider import EmbeddingProvider, EmbeddingRateLimited, ProviderIdentity, Vectors
 from openclaw_lossless.errors import EmbeddingUnavailable, LosslessError
-from openclaw_lossless.last_hour import BacklogWindow
 from openclaw_lossless.store.api import ModelKey
 from openclaw_lossless.store.backend import Backend, Store
 
 log = logging.getLogger(__name__)
+
+
+class BacklogSampler(Protocol):
+    """Where the backlog's size goes once a minute (``observe/last_hour.py``'s ``BacklogWindow``): named here
+    so the worker, below the operator's instruments, needs no import of them."""
+
+    def due(self) -> bool: ...
+
+    def sample(self, size: int, embedded: int | None) -> None: ...
+
 
 MAX_BACKOFF_S = 60.0
 WINDOW_BATCHES = 8  # batches of the backlog read at once and regrouped by length: see _next_batch
@@ -76,7 +85,7 @@ class EmbeddingWorker:
         batch_size: int = 32,
         in_flight: InFlight | None = None,
         drain_threads: int = 1,
-        backlog_history: BacklogWindow | None = None,
+        backlog_history: BacklogSampler | None = None,
     ) -> None:
         self.db = store.db
         self.ops = store.ops

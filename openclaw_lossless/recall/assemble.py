@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from openclaw_lossless.capture import injected
+from openclaw_lossless.capture import grams, injected
 from openclaw_lossless.config import RecallSettings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.model_files import cosine_scale
@@ -40,7 +40,7 @@ from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.recall import render, when
 from openclaw_lossless.recall.query import Query, QueryVectors, combine
 from openclaw_lossless.recall.scoring import Candidate, score
-from openclaw_lossless.recall.search import fts_query, keyword_search
+from openclaw_lossless.recall.search import fts_query, keyword_search, pair_coverage, query_pairs, query_terms
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
 from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Backend
@@ -117,6 +117,8 @@ class AssembleResult:
     query_parts: list[str] = field(default_factory=list)
     keyword_query: str = ""
     lanes_ran: frozenset[str] = frozenset()
+    # What the keyword lane looked for (``search.query_terms``) when it holds an unspaced run; else empty
+    keyword_terms: tuple[str, ...] = ()
     # Milliseconds per phase (setup, lanes, choose, neighbours, render): where a slow turn spent its time.
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -215,10 +217,13 @@ class Assembler:
         found = self._candidates(conn, probe, Query((text,), True), scope, time.monotonic() + deadline_s, lanes=mode)
         stored = self.ops.messages.fetch(conn, list(found))
         hits = []
+        pairs = query_pairs(probe.keyword_terms)
         for candidate in found.values():
             message = stored.get(candidate.message_id)
             if message is None or not message.text.strip():
                 continue
+            if pairs and candidate.keyword:
+                candidate.keyword_coverage = pair_coverage(probe.keyword_terms, message.text, pairs)
             score(
                 candidate,
                 role=message.role,
@@ -274,6 +279,7 @@ class Assembler:
         if keyword_depth > 0 and not timed_out and (hits or fts_query(text) is not None):
             ran.add("keyword")
         result.lanes_ran = frozenset(ran)
+        result.keyword_terms = tuple(query_terms(text)) if grams.has_unspaced(text) else ()
         scale = cosine_scale(self.embedding.status.model)
         for message_id, cosines in nearest:
             if message_id not in skip:
@@ -317,6 +323,7 @@ class Assembler:
         if not found:
             return [], {}, room
         stored = self.ops.messages.fetch(conn, list(found))
+        pairs = query_pairs(result.keyword_terms)
         for candidate in found.values():
             message = stored.get(candidate.message_id)
             if message is None:
@@ -326,6 +333,8 @@ class Assembler:
                 candidate.decision = "no_text"
                 continue
             age = (request.now - message.created_at) / 3600
+            if pairs and candidate.keyword:
+                candidate.keyword_coverage = pair_coverage(result.keyword_terms, message.text, pairs)
             score(
                 candidate,
                 role=message.role,

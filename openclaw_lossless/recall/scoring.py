@@ -54,6 +54,7 @@ class Candidate:
     chosen_by: str | None = None  # "prompt" or "context": which ranking took it into the block
     neighbour_of: str | None = None
     time_match: str | None = None  # how it matches the question's time (recall/when.py), if it does
+    keyword_coverage: float = 1.0  # share of the query's pairs of characters it holds (search.pair_coverage)
 
 
 def recency(age_hours: float, half_life_hours: float, floor: float) -> float:
@@ -81,19 +82,25 @@ def score(
     candidate.score = candidate.relevance * candidate.recency * candidate.weight
     if candidate.prompt_cosine is not None:
         candidate.prompt_similarity = max(candidate.prompt_cosine, candidate.keyword or 0.0)
-        prompt_relevance = _mean(candidate.prompt_cosine, candidate.keyword, lanes, candidate.prompt_similarity)
+        prompt_relevance = _mean(
+            candidate.prompt_cosine, candidate.keyword, lanes, candidate.prompt_similarity, candidate.keyword_coverage
+        )
         candidate.prompt_score = prompt_relevance * candidate.recency * candidate.weight
 
 
 def relevance(candidate: Candidate, lanes: frozenset[str]) -> float:
     """The mean of the lane scores that exist for this query and message (missing from a lane's top: 0)."""
-    return _mean(candidate.cosine, candidate.keyword, lanes, candidate.similarity)
+    return _mean(candidate.cosine, candidate.keyword, lanes, candidate.similarity, candidate.keyword_coverage)
 
 
-def _mean(cosine: float | None, keyword: float | None, lanes: frozenset[str], otherwise: float) -> float:
+def _mean(
+    cosine: float | None, keyword: float | None, lanes: frozenset[str], otherwise: float, coverage: float = 1.0
+) -> float:
+    """Beside a cosine, the keyword score counts by the share of the query's pairs of characters the message
+    holds (``coverage``); a lane alone is its own score, so keyword search ranks by BM25 as before."""
     parts: list[float] = []
     if "vector" in lanes and cosine is not None:
         parts.append(max(cosine, 0.0))
     if "keyword" in lanes:
-        parts.append(keyword or 0.0)
+        parts.append((keyword or 0.0) * (coverage if parts else 1.0))
     return sum(parts) / len(parts) if parts else otherwise

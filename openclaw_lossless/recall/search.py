@@ -7,6 +7,7 @@ past its deadline is interrupted (SQLite progress handler) and reported, never l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,8 +181,8 @@ class KeywordHit:
     bm25: float
 
 
-def fts_query(text: str) -> str | None:
-    """A safe FTS5 MATCH expression: the distinct non-stop words of ``text``, quoted, OR-ed.
+def query_terms(text: str) -> list[str]:
+    """The distinct non-stop words of ``text`` a keyword search looks for, in order (at most ``MAX_QUERY_TERMS``).
 
     A run of a script written without spaces becomes its pairs of characters, as the index holds it
     (``capture/grams.py``); a single character of such a script is left out, as a single letter is.
@@ -193,7 +194,36 @@ def fts_query(text: str) -> str | None:
         terms.append(word)
         if len(terms) == MAX_QUERY_TERMS:
             break
+    return terms
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression: ``query_terms`` of ``text``, quoted, OR-ed."""
+    terms = query_terms(text)
     return " OR ".join(f'"{term}"' for term in terms) if terms else None
+
+
+def query_pairs(terms: Sequence[str]) -> list[str]:
+    """The pairs of characters of an unspaced script among a keyword query's ``terms``."""
+    return [term for term in terms if grams.has_unspaced(term)]
+
+
+def pair_coverage(terms: Sequence[str], message: str, pairs: Sequence[str] | None = None) -> float:
+    """The share of a keyword query's ``terms`` (``query_terms``) that ``message`` holds: a pair of characters
+    (``pairs``: ``query_pairs`` of the terms, given when known) counts where the message's text has it, a
+    word always (the index matched it, stemmed). 1 for a query without pairs, so a query in a spaced
+    language is scored as before.
+
+    Why: the keyword lane's scores are relative to its best hit, and a pair is weak evidence: a question in
+    other words shares common pairs (particles, endings) with unrelated messages, and the best of those
+    scored 1 beside the vector lane's cosine. Weighed by coverage, a message holding a few of the question's
+    pairs counts for little, one holding the asked word's pairs nearly all (docs/decisions/0301).
+    """
+    pairs = query_pairs(terms) if pairs is None else pairs
+    if not pairs:
+        return 1.0
+    lowered = message.lower()
+    return (len(terms) - len(pairs) + sum(term in lowered for term in pairs)) / len(terms)
 
 
 def keyword_search(

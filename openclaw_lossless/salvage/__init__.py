@@ -26,6 +26,7 @@ from openclaw_lossless.embed.index import IDENTITY_KEY
 from openclaw_lossless.errors import BadRequest, StoreCorrupt
 from openclaw_lossless.salvage.file_format import DamagedPage, PageFile, Row, schema_roots
 from openclaw_lossless.store.sqlite import message_days
+from openclaw_lossless.store.sqlite.archive import keep_identities_of_archives
 from openclaw_lossless.store.sqlite.connection import Connection, Database, checkpoint_fully
 from openclaw_lossless.store.sqlite.messages import give_ids_above
 from openclaw_lossless.store.sqlite.migrations import migrate
@@ -237,6 +238,7 @@ def _insert(conn: Connection, scan: Scan, seen: _Witnessed, columns: dict[str, l
         ]
         insert_rows(conn, table, [c.name for c in cols], rows)
     message_days.read_again(conn)  # derived from the messages: the server reads them again, not trusted here
+    keep_identities_of_archives(conn)  # the archived messages' identities, read from the archives themselves
     give_ids_above(conn, seen.highest_given)
     return add_placeholder_sessions(conn)
 

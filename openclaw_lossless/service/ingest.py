@@ -16,12 +16,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from openclaw_lossless.activity import Activity
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.embed.worker import EmbeddingWorker
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.observe.activity import Activity
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.store.backend import Store

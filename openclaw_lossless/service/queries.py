@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from openclaw_lossless.activity import Activity
 from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.observe.activity import Activity
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult, Recalled
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.selection import SessionSelection

@@ -15,7 +15,7 @@ from typing import Any
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.metrics import Metrics
+from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.sqlite.archive import Pruned

@@ -12,18 +12,19 @@ import time
 from dataclasses import dataclass
 
 from openclaw_lossless import __version__
-from openclaw_lossless.activity import Activity, AgentTimes
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
-from openclaw_lossless.metrics import Latency, Metrics
+from openclaw_lossless.observe.activity import Activity, AgentTimes
+from openclaw_lossless.observe.last_hour import MinuteBacklog, MinuteLatency
+from openclaw_lossless.observe.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.sqlite.snapshots import COMPACTED, FAILED
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.transcripts.catchup import CatchUp
 from openclaw_lossless.transcripts.catchup_report import CatchUpBrief, CatchUpReport
 
@@ -150,6 +151,7 @@ class Stats:
     counters: dict[str, int]
     agent_activity: dict[str, AgentTimes]
     catch_up: CatchUpReport
+    keyword_pairs: PairsProgress | None  # the backfill of older messages' pairs, while it has work
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,7 @@ class Status:
             counters=dict(p.metrics.counters),
             agent_activity=p.activity.times(),
             catch_up=p.catch_up.view(),
+            keyword_pairs=p.store.ops.keyword_pairs.progress(conn),
         )
 
 

@@ -54,6 +54,7 @@ from openclaw_lossless.store.sqlite.snapshots import (
 from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
 from openclaw_lossless.store.sqlite.transfer import ExportScope, RestoreReport
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.timeexpr.days import DayRange
 
 C = TypeVar("C", contravariant=True)  # the backend's connection, as the caller's unit of work hands it over
@@ -267,6 +268,20 @@ class TermStats(Protocol[C]):
 
     def clear(self) -> None:
         """Forget every count (messages were archived or forgotten: counts went down)."""
+        ...
+
+
+class KeywordPairs(Protocol[C]):
+    """The pairs of characters of messages stored before the keyword index held them, added in the background
+    (``store/sqlite/keyword_pairs.py``): resumable, a batch per transaction, newest first."""
+
+    def progress(self, conn: C) -> PairsProgress | None:
+        """Where the backfill stands; None when no message waits for its pairs."""
+        ...
+
+    def step(self, conn: C, batch: int = ...) -> bool:
+        """Pair and index one batch of those, moving the cursor past it in the same transaction; False when
+        none is left. Done twice, a message still has one index entry."""
         ...
 
 

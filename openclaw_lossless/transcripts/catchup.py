@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.activity import Activity, iso
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import InvalidSessionKey, LosslessError
+from openclaw_lossless.observe.activity import Activity, iso
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.sqlite.sessions import agent_of

@@ -16,9 +16,8 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.api.forget import CITATION, ForgetResponse, run_forget
+from openclaw_lossless.api.forget import CITATION, ForgetResponse, Forgetting, run_forget
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite.forgetting import Selector
 from openclaw_lossless.ui.html import page
 
@@ -26,35 +25,35 @@ SHOWN_EACH_END = 5  # a long selection shows its first and last few; a short one
 LISTED_WHOLE = 3 * SHOWN_EACH_END
 
 
-def confirm_page(request: Request, sidecar: Sidecar) -> HTMLResponse:
+def confirm_page(request: Request, parts: Forgetting) -> HTMLResponse:
     """What the selection in the query (``message=msg:N`` or ``session=ID``) would forget, and the form to confirm."""
     fields = dict(request.query_params)
     chosen = _selection(fields)
     if isinstance(chosen, str):
         return page(request, "error.html", status=422, error=chosen)
-    return _confirmation(request, sidecar, fields, chosen)
+    return _confirmation(request, parts, fields, chosen)
 
 
-async def forget_post(request: Request, sidecar: Sidecar) -> HTMLResponse:
+async def forget_post(request: Request, parts: Forgetting) -> HTMLResponse:
     """Forget what the confirmation listed, if the selection still names as many messages; else show it again."""
     form = {key: values[0] for key, values in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
     chosen = _selection(form)
     if isinstance(chosen, str):
         return page(request, "error.html", status=422, error=chosen)
     try:
-        planned = run_forget(sidecar, chosen, dry_run=True)
+        planned = run_forget(parts, chosen, dry_run=True)
         if str(planned.forgotten) != form.get("count", ""):
             problem = "The selection changed since it was shown: check the list again before forgetting."
             return _render(request, form, planned, status=409, error=problem)
-        done = run_forget(sidecar, chosen, dry_run=False)
+        done = run_forget(parts, chosen, dry_run=False)
     except LosslessError as exc:
         return page(request, "error.html", status=exc.status, error=exc.message)
     return page(request, "forgotten.html", done=done, by_session=_sessions(done))
 
 
-def _confirmation(request: Request, sidecar: Sidecar, fields: dict[str, str], chosen: Selector) -> HTMLResponse:
+def _confirmation(request: Request, parts: Forgetting, fields: dict[str, str], chosen: Selector) -> HTMLResponse:
     try:
-        planned = run_forget(sidecar, chosen, dry_run=True)
+        planned = run_forget(parts, chosen, dry_run=True)
     except LosslessError as exc:
         return page(request, "error.html", status=exc.status, error=exc.message)
     return _render(request, fields, planned)

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.activity import RECALLS_PER_AGENT, Recall, RecallSummary
 from openclaw_lossless.api.agent_status import RecallDetail
 from openclaw_lossless.api.responses import wire
-from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.observe.activity import RECALLS_PER_AGENT, Activity, Recall, RecallSummary
 from openclaw_lossless.ui.html import page
 
 MAX_AGENT_ID_CHARS = 128
@@ -33,9 +32,9 @@ class TurnRow:
     summary: RecallSummary
 
 
-def recall_page(request: Request, sidecar: Sidecar) -> HTMLResponse:
+def recall_page(request: Request, activity: Activity) -> HTMLResponse:
     """The agents that assembled since the start, the chosen one's recent turns and one turn's trace."""
-    agents = sidecar.activity.times()
+    agents = activity.times()
     assembled = [agent for agent, times in agents.items() if times.last_assemble_at is not None]
     chosen = request.query_params.get("agent") or (assembled[0] if assembled else "")
     if len(chosen) > MAX_AGENT_ID_CHARS:
@@ -43,7 +42,7 @@ def recall_page(request: Request, sidecar: Sidecar) -> HTMLResponse:
     turn = _turn(request.query_params.get("turn"))
     if turn is None:
         return page(request, "error.html", status=422, error="turn must be a turn's number from the list")
-    recent = sidecar.activity.recalls(chosen) if chosen else []
+    recent = activity.recalls(chosen) if chosen else []
     shown = _shown(recent, turn)
     if turn and shown is None:
         return page(

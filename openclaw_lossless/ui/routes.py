@@ -15,8 +15,17 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from openclaw_lossless import readable
-from openclaw_lossless.api.deps import IngestDep, QueriesDep, SidecarDep, StatusDep
+from openclaw_lossless.api import readable
+from openclaw_lossless.api.deps import (
+    ActivityDep,
+    IngestDep,
+    MemoryFilesDep,
+    QueriesDep,
+    SettingsDep,
+    StatusDep,
+    StoreDep,
+)
+from openclaw_lossless.api.forget import ForgettingDep
 from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.forget_page import confirm_page, forget_post
@@ -87,8 +96,8 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return page(request, "message.html", found=found)
 
     @router.get("/recall")
-    def recall_trace(request: Request, sidecar: SidecarDep) -> HTMLResponse:
-        return recall_page(request, sidecar)
+    def recall_trace(request: Request, activity: ActivityDep) -> HTMLResponse:
+        return recall_page(request, activity)
 
     @router.get("/conversation")
     def conversation_page(request: Request, queries: QueriesDep) -> HTMLResponse:
@@ -107,20 +116,20 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return await create_snapshot(request, ingest)
 
     @router.get("/forget")
-    def forget_confirm(request: Request, sidecar: SidecarDep) -> HTMLResponse:
-        return confirm_page(request, sidecar)
+    def forget_confirm(request: Request, parts: ForgettingDep) -> HTMLResponse:
+        return confirm_page(request, parts)
 
     @router.post("/forget")
-    async def forget(request: Request, sidecar: SidecarDep) -> HTMLResponse:
-        return await forget_post(request, sidecar)
+    async def forget(request: Request, parts: ForgettingDep) -> HTMLResponse:
+        return await forget_post(request, parts)
 
     @router.get("/compactions")
     def compactions(request: Request, queries: QueriesDep) -> HTMLResponse:
         return compactions_page(request, queries)
 
     @router.get("/memory")
-    def memory(request: Request, sidecar: SidecarDep) -> HTMLResponse:
-        return memory_page(request, sidecar)
+    def memory(request: Request, store: StoreDep, settings: SettingsDep, indexer: MemoryFilesDep) -> HTMLResponse:
+        return memory_page(request, store, settings, indexer)
 
     return router
 

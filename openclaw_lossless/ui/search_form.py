@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless import readable
+from openclaw_lossless.api import readable
 from openclaw_lossless.api.responses import SearchResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries

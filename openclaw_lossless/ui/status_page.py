@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from openclaw_lossless.api.responses import StatsResponse, wire
-from openclaw_lossless.last_hour import MinuteBacklog, MinuteLatency
+from openclaw_lossless.observe.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.service.status import Status
 from openclaw_lossless.ui.charts import Chart, Series, svg
 from openclaw_lossless.ui.html import page

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.store.postgres import migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database
 from tests.conversation import commit_body, conversation

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from openclaw_lossless.cli import main
+from openclaw_lossless.cli.main import main
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import copy
 from openclaw_lossless.store.postgres import transfer as pg_transfer

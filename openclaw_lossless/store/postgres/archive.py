@@ -254,7 +254,12 @@ def _remove(conn: Connection, path: Path, written: list[int]) -> list[int]:
     removed meanwhile (an imported tombstone) leaves the archive before this commits, so the file holds
     exactly what was removed."""
     conn.execute("DELETE FROM embedding_backlog WHERE message_id = ANY(%s::bigint[])", (written,))
-    rows = conn.execute("DELETE FROM messages WHERE id = ANY(%s::bigint[]) RETURNING id", (written,)).fetchall()
+    rows = conn.execute(  # the identity stays, so catch-up, ingest and replays skip them (m010)
+        "WITH gone AS (DELETE FROM messages WHERE id = ANY(%s::bigint[]) RETURNING id, session_rowid, content_hash,"
+        " kind), kept AS (INSERT INTO archived (session_rowid, content_hash, message_id) SELECT session_rowid,"
+        " content_hash, id FROM gone WHERE kind <> 'memory' ON CONFLICT DO NOTHING) SELECT id FROM gone",
+        (written,),
+    ).fetchall()
     removed = sorted(int(row[0]) for row in rows)
     if len(removed) < len(written):
         _keep_only(path, set(removed))

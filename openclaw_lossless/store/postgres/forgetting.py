@@ -199,6 +199,11 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
     for named in archived:
         if named.record is not None:
             _tombstone_archived(conn, named.record, now)
+    conn.execute(  # a tombstone names them now; the archived identity goes with the line (m010)
+        "DELETE FROM archived a USING messages m WHERE m.id = ANY(%s::bigint[])"
+        " AND a.session_rowid = m.session_rowid AND a.content_hash = m.content_hash",
+        (ids,),
+    )
     removed = delete_messages(conn, ids)
     for session_id in sessions:
         _forget_summaries(conn, session_id)
@@ -224,6 +229,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
+    drop_archived_identity(conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
         " AND (m.content_hash = %s OR m.window_key = %s)",
@@ -233,11 +239,21 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     return True
 
 
+def drop_archived_identity(conn: Connection, session_id: str, content_hash: bytes) -> None:
+    """A tombstone names the message now: its archived identity (m010) goes, as the line goes from the archive."""
+    conn.execute(
+        "DELETE FROM archived WHERE session_rowid IN (SELECT id FROM sessions WHERE session_id = %s)"
+        " AND content_hash = %s",
+        (session_id, content_hash),
+    )
+
+
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     """A tombstone for an archived line (the export format); a line too damaged to name a message gets none."""
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError, KeyError):
         identity = (str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
+        drop_archived_identity(conn, *identity)
         key = record.get("windowKey") if dated else None
         message_id = record.get("id") if isinstance(record.get("id"), int) else None
         conn.execute(

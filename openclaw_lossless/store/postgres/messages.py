@@ -83,8 +83,8 @@ def hold_id_order(conn: Connection) -> None:
 def insert_records(
     conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
 ) -> list[int]:
-    """Insert the records not already stored in this session, nor named by a tombstone; returns the ids of the
-    new ones, in the records' order, each queued for embedding.
+    """Insert the records not already stored in this session, nor archived from it (m010), nor named by a
+    tombstone; returns the ids of the new ones, in the records' order, each queued for embedding.
 
     One statement stores the messages and queues them (and one more keeps their days), whatever the turn's
     length: against a server across a network, each round trip would cost the turn its latency. Rows go in
@@ -101,6 +101,7 @@ def insert_records(
         f" {', '.join(_BATCH)}) SELECT %s, %s, %s, %s, {', '.join(_BATCH)} FROM input i"
         " WHERE NOT EXISTS (SELECT 1 FROM forgotten f WHERE f.session_id = %s"
         " AND (f.content_hash = i.content_hash OR f.window_key = i.window_key))"
+        " AND NOT EXISTS (SELECT 1 FROM archived a WHERE a.session_rowid = %s AND a.content_hash = i.content_hash)"
         " ORDER BY position ON CONFLICT DO NOTHING RETURNING id, content_hash),"
         " queued AS (INSERT INTO embedding_backlog (message_id) SELECT id FROM stored ON CONFLICT DO NOTHING)"
         " SELECT id, content_hash FROM stored ORDER BY id",
@@ -111,6 +112,7 @@ def insert_records(
             turn_rowid,
             time.time(),
             session.session_id,
+            session.rowid,
         ),
     ).fetchall()
     first_of: dict[bytes, MessageRecord] = {}
@@ -202,6 +204,11 @@ def give_ids_above(conn: Connection, highest: int) -> None:
         f"SELECT setval({_MESSAGE_IDS}, %(id)s) WHERE %(id)s > coalesce(pg_sequence_last_value({_MESSAGE_IDS}), 0)",
         {"id": highest},
     )
+
+
+def restored(conn: Connection, session_rowid: int, content_hash: bytes) -> None:
+    """An archived message imported back into the store: its identity is the stored row's again."""
+    conn.execute("DELETE FROM archived WHERE session_rowid = %s AND content_hash = %s", (session_rowid, content_hash))
 
 
 def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_key: str) -> bool:

@@ -1,6 +1,6 @@
 """The PostgreSQL schema: ordered named migrations, applied once however many sidecars start at the same moment.
 
-The tables mirror the SQLite store's (``store/sqlite/migrations.py``, m001-m011) with PostgreSQL's own means:
+The tables mirror the SQLite store's (``store/sqlite/migrations.py``, m001-m012) with PostgreSQL's own means:
 
 - ids are ``bigint`` identities (an import may still insert explicit ids); times stay ``double precision``
   epoch seconds, the values SQLite stores, so both backends hand callers the same numbers;
@@ -26,17 +26,22 @@ Shipped migrations are never edited; a change is a new function appended to ``MI
 
 from __future__ import annotations
 
+import gzip
+import json
 import logging
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
 
-from openclaw_lossless.capture.grams import UNSPACED_CHARS, gram_text
 from openclaw_lossless.errors import SchemaTooNew
+from openclaw_lossless.store.postgres import meta
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path, translate_error
+from openclaw_lossless.store.statements import keyword_pairs
 
 Migration = Callable[[Connection], None]
 log = logging.getLogger(__name__)
@@ -51,7 +56,6 @@ DEFAULT_DIMENSION = 384  # the default local model's (all-MiniLM-L6-v2), as in t
 # real text: numbers, ids, non-Latin words); the whole text is stored and recalled.
 INDEXED_CHARS = 200_000
 IDS_BESIDE_WORDS = "btree_gin"  # the extension that lets a GIN index hold the ids beside the words (m006)
-UNSPACED_RUN = f"[{UNSPACED_CHARS}]"  # a message m009 pairs: one with a character of such a script
 WORDS_BY_ID = "USING gin (id, search) WITH (fastupdate = off)"  # m006's keyword index; doctor's fix repeats it
 
 
@@ -301,38 +305,21 @@ def m008_memory_files(conn: Connection) -> None:
     )
 
 
-GRAMS_BATCH = 20_000  # messages paired per step of m009, each step logged
-
-
 def m009_unspaced_grams(conn: Connection) -> None:
     """Index text written without spaces (Chinese, Japanese, Thai, ...) and Korean as pairs of characters.
 
     Why: the text search parser makes a whole Chinese sentence one word, so a word inside it (``北京`` in
-    ``我下周要去北京出差``) matched nothing. Each message's pairs (``capture/grams.py``, the rule of this
-    version: a later rule comes with a migration of its own) are stored in ``messages.grams`` (NULL for text
-    with no such run: most messages, whose keyword entry and ranking stay as they were) and the ``search``
-    vector is computed from the text, the date words and the pairs. A generated column's expression cannot be
-    changed before PostgreSQL 17, so ``search`` and its index are made again: one rewrite of the table and
-    one index build (the messages with such a run found first by a regular expression, in steps of
-    ``GRAMS_BATCH`` whose progress is logged). One transaction under the migration lock: an interrupted start
-    leaves the store as it was, and the next one does it again; readers keep the old index meanwhile.
+    ``我下周要去北京出差``) matched nothing. Each message's pairs (``capture/grams.py``) are stored in
+    ``messages.grams`` (NULL for text with no such run: most messages, whose keyword entry and ranking stay
+    as they were) and the ``search`` vector is computed from the text, the date words and the pairs. A
+    generated column's expression cannot be changed before PostgreSQL 17, so ``search`` and its index are
+    made again here (one rewrite of the table, one index build, under the migration lock). The messages
+    already stored are paired afterwards by the server, in the background and resumably
+    (``store/postgres/keyword_pairs.py``): setting a row's pairs recomputes its vector.
     """
     conn.execute("ALTER TABLE messages ADD COLUMN IF NOT EXISTS grams text")  # a test's older store may have it
     btree_gin = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (IDS_BESIDE_WORDS,)).fetchone()
     conn.execute("ALTER TABLE messages DROP COLUMN search")  # its index goes with it
-    candidates = conn.execute("SELECT count(*) FROM messages WHERE text ~ %s", (UNSPACED_RUN,)).fetchone()
-    total, done, last = (0 if candidates is None else int(candidates[0])), 0, 0
-    while rows := conn.execute(
-        "SELECT id, text FROM messages WHERE id > %s AND text ~ %s ORDER BY id LIMIT %s",
-        (last, UNSPACED_RUN, GRAMS_BATCH),
-    ).fetchall():
-        conn.execute(
-            "UPDATE messages m SET grams = d.grams FROM unnest(%s::bigint[], %s::text[]) AS d(id, grams)"
-            " WHERE m.id = d.id",
-            ([int(row[0]) for row in rows], [gram_text(str(row[1])) for row in rows]),
-        )
-        done, last = done + len(rows), int(rows[-1][0])
-        log.info("keyword index with pairs of characters (m009): %d of %d messages paired", done, total)
     log.info("keyword index with pairs of characters (m009): computing every message's keyword entry")
     conn.execute(
         f"""ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
@@ -343,6 +330,47 @@ def m009_unspaced_grams(conn: Connection) -> None:
     )
     words = WORDS_BY_ID if btree_gin else "USING gin (search) WITH (fastupdate = off)"
     conn.execute(f"CREATE INDEX messages_search ON messages {words}")
+    keyword_pairs.queue_all(conn, meta, "m009")
+
+
+def m010_archived_identities(conn: Connection) -> None:
+    """Identities of archived messages: their session and content hash, never their text (SQLite's m012 says
+    why). The archives an earlier version wrote that this host can read are read here, each line's session and
+    content hash kept; one on another sidecar's host, or unreadable, is left as it is (logged)."""
+    conn.execute(  # IF NOT EXISTS: a test's older store may have it
+        """CREATE TABLE IF NOT EXISTS archived (
+            session_rowid bigint NOT NULL,
+            content_hash bytea NOT NULL,
+            message_id bigint NOT NULL,
+            PRIMARY KEY (session_rowid, content_hash)
+        )"""
+    )
+    for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
+        found = list(_m010_identities(Path(str(path))))
+        if found:
+            conn.execute(
+                "INSERT INTO archived (session_rowid, content_hash, message_id)"
+                " SELECT s.id, a.content_hash, a.message_id FROM unnest(%s::bytea[], %s::bigint[], %s::text[])"
+                " AS a(content_hash, message_id, session_id) JOIN sessions s ON s.session_id = a.session_id"
+                " ON CONFLICT DO NOTHING",
+                ([f[0] for f in found], [f[1] for f in found], [f[2] for f in found]),
+            )
+        log.info("archived identities (m010): %d read from %s", len(found), path)
+
+
+def _m010_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
+    """(content hash, id, session id) of each message line of an archive this migration can read."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                    if "type" not in record and record.get("kind") != "memory":
+                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    except (OSError, EOFError, zlib.error) as exc:
+        log.warning("archived identities (m010): %s not read: %s", path, exc)
 
 
 MIGRATIONS: list[Migration] = [
@@ -355,6 +383,7 @@ MIGRATIONS: list[Migration] = [
     m007_keyword_vectors_in_the_row,
     m008_memory_files,
     m009_unspaced_grams,
+    m010_archived_identities,
 ]
 
 

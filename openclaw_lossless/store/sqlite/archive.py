@@ -9,9 +9,12 @@ brings it back.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
+import logging
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,7 @@ from openclaw_lossless.store.sqlite.forgetting import write_gzip
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.transfer import export_records
 
+log = logging.getLogger(__name__)
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit
 MAX_ROUNDS = 4
 VECTOR_SLICE = 500  # vectors deleted per transaction while archiving, then commits run (docs/decisions/0008)
@@ -177,6 +181,11 @@ def _remove(conn: Connection, path: Path, last_id: int) -> int:
     keep_ids_given(conn, [last_id])  # an archived message keeps its citation (the archive file holds it)
     vectors.delete_through(conn, last_id)  # any a slice left (embedded since): none in the common case
     conn.execute("DELETE FROM embedding_backlog WHERE message_id <= ?", (last_id,))
+    conn.execute(  # what catch-up, ingest and replays skip: the identity goes on without the row (m012)
+        "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
+        " SELECT session_rowid, content_hash, id FROM messages WHERE id <= ? AND kind <> 'memory'",
+        (last_id,),
+    )
     removed = int(conn.execute("DELETE FROM messages WHERE id <= ?", (last_id,)).rowcount)
     conn.execute(
         "INSERT INTO archives (path, created_at, first_message_id, last_message_id, message_count)"
@@ -184,3 +193,35 @@ def _remove(conn: Connection, path: Path, last_id: int) -> int:
         (str(path), time.time(), first, last_id, removed),
     )
     return removed
+
+
+def keep_identities_of_archives(conn: Connection) -> int:
+    """Keep the identity of every message the recorded archives hold (``archived``: session and content hash),
+    read from the files; returns how many lines named one. For a store whose rows were copied without that
+    table (``salvage``): the archives are where those identities are written. An archive that cannot be read is
+    logged and left out."""
+    named = 0
+    for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
+        found = list(_identities(Path(str(path))))
+        conn.executemany(
+            "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
+            " SELECT id, ?, ? FROM sessions WHERE session_id = ?",
+            found,
+        )
+        named += len(found)
+    return named
+
+
+def _identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
+    """(content hash, id, session id) of each message line of an archive (memory-file chunks left out)."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                    if "type" not in record and record.get("kind") != "memory":
+                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    except (OSError, EOFError, zlib.error) as exc:
+        log.warning("the archive %s could not be read for its messages' identities: %s", path, exc)

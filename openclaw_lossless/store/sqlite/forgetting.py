@@ -337,6 +337,11 @@ def _remove(conn: Connection, ids: list[int], sessions: list[str], archived: lis
     for named in archived:
         if named.record is not None:
             _tombstone_archived(conn, named.record, now)
+    conn.execute(  # a tombstone names them now; the archived identity goes with the line (m012)
+        "DELETE FROM archived WHERE EXISTS (SELECT 1 FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))"
+        " AND m.session_rowid = archived.session_rowid AND m.content_hash = archived.content_hash)",
+        (marks,),
+    )
     removed = delete_messages(conn, ids)
     for session_id in sessions:
         _forget_summaries(conn, session_id)
@@ -366,6 +371,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
+    drop_archived_identity(conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = ?"
         " AND (m.content_hash = ? OR (? IS NOT NULL AND m.window_key = ?))",
@@ -375,9 +381,19 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     return True
 
 
+def drop_archived_identity(conn: Connection, session_id: str, content_hash: bytes) -> None:
+    """A tombstone names the message now: its archived identity (m012) goes, as the line goes from the archive."""
+    conn.execute(
+        "DELETE FROM archived WHERE session_rowid IN (SELECT id FROM sessions WHERE session_id = ?)"
+        " AND content_hash = ?",
+        (session_id, content_hash),
+    )
+
+
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError):
+        drop_archived_identity(conn, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
         conn.execute(
             "INSERT OR IGNORE INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
             " VALUES (?, ?, ?, ?, ?)",

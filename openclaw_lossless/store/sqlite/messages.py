@@ -76,11 +76,16 @@ def _stored(row: Sequence[Any]) -> StoredMessage:
 def insert_records(
     conn: Connection, session: SessionRef, records: Iterable[MessageRecord], *, turn_rowid: int | None = None
 ) -> list[int]:
-    """Insert the records not already stored in this session; returns the ids of the new ones."""
+    """Insert the records not already stored in this session, nor archived from it; returns the ids of the new
+    ones."""
     now = time.time()
     free = id_above_removed(conn)  # None unless the newest messages were deleted since the last was stored
     new_ids: list[int] = []
-    for record in records:
+    batch = list(records)
+    moved = archived_of(conn, session.rowid, [record.content_hash for record in batch])
+    for record in batch:
+        if record.content_hash in moved:
+            continue
         ident = insert_row(conn, session, record, turn_rowid=turn_rowid, stored_at=now, message_id=free)
         if ident is not None:
             new_ids.append(ident)
@@ -208,6 +213,26 @@ def is_forgotten(conn: Connection, session_id: str, content_hash: bytes, window_
         (session_id, content_hash, session_id, window_key),
     ).fetchone()
     return row is not None
+
+
+def archived_of(conn: Connection, session_rowid: int, hashes: Sequence[bytes]) -> set[bytes]:
+    """Which of these identities the session's messages moved to an archive had (migration m012): stored once,
+    in the archive, they are not stored again (an import of the archive restores them instead)."""
+    wanted, found = sorted(set(hashes)), set[bytes]()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT content_hash FROM archived WHERE session_rowid = ? AND content_hash IN ({marks})",
+            (session_rowid, *chunk),
+        )
+        found.update(bytes(row[0]) for row in rows)
+    return found
+
+
+def restored(conn: Connection, session_rowid: int, content_hash: bytes) -> None:
+    """An archived message imported back into the store: its identity is the stored row's again."""
+    conn.execute("DELETE FROM archived WHERE session_rowid = ? AND content_hash = ?", (session_rowid, content_hash))
 
 
 def queue_for_embedding(conn: Connection, message_ids: Sequence[int]) -> None:

@@ -12,17 +12,20 @@ another model's vectors cannot be converted.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import logging
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 
-from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.store.sqlite import meta
 from openclaw_lossless.store.sqlite.connection import Connection, Database
+from openclaw_lossless.store.statements import keyword_pairs
 
 Migration = Callable[[Connection], None]
 FREE_SPACE_ZEROED = "free_space_zeroed"  # set when no byte freed before secure_delete was always on can remain
@@ -416,22 +419,18 @@ def m010_memory_files(conn: Connection) -> None:
     )
 
 
-GRAMS_BATCH = 20_000  # messages read, paired and indexed per step of m011, each step logged
-
-
 def m011_unspaced_grams(conn: Connection) -> None:
     """Index text written without spaces (Chinese, Japanese, Thai, ...) and Korean as pairs of characters.
 
     Why: FTS5's unicode61 tokenizer makes a whole Chinese sentence one token, so a word inside it
-    (``北京`` in ``我下周要去北京出差``) matched nothing. Each message's pairs (``capture/grams.py``, the rule
-    of this version: a later rule comes with a migration of its own) are stored in ``messages.grams`` (NULL
-    for text with no such run: most messages, whose index and ranking stay as they were), and the FTS table
-    gains them as a third column. The external-content FTS table must be recreated to gain a column, as in
-    m002; it is filled again here from the messages, in steps of ``GRAMS_BATCH`` whose progress is logged.
-    All of it is one transaction: an interrupted start leaves the store as it was and the next one does it
-    again; readers keep the old index meanwhile.
+    (``北京`` in ``我下周要去北京出差``) matched nothing. Each message's pairs (``capture/grams.py``) are
+    stored in ``messages.grams`` (NULL for text with no such run: most messages, whose index and ranking stay
+    as they were), and the FTS table gains them as a third column. The external-content FTS table must be
+    recreated to gain a column, as in m002, and FTS5's ``rebuild`` fills it again here from every message's
+    text and date words. The messages already stored are paired afterwards by the server, in the background
+    and resumably (``store/sqlite/keyword_pairs.py``): a long history would hold start-up here, and an
+    interrupted start would begin it again from nothing.
     """
-    total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
     conn.execute("ALTER TABLE messages ADD COLUMN grams TEXT")
     conn.execute("DROP TRIGGER messages_fts_insert")
     conn.execute("DROP TRIGGER messages_fts_delete")
@@ -454,20 +453,52 @@ def m011_unspaced_grams(conn: Connection) -> None:
             VALUES ('delete', old.id, old.text, old.date_terms, old.grams);
         END"""
     )
-    done, last = 0, 0
-    while rows := conn.execute(
-        "SELECT id, text FROM messages WHERE id > ? ORDER BY id LIMIT ?", (last, GRAMS_BATCH)
-    ).fetchall():
-        paired = [(grams, int(row[0])) for row in rows if (grams := gram_text(str(row[1]))) is not None]
-        conn.executemany("UPDATE messages SET grams = ? WHERE id = ?", paired)
-        first, last = int(rows[0][0]), int(rows[-1][0])
-        conn.execute(
-            "INSERT INTO messages_fts(rowid, text, date_terms, grams)"
-            " SELECT id, text, date_terms, grams FROM messages WHERE id >= ? AND id <= ?",
-            (first, last),
+    keyword_pairs.queue_all(conn, meta, "m011")
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+
+
+def m012_archived_identities(conn: Connection) -> None:
+    """Identities of archived messages: their session and content hash, never their text.
+
+    Why: the size cap moves the oldest messages into a gzip archive; with their rows went the identity
+    (``UNIQUE (session_rowid, content_hash)``) that made a catch-up from the host's transcripts, an ingest or a
+    re-delivered message skip them, so they were stored a second time. ``store/sqlite/archive.py`` now keeps
+    each archived message's identity here (memory-file chunks excepted: the indexer stores those again on
+    purpose), ``insert_records`` refuses one, an import of the archive (a restore) takes it back out, and a
+    forget drops it with the message. The archives an earlier version wrote (``archives``) are read here, each
+    line's session and content hash kept; an archive that cannot be read is left as it is (docs/decisions/0101).
+    """
+    conn.execute(
+        """CREATE TABLE archived (
+            session_rowid INTEGER NOT NULL,
+            content_hash BLOB NOT NULL,
+            message_id INTEGER NOT NULL,
+            PRIMARY KEY (session_rowid, content_hash)
+        ) WITHOUT ROWID"""
+    )
+    for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
+        found = list(_m012_identities(Path(str(path))))
+        conn.executemany(
+            "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
+            " SELECT id, ?, ? FROM sessions WHERE session_id = ?",
+            found,
         )
-        done += len(rows)
-        log.info("keyword index with pairs of characters (m011): %d of %d messages", done, total)
+        log.info("archived identities (m012): %d read from %s", len(found), path)
+
+
+def _m012_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
+    """(content hash, id, session id) of each message line of an archive this migration can read."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                    if "type" not in record and record.get("kind") != "memory":
+                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    except (OSError, EOFError, zlib.error) as exc:
+        log.warning("archived identities (m012): %s not read: %s", path, exc)
 
 
 MIGRATIONS: list[Migration] = [
@@ -482,6 +513,7 @@ MIGRATIONS: list[Migration] = [
     m009_vectors_in_vec0,
     m010_memory_files,
     m011_unspaced_grams,
+    m012_archived_identities,
 ]
 
 

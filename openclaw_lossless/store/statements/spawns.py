@@ -20,13 +20,14 @@ class Spawned:
     def unregister_spawned(self, conn: Connection, child_key: str) -> bool:
         """Undo ``register_spawned`` (a rolled-back spawn) while the session is unused; returns whether it did.
 
-        Unused: still named by its key, and no message, turn, compaction or snapshot refers to it. Each check
-        is one probe of an index on ``session_rowid`` (migration m004 on SQLite, ``*_by_session`` on PostgreSQL).
+        Unused: still named by its key, and no message, turn, compaction, snapshot or archived message's identity
+        refers to it. Each check is one probe of an index on ``session_rowid`` (migration m004 on SQLite,
+        ``*_by_session`` on PostgreSQL; ``archived``'s primary key starts with it).
         """
         rowid = self.unused_spawned(conn, child_key)
         if rowid is None or any(
             conn.execute(self.sql(f"SELECT 1 FROM {table} WHERE session_rowid = ? LIMIT 1"), (rowid,)).fetchone()
-            for table in ("turns", "compactions", "snapshots")
+            for table in ("turns", "compactions", "snapshots", "archived")
         ):
             return False
         conn.execute(self.sql("DELETE FROM sessions WHERE id = ?"), (rowid,))

@@ -17,9 +17,9 @@ from openclaw_lossless.store.postgres import (
     backlog,
     checks,
     counts,
+    file_maintenance,
     forgetting,
     fulltext,
-    maintenance,
     memory_files,
     message_days,
     messages,
@@ -57,7 +57,7 @@ _forgetting: api.Forgetting[Connection, Database] = forgetting
 _transfer: api.Transfer[Connection, Database] = transfer
 _rewrite: api.Rewrite[Connection] = rewrite
 _checks: api.Checks[Connection] = checks
-_files: api.FileMaintenance[Database] = maintenance
+_files: api.FileMaintenance[Database] = file_maintenance
 _memory_files: api.MemoryFiles[Connection, Database] = memory_files
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from openclaw_lossless.store.postgres import archive, messages
 from openclaw_lossless.store.postgres.archive import Pruned, WouldPrune
 from openclaw_lossless.store.postgres.connection import Database
+from openclaw_lossless.store.postgres.transfer.restore import restore_jsonl as pg_import
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.transfer import restore_jsonl
@@ -207,3 +208,26 @@ def test_three_sidecar_processes_pruning_at_once_archive_each_message_once(
     assert len(archived) == len(set(archived)) > 0
     assert sorted(archived) == sorted(set(before) - set(stored_ids(store)))
     assert sum(report.skipped is not None or report.pruned == 0 for report in reports.values()) == 2
+
+
+def test_archived_messages_keep_their_identity_so_a_replay_stores_none_of_them(store: Database, tmp_path: Path) -> None:
+    """Their rows go to the archive, their session and content hash stay (no text): a commit of the same messages
+    under another key stores nothing, and importing the archive back restores them and drops the identities."""
+    empty = archive.used_bytes(store.reader())
+    fill(store)
+    done = archive.prune(store, tmp_path / "archive", half_way(store, empty))
+    assert isinstance(done, Pruned) and done.pruned > 0
+    archived = [line for path in done.archives for line in lines(Path(path))]
+    kept = store.reader().execute("SELECT content_hash, message_id FROM archived ORDER BY message_id").fetchall()
+    assert [(bytes(h).hex(), int(i)) for h, i in kept] == [(line["contentHash"], line["id"]) for line in archived]
+
+    n = 0  # turn 0's messages, the oldest: archived
+    records = [said(f"turn {n} part {p}: " + f"word{n}x{p} " * 100, at=MAY_8_2023 + n) for p in range(PER_TURN)]
+    status, stored = commit(store, "k0-retold", records, session_id="s0")
+    assert status == "committed" and stored == []
+    assert messages.count(store.reader()) == TURNS * PER_TURN - done.pruned
+
+    for path in done.archives:
+        pg_import(store, Path(path), OPTIONS)
+    assert messages.count(store.reader()) == TURNS * PER_TURN
+    assert store.reader().execute("SELECT count(*) FROM archived").fetchone() == (0,)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import string
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -13,13 +14,14 @@ from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.recall.search import fts_query
-from openclaw_lossless.store.postgres import fulltext, migrations, vectors
+from openclaw_lossless.store.postgres import archive, fulltext, keyword_pairs, messages, migrations, sessions, vectors
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
-from tests.postgres.backend.test_messages import commit, said
+from tests.postgres.backend.test_messages import MAY_8_2023, commit, said
 from tests.postgres.backend.test_vectors import stored_messages, unit, vector_indexes, write
 from tests.postgres.server import PostgresServer
 
@@ -28,9 +30,11 @@ ORIGINAL = list(migrations.MIGRATIONS)
 
 
 def with_grams_column(db: Database) -> None:
-    """The column this version's inserts write (m009's), on a store migrated only part of the way, so a test of
-    an earlier migration can fill it with this version's code; m009 keeps it as it finds it."""
+    """The column (m009's) and table (m010's) this version's inserts write and read, on a store migrated only
+    part of the way, so a test of an earlier migration can fill it with this version's code; m009 and m010
+    keep them as they find them."""
     db.write(lambda conn: conn.execute("ALTER TABLE messages ADD COLUMN grams text"))
+    db.write(lambda conn: migrations.m010_archived_identities(conn))
 
 
 def recorded(place: Place) -> list[str]:
@@ -243,8 +247,9 @@ RELEASE_TEXTS = [
 def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_after_m009(
     place: Place, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """m009 pairs the messages a store already holds and computes every keyword entry again: words inside
-    Chinese and Japanese runs are found, the Latin words as before, and the index keeps the ids beside them."""
+    """m009 computes every keyword entry again and queues the messages a store already holds; the backfill
+    (``keyword_pairs.step``) pairs them: words inside Chinese and Japanese runs are then found, the Latin words
+    as before (meanwhile too), and the index keeps the ids beside them."""
     db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
     try:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:8])  # up to m008: the release before pairs
@@ -276,10 +281,61 @@ def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_a
 
         assert found("北京") == [] and found("ferry") == [ids[2]]
         with caplog.at_level("INFO"):
-            assert migrations.migrate(db) == ["m009_unspaced_grams"]
-        assert "m009): 2 of 2 messages paired" in caplog.text  # its progress, in the log
+            assert migrations.migrate(db) == ALL[ALL.index("m009_unspaced_grams") :]
+            assert "m009): 3 stored messages are paired in the background" in caplog.text
+            assert found("北京") == [] and found("ferry") == [ids[2]]  # not yet paired; spaced text as before
+            assert db.write(keyword_pairs.progress) == PairsProgress(ids[-1] + 1, 0, 3)
+            assert db.write(keyword_pairs.step) is False  # one batch held them all
+        assert "all 3 messages read, the backfill is done" in caplog.text
+        assert db.write(keyword_pairs.progress) is None
         assert found("北京") == [ids[0]] and found("王府井") == [ids[0]] and found("田中") == [ids[1]]
         assert found("ferry") == [ids[2]]
         assert keyword_index(db).endswith("USING gin (id, search) WITH (fastupdate=off)")
     finally:
         db.close()
+
+
+def test_messages_archived_before_the_upgrade_are_not_stored_again_after_m010(
+    place: Place, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """m010 reads the archives the release before wrote (those this host can read): their messages' identities
+    are kept, so a catch-up or a replay after the upgrade skips them; an archive that is gone is logged."""
+    notes = [said(f"note {n}", at=MAY_8_2023 + n) for n in range(4)]
+    db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
+    try:
+        monkeypatch.setattr(migrations, "MIGRATIONS", ORIGINAL[: ORIGINAL.index(migrations.m010_archived_identities)])
+        migrations.migrate(db)
+        monkeypatch.undo()
+
+        def release(conn: Connection) -> None:
+            session = sessions.ensure_session(conn, "s1", "agent:main:s1")
+            for record in notes[:3]:
+                messages.insert_row(conn, session, record, stored_at=1.0)
+
+        db.write(release)
+        first_two = [int(row[0]) for row in db.reader().execute("SELECT id FROM messages ORDER BY id LIMIT 2")]
+        written, _ = archive._write_archive(db.reader(), tmp_path / "archive", first_two, first_two[-1], None)
+
+        def archived_as_the_release_did(conn: Connection) -> None:
+            conn.execute("DELETE FROM messages WHERE id = ANY(%s::bigint[])", (first_two,))
+            for path in (written, tmp_path / "archive" / "gone.jsonl.gz"):
+                conn.execute(
+                    "INSERT INTO archives (path, created_at, first_message_id, last_message_id, message_count)"
+                    " VALUES (%s, 1, 1, 2, 2)",
+                    (str(path),),
+                )
+
+        db.write(archived_as_the_release_did)
+        with caplog.at_level("WARNING"):
+            assert migrations.migrate(db) == ["m010_archived_identities"]
+        assert "gone.jsonl.gz not read" in caplog.text
+
+        status, stored = commit(db, "after-the-upgrade", notes)
+        assert status == "committed" and len(stored) == 1  # notes 0 and 1 archived, note 2 stored: note 3 is new
+        assert said_texts(db) == ["note 2", "note 3"]
+    finally:
+        db.close()
+
+
+def said_texts(db: Database) -> list[str]:
+    return [str(row[0]) for row in db.reader().execute("SELECT text FROM messages ORDER BY id")]

@@ -213,6 +213,7 @@ class BatchWriter:
         )
         if ident is None:  # committed by another sidecar since the check above (it waited for that commit)
             raise _AlreadyStored(_stored_id(conn, session.rowid, record.content_hash) or line.id)
+        messages.restored(conn, session.rowid, record.content_hash)  # an archived one is back: its row is its identity
         messages.queue_for_embedding(conn, [ident])
         remember_move(self.learned.moved_messages, line.id, ident)
         return "new"

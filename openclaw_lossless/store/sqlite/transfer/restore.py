@@ -21,7 +21,13 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.forgetting import honour
-from openclaw_lossless.store.sqlite.messages import id_above_removed, insert_row, is_forgotten, queue_for_embedding
+from openclaw_lossless.store.sqlite.messages import (
+    id_above_removed,
+    insert_row,
+    is_forgotten,
+    queue_for_embedding,
+    restored,
+)
 from openclaw_lossless.store.sqlite.sessions import SessionRef, ensure_session, find_session
 from openclaw_lossless.store.sqlite.subagents import outcome_identity
 from openclaw_lossless.store.sqlite.transfer.lines import (
@@ -210,6 +216,7 @@ class Restorer:
             cites=cites,
         )
         assert ident is not None, "checked above: the session holds no message of this identity"
+        restored(conn, session.rowid, record.content_hash)  # an archived one is back: its row is its identity
         queue_for_embedding(conn, [ident])
         remember_move(self.moved_messages, line.id, ident)
         return "new"

@@ -14,10 +14,11 @@ import os
 import sys
 
 from openclaw_lossless.auth_token import read_token
-from openclaw_lossless.cli_common import EXIT_FAILURE, EXIT_OK, emit, is_loopback, settings_of
+from openclaw_lossless.cli.common import EXIT_FAILURE, EXIT_OK, emit, settings_of
+from openclaw_lossless.cli.store_access import base_url, serves_this_store
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store_access import base_url, serves_this_store
+from openclaw_lossless.listeners import is_loopback
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -28,7 +29,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise BadRequest(f"refusing to listen on {settings.host}: it is not loopback; pass --allow-remote to mean it")
     os.umask(0o077)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from openclaw_lossless import listeners, prometheus
+    from openclaw_lossless import listeners
+    from openclaw_lossless.observe import prometheus
     from openclaw_lossless.sidecar import Sidecar
 
     try:
@@ -128,7 +130,7 @@ def _plugin_owns(settings: Settings, pid: object) -> bool:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from openclaw_lossless import mcp_server
+    from openclaw_lossless.cli import mcp_server
 
     settings = settings_of(args)
     if args.json:  # stdout is the MCP stream: the start-up line goes to stderr

@@ -36,12 +36,18 @@ from openclaw_lossless import __version__
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.errors import BadRequest, LosslessError
-from openclaw_lossless.metrics import LATENCY_BUCKETS
+from openclaw_lossless.observe.metrics import LATENCY_BUCKETS, Metrics
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from openclaw_lossless.embed.index import Nearest
+    from openclaw_lossless.embed.service import EmbeddingService
+    from openclaw_lossless.embed.worker import EmbeddingWorker
+    from openclaw_lossless.observe.activity import Activity
     from openclaw_lossless.sidecar import Sidecar
+    from openclaw_lossless.store.backend import Store
+    from openclaw_lossless.transcripts.catchup import CatchUp
 
 log = logging.getLogger(__name__)
 
@@ -171,20 +177,19 @@ class SidecarCollector(Collector):
         sidecar = self.sidecar()
         if sidecar is None:  # not started yet
             return
-        yield from sidecar.metrics.durations.collect()
-        yield _gauge(
-            "lossless_start_time_seconds", "When this sidecar started (Unix time).", sidecar.metrics.started_at
-        )
-        yield self._turns(sidecar)
-        yield from _messages(sidecar)
-        yield from _embedder(sidecar)
-        yield from _recall(sidecar)
-        yield from _vector_index(sidecar)
-        yield from _activity(sidecar)
-        yield from _catch_up(sidecar)
-        yield from _store(sidecar)
+        metrics, embedding = sidecar.metrics, sidecar.embedding
+        yield from metrics.durations.collect()
+        yield _gauge("lossless_start_time_seconds", "When this sidecar started (Unix time).", metrics.started_at)
+        yield self._turns(metrics)
+        yield from _messages(metrics)
+        yield from _embedder(embedding, sidecar.worker, metrics)
+        yield from _recall(embedding, metrics)
+        yield from _vector_index(sidecar.index, metrics)
+        yield from _activity(sidecar.activity)
+        yield from _catch_up(sidecar.catch_up)
+        yield from _store(sidecar.store, sidecar.settings)
 
-    def _turns(self, sidecar: Sidecar) -> Metric:
+    def _turns(self, metrics: Metrics) -> Metric:
         turns = CounterMetricFamily(
             "lossless_turns",
             "Turns sent to commit-turn: outcome committed, duplicate (a replayed key, nothing written) or"
@@ -192,7 +197,7 @@ class SidecarCollector(Collector):
             labels=["outcome", "reason"],
         )
         for outcome in ("committed", "duplicate"):
-            turns.add_metric([outcome, ""], sidecar.metrics.counters[f"turns_{outcome}"])
+            turns.add_metric([outcome, ""], metrics.counters[f"turns_{outcome}"])
         for reason, count in sorted(self.refused.items()):
             turns.add_metric(["refused", reason], count)
         return turns
@@ -214,20 +219,20 @@ def _by(
     return family
 
 
-def _messages(sidecar: Sidecar) -> Iterator[Metric]:
-    counters = sidecar.metrics.counters
+def _messages(metrics: Metrics) -> Iterator[Metric]:
+    counters = metrics.counters
     stored = CounterMetricFamily(
         "lossless_messages_stored", "Messages stored by the hooks, by hook (catch-up: see catch_up).", labels=["source"]
     )
-    yield _by(stored, sidecar.metrics.stored, STORE_SOURCES)
+    yield _by(stored, metrics.stored, STORE_SOURCES)
     yield _counter("lossless_messages_forgotten", "Messages forgotten on request.", counters["messages_forgotten"])
     yield _counter(
         "lossless_messages_archived", "Messages archived to stay under maxDbSizeMb.", counters["messages_archived"]
     )
 
 
-def _embedder(sidecar: Sidecar) -> Iterator[Metric]:
-    status, worker = sidecar.embedding.status, sidecar.worker
+def _embedder(embedding: EmbeddingService, worker: EmbeddingWorker | None, metrics: Metrics) -> Iterator[Metric]:
+    status = embedding.status
     yield _gauge("lossless_embedder_ready", "1 when the embedder is ready (else recall is keyword-only).", status.ready)
     stats = worker.stats if worker is not None else None
     yield _counter("lossless_embed_batches", "Backlog batches embedded.", stats.batches if stats else 0)
@@ -235,16 +240,14 @@ def _embedder(sidecar: Sidecar) -> Iterator[Metric]:
     yield _counter(
         "lossless_embed_failures", "Backlog batches that failed (the worker backs off).", stats.failures if stats else 0
     )
-    yield _gauge(
-        "lossless_embed_drain_rate", "Messages embedded per second over the last minute.", _drain_rate(sidecar)
-    )
+    yield _gauge("lossless_embed_drain_rate", "Messages embedded per second over the last minute.", _drain_rate(worker))
     yield _gauge("lossless_embed_backoff_seconds", "The worker's current backoff.", stats.backoff_s if stats else 0)
     yield _counter(
         "lossless_vector_rebuilds",
         "Vector sets dropped for another model.",
-        sidecar.metrics.counters["vector_rebuilds"],
+        metrics.counters["vector_rebuilds"],
     )
-    api = getattr(sidecar.embedding.provider, "stats", None)
+    api = getattr(embedding.provider, "stats", None)
     if isinstance(api, EmbedderStats):  # the openai-compatible provider's requests and failures by kind
         yield _counter("lossless_embedder_api_requests", "Requests sent to the embedding API.", api.requests)
         yield _counter("lossless_embedder_api_retries", "Requests to the embedding API retried.", api.retries)
@@ -254,25 +257,24 @@ def _embedder(sidecar: Sidecar) -> Iterator[Metric]:
         yield _by(failures, dict(api.failures))
 
 
-def _drain_rate(sidecar: Sidecar) -> float:
-    return sidecar.worker.stats.drain_rate() if sidecar.worker is not None else 0.0
+def _drain_rate(worker: EmbeddingWorker | None) -> float:
+    return worker.stats.drain_rate() if worker is not None else 0.0
 
 
-def _recall(sidecar: Sidecar) -> Iterator[Metric]:
+def _recall(embedding: EmbeddingService, metrics: Metrics) -> Iterator[Metric]:
     fallbacks = CounterMetricFamily(
         "lossless_keyword_fallbacks",
         "Recalls that ran on keyword search alone because the query could not be embedded, by reason.",
         labels=["reason"],
     )
-    yield _by(fallbacks, sidecar.embedding.status.fallbacks, FALLBACK_REASONS)
+    yield _by(fallbacks, embedding.status.fallbacks, FALLBACK_REASONS)
     skips = CounterMetricFamily(
         "lossless_recall_skips", "Assembles that recalled nothing or stopped early, by reason.", labels=["reason"]
     )
-    yield _by(skips, sidecar.metrics.recall_skips, RECALL_SKIP_REASONS)
+    yield _by(skips, metrics.recall_skips, RECALL_SKIP_REASONS)
 
 
-def _vector_index(sidecar: Sidecar) -> Iterator[Metric]:
-    index = sidecar.index
+def _vector_index(index: Nearest | None, metrics: Metrics) -> Iterator[Metric]:
     loaded = index is not None and index.loaded.is_set()
     yield _gauge(
         "lossless_vector_index_vectors",
@@ -284,7 +286,7 @@ def _vector_index(sidecar: Sidecar) -> Iterator[Metric]:
     yield _gauge(
         "lossless_vector_index_load_seconds",
         "How long loading the vector index took at start.",
-        sidecar.metrics.counters["index_load_ms"] / 1000,
+        metrics.counters["index_load_ms"] / 1000,
     )
     yield _counter(
         "lossless_vector_searches_while_loading",
@@ -293,15 +295,15 @@ def _vector_index(sidecar: Sidecar) -> Iterator[Metric]:
     )
 
 
-def _activity(sidecar: Sidecar) -> Iterator[Metric]:
+def _activity(activity: Activity) -> Iterator[Metric]:
     commits = GaugeMetricFamily(
         "lossless_last_commit_timestamp_seconds", "When each agent's last turn was stored.", labels=["agent"]
     )
     assembles = GaugeMetricFamily(
         "lossless_last_assemble_timestamp_seconds", "When each agent last assembled (since start).", labels=["agent"]
     )
-    for agent in sidecar.activity.times():
-        committed, assembled, _ = sidecar.activity.agent(agent)
+    for agent in activity.times():
+        committed, assembled, _ = activity.agent(agent)
         if committed is not None:
             commits.add_metric([agent], committed)
         if assembled is not None:
@@ -310,8 +312,7 @@ def _activity(sidecar: Sidecar) -> Iterator[Metric]:
     yield assembles
 
 
-def _catch_up(sidecar: Sidecar) -> Iterator[Metric]:
-    catch_up = sidecar.catch_up
+def _catch_up(catch_up: CatchUp) -> Iterator[Metric]:
     view = catch_up.brief()
     state = GaugeMetricFamily("lossless_catch_up_state", "1 for catch-up's current state.", labels=["state"])
     for name in CATCH_UP_STATES:
@@ -327,19 +328,19 @@ def _catch_up(sidecar: Sidecar) -> Iterator[Metric]:
         yield _gauge("lossless_catch_up_last_run_timestamp_seconds", "When catch-up last ran.", catch_up.last_run_at)
 
 
-def _store(sidecar: Sidecar) -> Iterator[Metric]:
+def _store(store: Store, settings: Settings) -> Iterator[Metric]:
     """What the database holds (a count and two PRAGMAs); ``lossless_store_readable`` 0 when it cannot be read."""
-    settings = sidecar.settings
-    yield _gauge("lossless_database_bytes", "Bytes of the database file and its WAL on disk.", sidecar.db.file_bytes())
+    db, ops = store.db, store.ops
+    yield _gauge("lossless_database_bytes", "Bytes of the database file and its WAL on disk.", db.file_bytes())
     yield _gauge(
         "lossless_database_max_bytes", "maxDbSizeMb in bytes (0: no limit).", max(settings.max_db_size_mb, 0) * MIB
     )
     try:
-        conn = sidecar.db.reader()
-        backlog = sidecar.ops.backlog.size(conn)
-        stored = sidecar.ops.messages.count(conn)
-        used = sidecar.ops.archive.used_bytes(conn)
-    except (LosslessError, sidecar.db.module.Error) as exc:
+        conn = db.reader()
+        backlog = ops.backlog.size(conn)
+        stored = ops.messages.count(conn)
+        used = ops.archive.used_bytes(conn)
+    except (LosslessError, db.module.Error) as exc:
         log.warning("metrics: the store could not be read: %s", getattr(exc, "message", exc))
         yield _gauge("lossless_store_readable", "1 when the store could be read for this scrape.", 0)
         return
@@ -381,12 +382,11 @@ class MetricsListener:
 def bind_metrics_port(settings: Settings) -> MetricsListener:
     """The metrics port's sockets (none unless asked for); a bad host or a taken port is one line."""
     from openclaw_lossless import listeners
-    from openclaw_lossless.cli_common import is_loopback
 
     port, host = settings.metrics_port, settings.metrics_host
     if port is None:
         return MetricsListener([])
-    if not is_loopback(host) and not settings.allow_remote:
+    if not listeners.is_loopback(host) and not settings.allow_remote:
         raise BadRequest(f"refusing to serve metrics on {host}: it is not loopback; pass --allow-remote to mean it")
     if port != 0 and port == settings.port:
         raise BadRequest(f"--metrics-port {port} is the main port; pick another (the main port has /metrics already)")

@@ -6,7 +6,7 @@ import, prune, reindex) always go to the file: SQLite's locking makes that safe 
 whose worker then embeds whatever was queued. Exit codes: 0 success, 1 a failure (the store, the embedder,
 a doctor finding, ...), 2 bad input (including a session, snapshot or compaction that does not exist, and
 usage errors), 130 interrupted; errors are one line on stderr, never a traceback. Here: the parser, the
-queries, snapshots and transfer; ``cli_serve.py`` and ``cli_maintenance.py`` hold the other commands.
+queries, snapshots and transfer; ``serve.py``, ``maintenance.py`` and ``migrate.py`` hold the other commands.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import httpx
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from openclaw_lossless import __version__, readable
+from openclaw_lossless import __version__
+from openclaw_lossless.api import readable
 from openclaw_lossless.api.responses import (
     MessageResponse,
     PackResponse,
@@ -36,7 +37,7 @@ from openclaw_lossless.api.responses import (
     StatsResponse,
     wire,
 )
-from openclaw_lossless.cli_common import (
+from openclaw_lossless.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
@@ -55,14 +56,13 @@ from openclaw_lossless.cli_common import (
     until,
     whole,
 )
-from openclaw_lossless.cli_common import is_loopback as is_loopback  # re-exported: cli.is_loopback still works
-from openclaw_lossless.cli_maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
-from openclaw_lossless.cli_migrate import register as register_migrate_store
-from openclaw_lossless.cli_serve import cmd_mcp, cmd_model_fetch, cmd_serve
+from openclaw_lossless.cli.maintenance import cmd_doctor, cmd_forget, cmd_prune, cmd_redact, cmd_reindex, cmd_salvage
+from openclaw_lossless.cli.migrate import register as register_migrate_store
+from openclaw_lossless.cli.serve import cmd_mcp, cmd_model_fetch, cmd_serve
+from openclaw_lossless.cli.store_access import open_file_store
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
 from openclaw_lossless.store.sqlite.connection import translate_error
-from openclaw_lossless.store_access import open_file_store
 
 # -- queries ------------------------------------------------------------------------------------------------
 
@@ -150,14 +150,15 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if args.citation is not None:
         return _open_citation(settings, args)
     with open_file_store(settings) as sidecar:
+        queries = sidecar.queries
         session, up_to = args.session, None
         if args.snapshot:
-            snap = sidecar.queries.snapshot(args.snapshot)
+            snap = queries.snapshot(args.snapshot)
             session, up_to = snap.session_id, snap.last_message_id
         elif args.before_compaction is not None:
-            point = sidecar.queries.compaction(args.before_compaction)
+            point = queries.compaction(args.before_compaction)
             session, up_to = point.session_id, point.last_message_id
-        data = wire(RecoverResponse, sidecar.queries.recover(session, args.last, up_to))
+        data = wire(RecoverResponse, queries.recover(session, args.last, up_to))
     emit(data, args.json, readable.conversation)
     return EXIT_OK
 
@@ -194,15 +195,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     with open_file_store(settings_of(args)) as sidecar:
+        queries, ingest = sidecar.queries, sidecar.ingest
         if args.snapshot_command == "create":
-            data: Any = wire(SnapshotMadeView, sidecar.ingest.snapshot_create(args.name, args.session))
+            data: Any = wire(SnapshotMadeView, ingest.snapshot_create(args.name, args.session))
             human: Callable[[Any], str] = lambda d: f"snapshot {d['name']} -> msg:{d['lastMessageId']}"  # noqa: E731
         elif args.snapshot_command == "list":
-            data = wire(SnapshotsResponse, {"snapshots": sidecar.queries.snapshots()})
+            data = wire(SnapshotsResponse, {"snapshots": queries.snapshots()})
             human = readable.snapshots
         else:
-            snap = sidecar.queries.snapshot(args.name)
-            recovered = wire(RecoverResponse, sidecar.queries.recover(snap.session_id, args.last, snap.last_message_id))
+            snap = queries.snapshot(args.name)
+            recovered = wire(RecoverResponse, queries.recover(snap.session_id, args.last, snap.last_message_id))
             data = wire(SnapshotView, snap) | {"agentId": recovered["agentId"], "messages": recovered["messages"]}
             human = readable.snapshot
     emit(data, args.json, human)
@@ -220,9 +222,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if exists and not args.force:  # checked before the store is opened
         raise BadRequest(f"{args.output} already exists; export does not overwrite it without --force")
     with open_file_store(settings_of(args)) as sidecar:
-        scope = ExportScope(args.agent, args.session)
-        sidecar.ops.transfer.check_scope(sidecar.db.reader(), scope)  # before the output file is created or truncated
-        records = sidecar.ops.transfer.export_store(sidecar.db.reader(), scope)
+        scope, store = ExportScope(args.agent, args.session), sidecar.store
+        store.ops.transfer.check_scope(store.db.reader(), scope)  # before the output file is created or truncated
+        records = store.ops.transfer.export_store(store.db.reader(), scope)
         if not to_file:
             counts = write_jsonl(records, sys.stdout)
         else:
@@ -253,8 +255,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     with open_file_store(settings) as sidecar:
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
-            report: Any = sidecar.ops.transfer.restore_jsonl(
-                sidecar.db, Path(args.jsonl), sidecar.capture_options, bar.update
+            store = sidecar.store
+            report: Any = store.ops.transfer.restore_jsonl(
+                store.db, Path(args.jsonl), sidecar.capture_options, bar.update
             )
         data = vars(report)
     emit(

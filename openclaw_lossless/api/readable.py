@@ -1,7 +1,8 @@
 """How each command's answer reads for a person (``--json`` prints the same data as it is).
 
-Kept apart from the command wiring so ``cli.py`` says what each command does and this module how it looks.
-Each function takes the data the command would print with ``--json``.
+Used by the CLI, the MCP server and the web UI alike, so it sits below all three (beside the wire models);
+kept apart from the command wiring so ``cli/main.py`` says what each command does and this module how it
+looks. Each function takes the data the command would print with ``--json``.
 """
 
 from __future__ import annotations

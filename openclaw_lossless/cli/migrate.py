@@ -39,10 +39,10 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from tqdm import tqdm
 
-from openclaw_lossless.cli_common import EXIT_OK, add_command, emit, settings_of
+from openclaw_lossless.cli.common import EXIT_OK, add_command, emit, settings_of
+from openclaw_lossless.cli.store_access import base_url, running_sidecar
 from openclaw_lossless.config import DATABASE_URL_SCHEMES, Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
-from openclaw_lossless.store_access import base_url, running_sidecar
 
 if TYPE_CHECKING:  # the store's modules load when the command runs, not with every command's parser
     from openclaw_lossless.capture.records import CaptureOptions

@@ -7,7 +7,6 @@ The argument types check numbers, times and names while parsing, so a query refu
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import math
 import re
@@ -16,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from openclaw_lossless.cli.store_access import query
 from openclaw_lossless.config import Settings
-from openclaw_lossless.store_access import query
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # The most hits /v1/search returns (its bound on k): a --role/--since/--until filter picks from this many.
@@ -39,15 +38,6 @@ def settings_of(args: argparse.Namespace) -> Settings:
         if getattr(args, flag, False):
             overrides[flag] = True
     return Settings(**overrides)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def ask(settings: Settings, path: str, params: dict[str, Any], local: Callable[[Any], Any]) -> Any:

@@ -14,11 +14,17 @@ from typing import Any
 
 from tqdm import tqdm
 
-from openclaw_lossless import readable
-from openclaw_lossless.cli_common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, settings_of
+from openclaw_lossless.api import readable
+from openclaw_lossless.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit, settings_of
+from openclaw_lossless.cli.store_access import (
+    answer,
+    open_file_store,
+    running_sidecar,
+    serves_this_store,
+    sidecar_or_file,
+)
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store_access import answer, open_file_store, running_sidecar, serves_this_store, sidecar_or_file
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -52,15 +58,14 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     """Through the running sidecar when it serves this store (its vector index forgets too), else the file."""
 
     def on_file() -> Any:
-        from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse, chunks_of
+        from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse, Forgetting, chunks_of, run_forget
         from openclaw_lossless.api.responses import wire
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
-            selector = request.selector(chunks_of(sidecar, request))
-            done = sidecar.ops.forgetting.run(
-                sidecar.db, sidecar.index, settings.archive_dir, selector, dry_run=request.dry_run
-            )
+            store = sidecar.store
+            selector = request.selector(chunks_of(store, request))
+            done = run_forget(Forgetting(store, sidecar.index, settings), selector, request.dry_run)
         return wire(ForgetResponse, done)
 
     return sidecar_or_file(settings, lambda client: client.post("/v1/forget", json=body), on_file)[1]
@@ -123,8 +128,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb
     with open_file_store(settings) as sidecar, tqdm(desc="archive", unit="msg", disable=None, file=sys.stderr) as bar:
-        result = sidecar.ops.archive.prune(
-            sidecar.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update
+        store = sidecar.store
+        result = store.ops.archive.prune(
+            store.db, settings.archive_dir, limit, dry_run=args.dry_run, progress=bar.update
         )
     data = wire(PrunedView if isinstance(result, Pruned) else WouldPruneView, result)
     verb = "would archive" if args.dry_run else "archived"

@@ -1,7 +1,7 @@
 """The MCP server: the lossless store's search as the MCP tool ``memory_search``, over stdio.
 
 Other agents (Claude Code, Codex, any MCP client) get the same memory the OpenClaw agents recall from:
-``openclaw-lossless mcp`` (or ``python -m openclaw_lossless.mcp_server``) speaks MCP on stdin/stdout. A
+``openclaw-lossless mcp`` (or ``python -m openclaw_lossless.cli.mcp_server``) speaks MCP on stdin/stdout. A
 search goes to the running sidecar over HTTP (warm model, warm index) when it serves this store, and otherwise
 opens the database file in this process for the one query (``store_access.py``), without ever changing it:
 vectors are used only when the configured embedder is the one they were made with, else keyword search only.
@@ -25,8 +25,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openclaw_lossless import __version__, readable, store_access
+from openclaw_lossless import __version__
+from openclaw_lossless.api import readable
 from openclaw_lossless.api.responses import SearchResponse, wire
+from openclaw_lossless.cli import store_access
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.provider import EmbeddingProvider
 from openclaw_lossless.embed.service import build_provider
@@ -115,8 +117,9 @@ class MemorySearch:
             params["source"] = origin
 
         def on_file(sidecar: Sidecar) -> dict[str, Any]:
+            queries = sidecar.queries
             try:
-                return wire(SearchResponse, sidecar.queries.search(query, scope, k, mode, origin))
+                return wire(SearchResponse, queries.search(query, scope, k, mode, origin))
             except NotFound:
                 return {"hits": []}
 

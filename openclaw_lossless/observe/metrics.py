@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from prometheus_client import Histogram
 
-from openclaw_lossless.last_hour import BacklogWindow, Clock, LatencyWindow, MinuteLatency, minutes_of
+from openclaw_lossless.observe.last_hour import BacklogWindow, Clock, LatencyWindow, MinuteLatency, minutes_of
 
 SAMPLE = 2000
 # The hot path takes milliseconds: fine steps from 1 ms, and room up to the seconds a stalled store would take.
