@@ -77,7 +77,7 @@ def test_the_check_finds_a_reach_through_any_name_that_holds_a_sidecar() -> None
         "    store.ops.backlog.size(store.db.reader())\n"
     )
     assert deep_reaches(source) == [
-        "2: sidecar.ops.forget",
+        "2: sidecar.ops.forgetting",
         "3: car.db.reader",
         "4: request.app.state.sidecar.queries.search",
     ]
