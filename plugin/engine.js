@@ -4,7 +4,8 @@
 // it at the end, so an instance is a cheap, stateless shim: it picks the JSON-safe fields of the host's
 // params (host params hold functions, Sets and AbortSignals), POSTs them (sidecar-client.js) and maps the
 // answer back. A session outside includeSessions / excludeSessions sends nothing. Failures follow the host's
-// contract: commitTurn throws (the host keeps the turn and re-delivers it); bootstrap answers
+// contract: commitTurn keeps a turn the sidecar did not answer for in the plugin's spool (spool.js) and
+// answers committed, and throws (the host keeps the turn and re-delivers it) only when it cannot; bootstrap answers
 // {bootstrapped: false, reason}; assemble without an answer returns the host's history trimmed to its token
 // budget (trim.js), and throws only when the host gave no budget; afterTurn, ingestBatch, ingest, compaction
 // and the subagent hooks never fail because of the sidecar (a 2026.7 host quarantines an engine that throws).
@@ -15,6 +16,7 @@ import { describeMessages, descriptorTokens } from "./descriptors.js";
 import { sessionName } from "./sessions.js";
 import { ENGINE_ID, resolveSettings } from "./settings.js";
 import { SidecarError, callHook } from "./sidecar-client.js";
+import { replaySpool, spooledNames, spoolTurn } from "./spool.js";
 import { outageWindow } from "./trim.js";
 
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
@@ -84,10 +86,11 @@ async function runtimeCompaction(params) {
  * Build one engine instance. `deps` lets tests replace the host's compaction and the clock.
  * Every method is a translation: pick the JSON-safe fields, POST, map the answer back.
  */
-export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction, now, supervision } = {}) {
+export function createEngine(pluginConfig, { log = console, delegateCompactionToRuntime = runtimeCompaction, now, supervision, spoolLimits } = {}) {
   const settings = resolveSettings(pluginConfig);
   if (now) settings.now = now;
   if (supervision) settings.supervision = supervision; // restart backoff and crash-loop limits (tests shorten them)
+  if (spoolLimits) settings.spoolLimits = spoolLimits; // {turns, bytes}: the spool's bounds (tests lower them)
   // A session outside includeSessions / excludeSessions: nothing of it is sent to the sidecar.
   const skipped = (params) => !settings.captures(sessionName(params));
   const call = (hook, body) => callHook(settings, hook, body, log);
@@ -104,6 +107,21 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
       log.warn(`[lossless] ${hook} not stored now (${error.code}): the sidecar catches the turn up from the host's transcript once it answers`);
       return undefined;
     }
+  };
+
+  // A turn the sidecar did not take: kept in the spool and answered committed, or, when it cannot be kept
+  // (full, unwritable), the sidecar's error thrown as before (the host keeps the turn and re-delivers it).
+  const spool = (body, error) => {
+    let waiting;
+    try {
+      waiting = spoolTurn(settings, body);
+    } catch (problem) {
+      log.warn(`[lossless] commitTurn failed (${error.code}) and the turn could not be spooled (${problem.message}): the host keeps it`);
+      throw error;
+    }
+    log.warn(`[lossless] commitTurn without the sidecar (${error.code}): the turn is kept in the plugin's spool ` +
+      `(${waiting} waiting) and sent, in order, once the sidecar answers`);
+    return { status: "committed" };
   };
 
   return {
@@ -180,7 +198,19 @@ export function createEngine(pluginConfig, { log = console, delegateCompactionTo
         isHeartbeat: params?.isHeartbeat === true,
         config,
       };
-      const answer = await call("commitTurn", body);
+      // Turns spooled while the sidecar did not answer go first, in order; while it still does not, this one
+      // joins them (spool.js): answered `committed`, so the host keeps calling this engine (and its assemble).
+      if (spooledNames(settings).length) {
+        const backlog = await replaySpool(settings, (spooled) => call("commitTurn", spooled), log);
+        if (backlog.blocked) return spool(body, backlog.blocked);
+      }
+      let answer;
+      try {
+        answer = await call("commitTurn", body);
+      } catch (error) {
+        if (error instanceof SidecarError && error.retryable) return spool(body, error);
+        throw error;
+      }
       if (answer.status !== "committed" && answer.status !== "duplicate") {
         throw new SidecarError("commitTurn", "invalid_response", `status ${JSON.stringify(answer.status)}`);
       }

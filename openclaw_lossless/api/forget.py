@@ -8,6 +8,7 @@ selecting everything without ``all``) is refused in the error shape and changes 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openclaw_lossless.api.deps import SidecarDep
+from openclaw_lossless.api.spool import store_spooled
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.errors import BadRequest, NotFound
@@ -97,16 +99,18 @@ class ForgetResponse(Answer):
 
 @dataclass(frozen=True)
 class Forgetting:
-    """What forgetting touches: the store, the vector index, the archives (``settings``) and the counters."""
+    """What forgetting touches: the store, the vector index, the archives (``settings``) and the counters; and
+    what it does first: store the plugin's spooled turns, so the selection covers them (``api/spool.py``)."""
 
     store: Store
     index: Nearest | None
     settings: Settings
     metrics: Metrics | None = None  # None: not counted (the CLI on the file)
+    first: Callable[[], object] | None = None
 
     @classmethod
     def of(cls, sidecar: Sidecar) -> Forgetting:
-        return cls(sidecar.store, sidecar.index, sidecar.settings, sidecar.metrics)
+        return cls(sidecar.store, sidecar.index, sidecar.settings, sidecar.metrics, lambda: store_spooled(sidecar))
 
 
 def get_forgetting(sidecar: SidecarDep) -> Forgetting:
@@ -117,7 +121,12 @@ ForgettingDep = Annotated[Forgetting, Depends(get_forgetting)]
 
 
 def run_forget(parts: Forgetting, selector: Selector, dry_run: bool) -> ForgetResponse:
-    """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI."""
+    """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI.
+
+    The plugin's spooled turns are stored first (``parts.first``), as its next commit would: the selection
+    then covers them, and a dry run lists what the forget itself removes."""
+    if parts.first is not None:
+        parts.first()
     store = parts.store
     result = store.ops.forgetting.run(store.db, parts.index, parts.settings.archive_dir, selector, dry_run=dry_run)
     if not dry_run and parts.metrics is not None:

@@ -60,12 +60,14 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     def on_file() -> Any:
         from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse, Forgetting, chunks_of, run_forget
         from openclaw_lossless.api.responses import wire
+        from openclaw_lossless.api.spool import store_spooled
 
         request = ForgetRequest.model_validate(body)
         with open_file_store(settings) as sidecar:
             store = sidecar.store
             selector = request.selector(chunks_of(store, request))
-            done = run_forget(Forgetting(store, sidecar.index, settings), selector, request.dry_run)
+            parts = Forgetting(store, sidecar.index, settings, first=lambda: store_spooled(sidecar))
+            done = run_forget(parts, selector, request.dry_run)
         return wire(ForgetResponse, done)
 
     return sidecar_or_file(settings, lambda client: client.post("/v1/forget", json=body), on_file)[1]

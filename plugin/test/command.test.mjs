@@ -5,7 +5,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import plugin from "../index.js";
@@ -177,8 +178,12 @@ test("when the sidecar does not answer, every subcommand says so and how to star
 
 test("with autoStart on, the hint says the plugin restarts only its own sidecar, never that it starts one at the next turn", async () => {
   const port = await closedPort();
-  const command = registered({ sidecarUrl: `http://127.0.0.1:${port}`, stateDir: "/tmp/lossless-state-for-test", autoStart: true });
+  // A command that cannot run: the test must not start (and leave behind) a real sidecar of whatever is installed.
+  const stateDir = mkdtempSync(join(tmpdir(), "ll-cmd-"));
+  const missing = join(stateDir, "no-such-openclaw-lossless");
+  const command = registered({ sidecarUrl: `http://127.0.0.1:${port}`, stateDir, autoStart: true, command: missing });
   const { text } = await command.handler({ ...CHAT, args: "" });
+  rmSync(stateDir, { recursive: true, force: true });
   assert.match(text, /^The plugin restarts only a sidecar it started itself; one started by hand or by a supervisor is left to you: start it again with the line above, or restart the gateway to let the plugin start and watch it\.$/m);
   assert.doesNotMatch(text, /next turn/);
 });

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import plugin, {
-  createEngine, describeMessages, descriptorKey, descriptorTokens, tokenUnits, jsonSafe, resolveSettings, openclawStateDir, SidecarError,
+  createEngine, describeMessages, descriptorKey, descriptorTokens, tokenUnits, jsonSafe, resolveSettings, openclawStateDir, SidecarError, callHook,
 } from "../index.js";
 
 import { identityAnswer } from "./fixtures/identity.mjs";
@@ -158,15 +158,21 @@ test("commitTurn forwards the turn and returns the sidecar's status", async () =
   }
 });
 
-test("storage_full and 503 throw retryable errors with the sidecar's code, never the token", async () => {
+test("storage_full and 503 are retryable errors with the sidecar's code, never the token; the turn is spooled", async () => {
   const sidecar = await stubSidecar({
     "/v1/hooks/commit-turn": () => [507, { error: { code: "storage_full", message: "disk is full" } }],
     "/v1/hooks/bootstrap": () => [503, { error: { code: "store_unavailable", message: "busy" } }],
   }, { token: "super-secret-token" });
   try {
-    const engine = engineFor(sidecar);
-    await assert.rejects(engine.commitTurn({ advancementKey: "k", sessionId: "s", messages: [] }), (e) =>
+    const settings = resolveSettings({ sidecarUrl: sidecar.url, stateDir: sidecar.stateDir, autoStart: false });
+    await assert.rejects(callHook(settings, "commitTurn", { advancementKey: "k", sessionId: "s", messages: [] }, quiet), (e) =>
       e instanceof SidecarError && e.code === "storage_full" && e.retryable && e.status === 507 && !e.message.includes("super-secret-token"));
+    const warnings = [];
+    const engine = engineFor(sidecar, {}, { log: { ...quiet, warn: (m) => warnings.push(m) } });
+    // The engine keeps the turn in its spool (spool.js) and tells the host it is committed.
+    assert.deepEqual(await engine.commitTurn({ advancementKey: "k", sessionId: "s", messages: [] }), { status: "committed" });
+    assert.ok(warnings.some((w) => w.includes("(storage_full)") && w.includes("spool")), warnings.join("\n"));
+    assert.ok(!warnings.join("\n").includes("super-secret-token"));
     assert.match((await engine.bootstrap({ sessionId: "s" })).reason, /: store_unavailable: /);
   } finally {
     await sidecar.close();

@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 
 import { createEngine, resolveSettings, sidecarEnv, stopSupervising } from "../index.js";
 import { globMatch, sessionSelector } from "../sessions.js";
+import { spooledNames } from "../spool.js";
 import { identityAnswer } from "./fixtures/identity.mjs";
 
 const STUB = fileURLToPath(new URL("../../tests/e2e/stub_sidecar.py", import.meta.url));
@@ -287,7 +288,9 @@ for (const [kind, answer] of [["an HTML server", HTML_404], ["another state dir'
     try {
       assert.match((await engine.bootstrap({ sessionId: "s" })).reason, /: sidecar_not_verified: /);
       await assert.rejects(engine.assemble({ sessionId: "s", messages, prompt: "the secret plan" }), (e) => e.code === "sidecar_not_verified");
-      await assert.rejects(engine.commitTurn({ advancementKey: "k", sessionId: "s", messages }), (e) => e.code === "sidecar_not_verified");
+      // Kept in the plugin's spool until its own sidecar answers: nothing of it goes to the foreign program.
+      assert.deepEqual(await engine.commitTurn({ advancementKey: "k", sessionId: "s", messages }), { status: "committed" });
+      assert.equal(spooledNames({ stateDir: dir }).length, 1);
       assert.ok(foreign.requests.length >= 3);
       for (const request of foreign.requests) {
         assert.equal(request.method, "GET");
@@ -327,7 +330,8 @@ test("a program that takes the port after the verified sidecar died gets nothing
     await new Promise((r) => child.once("exit", r));
     await new Promise((r) => foreign.listen(port, "127.0.0.1", r));
     const secret = [{ role: "user", content: "the launch code is 0000" }];
-    await assert.rejects(engine.commitTurn({ advancementKey: "k2", sessionId: "s", messages: secret }), (e) => e.code === "sidecar_not_verified");
+    assert.deepEqual(await engine.commitTurn({ advancementKey: "k2", sessionId: "s", messages: secret }), { status: "committed" }); // spooled
+    assert.equal(spooledNames({ stateDir: dir }).length, 1);
     assert.ok(requests.length >= 1);
     assert.ok(requests.every((r) => r.method === "GET" && r.url.startsWith("/v1/identity?") && r.authorization === undefined), JSON.stringify(requests));
   } finally {
@@ -393,12 +397,14 @@ test("the real sidecar CLI contract: the stub over TCP, verified, then a restart
     assert.equal((await engine.commitTurn({ advancementKey: "k1", sessionId: "s", messages: [{ role: "user", content: "a" }] })).status, "committed");
     child.kill("SIGKILL");
     await new Promise((r) => child.once("exit", r));
-    await assert.rejects(engine.commitTurn({ advancementKey: "k2", sessionId: "s", messages: [] }), (e) => e.code === "sidecar_unreachable");
+    // Unreachable: spooled, answered committed; the next commit sends it first.
+    assert.equal((await engine.commitTurn({ advancementKey: "k2", sessionId: "s", messages: [{ role: "user", content: "b" }] })).status, "committed");
     child = run();
     await until(async () => (await identityPid(port)) === child.pid, "the stub answers again");
-    assert.equal((await engine.commitTurn({ advancementKey: "k2", sessionId: "s", messages: [{ role: "user", content: "b" }] })).status, "committed");
-    const paths = readFileSync(join(dir, "stub-requests.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l).path);
-    assert.deepEqual(paths, ["/v1/hooks/commit-turn", "/v1/hooks/commit-turn"]); // both stubs append to one log
+    assert.equal((await engine.commitTurn({ advancementKey: "k3", sessionId: "s", messages: [{ role: "user", content: "c" }] })).status, "committed");
+    const sent = readFileSync(join(dir, "stub-requests.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(sent.map((r) => r.path), ["/v1/hooks/commit-turn", "/v1/hooks/commit-turn", "/v1/hooks/commit-turn"]); // both stubs append to one log
+    assert.equal(spooledNames({ stateDir: dir }).length, 0);
   } finally {
     stop(child.pid);
     rmSync(dir, { recursive: true, force: true });

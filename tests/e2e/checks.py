@@ -34,3 +34,26 @@ def only(rows: list[Any], what: str) -> Any:
 def with_store(report: Report) -> bool:
     """Whether store-side evidence was read: always with the real sidecar (the stub keeps no SQLite store)."""
     return bool(report["sidecarMode"] != "stub")
+
+
+def assert_silent_outage_trimmed_and_spooled(report: Report, result: Report) -> None:
+    """``outageOverflow``: every turn while the sidecar was silent went through the plugin's assemble (none ran on
+    the host's legacy engine) and gave the model no more history than the budget; each was spooled, and once
+    the sidecar answered every spooled turn was committed and the store holds every host message exactly once."""
+    turns, budgets = result["turns"], result["budgets"]  # [kept, of, tokens, budget] per "assemble without ..."
+    assert len(turns) >= 3 and len(budgets) >= len(turns), result["trimmedLines"]
+    assert result["degradedLines"] == [], result["degradedLines"]
+    for turn, (kept, total, _, budget) in zip(turns, budgets, strict=False):
+        assert_completed(turn)
+        assert kept < total, (kept, total)  # trimmed: the host's own history would not have fit
+        assert result["hostHistoryTokens"] > budget, (result["hostHistoryTokens"], budget)
+        assert turn["historyTokens"] <= budget, (turn, budget)  # what the model got
+    assert result["spooledWhileSilent"] == len(turns), (result["spooledWhileSilent"], result["spooledLines"])
+    assert_completed(result["after"])
+    assert result["sentLines"] and result["spoolLeft"] == 0, (result["sentLines"], result["spoolLeft"])
+    if with_store(report):
+        assert result["spooledCommitted"] is not None and len(result["spooledCommitted"]) == len(turns), result
+        audit = result["audit"]
+        assert audit["missing"] == [] and audit["duplicated"] == [], (audit["missing"][:5], audit["duplicated"][:5])
+        assert audit["storeOnly"] == [], audit["storeOnly"][:5]
+        assert result["converged"], audit

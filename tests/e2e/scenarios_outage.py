@@ -10,6 +10,8 @@ ends; the report has the last audit either way, and how long convergence took.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -174,38 +176,70 @@ def scenario_outage_long(run: Run, doctor: Callable[[str], JsonObj]) -> JsonObj:
 
 OVERFLOW_KEY = "agent:main:overflow"
 OVERFLOW_TURNS = 5  # each ~2,900 tokens: together over the host's budget (~11.6k of the fake model's 32k window)
+SILENT_TURNS = 3  # turns while the sidecar is silent: on 2026.8+ the 2nd and 3rd ran on legacy before the spool
 TRIMMED_LINE = "assemble without the sidecar"
+SPOOLED_LINE = "kept in the plugin's spool"
+SENT_LINE = "spooled turns sent to the sidecar"
 _BUDGET = re.compile(r"the newest (\d+) of (\d+) messages, ~(\d+) tokens within the budget of (\d+)")
 _FILLER = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
 
 
 def scenario_outage_overflow(run: Run) -> JsonObj:
-    """A long session whose history is over the host's token budget, then a turn while the sidecar does not answer
+    """A long session whose history is over the host's token budget, then turns while the sidecar does not answer
     (stopped with SIGSTOP: alive, so nobody restarts it, and silent, so every hook times out). The plugin trims the
-    host's history itself: the model must never get more history than the budget. The turn is caught up after."""
+    host's history itself, and keeps each turn in its spool (so the host, its commit acknowledged, keeps calling
+    the engine): the model must never get more history than the budget. After SIGCONT one more turn sends the
+    spool; every turn is then stored exactly once, each under its committed turn."""
     for index in range(OVERFLOW_TURNS):
         run.turn(f"Overflow note {index}: {_FILLER * 180}", session_key=OVERFLOW_KEY)
     mark = len(run.gateway_log_text())
     pid = run.sidecar_pid()
     os.kill(pid, signal.SIGSTOP)
     try:
-        # One turn: on 2026.8+ the next one, its predecessor's commit still pending, is run by the host on
-        # legacy without asking the engine (docs/openclaw-versions.md), so there is no plugin trim to test there.
-        turns = [run.turn("While it is silent: what is the note count?", session_key=OVERFLOW_KEY)]
+        turns = [run.turn(f"While it is silent ({n}): what is the note count?", session_key=OVERFLOW_KEY)
+                 for n in range(SILENT_TURNS)]  # fmt: skip
+        # The host commits a turn after its reply: the last commit may still be timing out.
+        wait_until(lambda: len(spooled_keys(run)) >= SILENT_TURNS, timeout=20, interval=0.5)
+        spooled = spooled_keys(run)
     finally:
         os.kill(pid, signal.SIGCONT)
-    done, seconds, after = converge(run, "overflow")
+    wait_until(lambda: run.sidecar_pid() == pid, timeout=30)  # past the requests queued while it was stopped
+    after = run.turn("The sidecar answers again: thanks.", session_key=OVERFLOW_KEY)
+    done, seconds, audit = converge(run, "overflow")
     trimmed = run.log_lines_since(mark, TRIMMED_LINE)
     return {
         "stoppedPid": pid,
         "turns": [overflow_view(turn) for turn in turns],
+        "after": overflow_view(after),
+        "spooledWhileSilent": len(spooled),
+        "spoolLeft": len(spooled_keys(run)),
+        # The spooled turns' keys the store's turns table holds (None with the stub sidecar).
+        "spooledCommitted": committed_keys(run, spooled),
         "trimmedLines": trimmed,
+        "spooledLines": run.log_lines_since(mark, SPOOLED_LINE),
+        "sentLines": run.log_lines_since(mark, SENT_LINE),
+        "degradedLines": run.log_lines_since(mark, DEGRADED_LINE),
         "budgets": [[int(n) for n in m.groups()] for m in map(_BUDGET.search, trimmed) if m],
         "hostHistoryTokens": host_history_tokens(run),
         "converged": done,
         "convergeSeconds": seconds,
-        "audit": after,
+        "audit": audit,
     }
+
+
+def spooled_keys(run: Run) -> list[str]:
+    """The advancement keys of the turns in the plugin's spool (plugin/spool.js), oldest first."""
+    keys = []
+    for path in sorted((run.state_dir / "spool").glob("*.turn.json")):
+        with contextlib.suppress(OSError, ValueError):
+            keys.append(str(json.loads(path.read_text())["body"]["advancementKey"]))
+    return keys
+
+
+def committed_keys(run: Run, keys: list[str]) -> list[str] | None:
+    """Which of ``keys`` the store holds as committed turns."""
+    rows = run.store("SELECT advancement_key FROM turns")
+    return None if rows is None else [key for key in keys if key in {row["advancement_key"] for row in rows}]
 
 
 def overflow_view(turn: Any) -> JsonObj:

@@ -13,7 +13,13 @@ import os
 
 import pytest
 
-from tests.e2e.checks import Report, assert_completed, assert_recalled_not_in_history, scenario
+from tests.e2e.checks import (
+    Report,
+    assert_completed,
+    assert_recalled_not_in_history,
+    assert_silent_outage_trimmed_and_spooled,
+    scenario,
+)
 from tests.e2e.conftest import drive
 from tests.e2e.gateway import FACT_PROBE, host_at_least
 
@@ -111,14 +117,4 @@ def test_an_overflowing_history_is_trimmed_to_the_budget_while_the_sidecar_is_si
     version, report = line
     if version != LINES[-1]:
         pytest.skip(f"played on {LINES[-1]} only")
-    result = scenario(report, OVERFLOW)
-    budgets = result["budgets"]  # [kept, of, tokens, budget] from each "[lossless] assemble without the sidecar"
-    assert len(budgets) >= len(result["turns"]), result["trimmedLines"]
-    for turn, (kept, total, _, budget) in zip(result["turns"], budgets, strict=False):
-        assert turn["rc"] == 0 and turn["status"] == "ok" and turn["foundRequest"], turn
-        assert kept < total, (kept, total)  # trimmed: the host's own history would not have fit
-        assert result["hostHistoryTokens"] > budget, (result["hostHistoryTokens"], budget)
-        assert turn["historyTokens"] <= budget, (turn, budget)  # what the model got
-    audit = result["audit"]
-    assert audit["missing"] == [] and audit["duplicated"] == [], (audit["missing"][:5], audit["duplicated"][:5])
-    assert result["converged"], audit
+    assert_silent_outage_trimmed_and_spooled(report, scenario(report, OVERFLOW))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.checks import Report, assert_completed, scenario, with_store
+from tests.e2e.checks import Report, assert_completed, assert_silent_outage_trimmed_and_spooled, scenario, with_store
 from tests.e2e.gateway import FACT_PROBE, OUTCOME_PROBE
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +54,12 @@ def test_outage_brought_back_by_the_plugin(report: Report) -> None:
     result = scenario(report, "outageByPlugin")
     assert len(result["pluginStartLines"]) == 1, result["losslessLines"]  # the plugin started it again, once
     assert_outage_caught_up(report, result)
+
+
+def test_outage_overflow_every_silent_turn_is_trimmed_and_stored_once(report: Report) -> None:
+    if "outageOverflow" not in report["scenarios"]:
+        pytest.skip("played on the SQLite pass only (driver.SQLITE_PASS_ONLY)")
+    assert_silent_outage_trimmed_and_spooled(report, scenario(report, "outageOverflow"))
 
 
 def test_foreign_server_on_the_port_gets_nothing(report: Report) -> None:

@@ -60,6 +60,8 @@ from openclaw_lossless.store.sqlite.forgetting import (
     settle,
 )
 from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements import forgetting as shared
 from openclaw_lossless.store.statements.forgetting import forgotten_count as forgotten_count
 from openclaw_lossless.store.statements.forgetting import resurrected as resurrected
 
@@ -229,7 +231,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
-    drop_archived_identity(conn, session_id, content_hash)
+    shared.drop_archived_identity(POSTGRES, conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = %s"
         " AND (m.content_hash = %s OR m.window_key = %s)",
@@ -239,21 +241,12 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     return True
 
 
-def drop_archived_identity(conn: Connection, session_id: str, content_hash: bytes) -> None:
-    """A tombstone names the message now: its archived identity (m010) goes, as the line goes from the archive."""
-    conn.execute(
-        "DELETE FROM archived WHERE session_rowid IN (SELECT id FROM sessions WHERE session_id = %s)"
-        " AND content_hash = %s",
-        (session_id, content_hash),
-    )
-
-
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     """A tombstone for an archived line (the export format); a line too damaged to name a message gets none."""
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError, KeyError):
         identity = (str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
-        drop_archived_identity(conn, *identity)
+        shared.drop_archived_identity(POSTGRES, conn, *identity)
         key = record.get("windowKey") if dated else None
         message_id = record.get("id") if isinstance(record.get("id"), int) else None
         conn.execute(

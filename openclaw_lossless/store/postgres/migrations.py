@@ -26,12 +26,9 @@ Shipped migrations are never edited; a change is a new function appended to ``MI
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import time
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -41,7 +38,7 @@ from psycopg import sql
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.store.postgres import meta
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path, translate_error
-from openclaw_lossless.store.statements import keyword_pairs
+from openclaw_lossless.store.statements import archived, keyword_pairs
 
 Migration = Callable[[Connection], None]
 log = logging.getLogger(__name__)
@@ -346,7 +343,7 @@ def m010_archived_identities(conn: Connection) -> None:
         )"""
     )
     for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
-        found = list(_m010_identities(Path(str(path))))
+        found = list(archived.identities(Path(str(path)), "m010"))
         if found:
             conn.execute(
                 "INSERT INTO archived (session_rowid, content_hash, message_id)"
@@ -356,21 +353,6 @@ def m010_archived_identities(conn: Connection) -> None:
                 ([f[0] for f in found], [f[1] for f in found], [f[2] for f in found]),
             )
         log.info("archived identities (m010): %d read from %s", len(found), path)
-
-
-def _m010_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
-    """(content hash, id, session id) of each message line of an archive this migration can read."""
-    try:
-        with gzip.open(path, "rb") as handle:
-            for raw in handle:
-                try:
-                    record = json.loads(raw)
-                    if "type" not in record and record.get("kind") != "memory":
-                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue
-    except (OSError, EOFError, zlib.error) as exc:
-        log.warning("archived identities (m010): %s not read: %s", path, exc)
 
 
 MIGRATIONS: list[Migration] = [

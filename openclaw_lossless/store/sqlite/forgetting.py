@@ -35,6 +35,8 @@ from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
 from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements import forgetting as shared
 from openclaw_lossless.store.statements.forgetting import forgotten_count as forgotten_count
 from openclaw_lossless.store.statements.forgetting import resurrected as resurrected
 
@@ -371,7 +373,7 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     )
     if not cursor.rowcount:
         return False
-    drop_archived_identity(conn, session_id, content_hash)
+    shared.drop_archived_identity(SQLITE, conn, session_id, content_hash)
     rows = conn.execute(
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_rowid WHERE s.session_id = ?"
         " AND (m.content_hash = ? OR (? IS NOT NULL AND m.window_key = ?))",
@@ -381,19 +383,10 @@ def honour(conn: Connection, session_id: str, content_hash: bytes, window_key: s
     return True
 
 
-def drop_archived_identity(conn: Connection, session_id: str, content_hash: bytes) -> None:
-    """A tombstone names the message now: its archived identity (m012) goes, as the line goes from the archive."""
-    conn.execute(
-        "DELETE FROM archived WHERE session_rowid IN (SELECT id FROM sessions WHERE session_id = ?)"
-        " AND content_hash = ?",
-        (session_id, content_hash),
-    )
-
-
 def _tombstone_archived(conn: Connection, record: dict[str, Any], now: float) -> None:
     dated = is_dated(record)
     with contextlib.suppress(ValueError, TypeError):
-        drop_archived_identity(conn, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
+        shared.drop_archived_identity(SQLITE, conn, str(record["sessionId"]), bytes.fromhex(str(record["contentHash"])))
         conn.execute(
             "INSERT OR IGNORE INTO forgotten (session_id, content_hash, window_key, message_id, forgotten_at)"
             " VALUES (?, ?, ?, ?, ?)",

@@ -12,12 +12,10 @@ another model's vectors cannot be converted.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 import logging
 import time
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,7 @@ import numpy as np
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.store.sqlite import meta
 from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.statements import keyword_pairs
+from openclaw_lossless.store.statements import archived, keyword_pairs
 
 Migration = Callable[[Connection], None]
 FREE_SPACE_ZEROED = "free_space_zeroed"  # set when no byte freed before secure_delete was always on can remain
@@ -477,28 +475,13 @@ def m012_archived_identities(conn: Connection) -> None:
         ) WITHOUT ROWID"""
     )
     for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
-        found = list(_m012_identities(Path(str(path))))
+        found = list(archived.identities(Path(str(path)), "m012"))
         conn.executemany(
             "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
             " SELECT id, ?, ? FROM sessions WHERE session_id = ?",
             found,
         )
         log.info("archived identities (m012): %d read from %s", len(found), path)
-
-
-def _m012_identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
-    """(content hash, id, session id) of each message line of an archive this migration can read."""
-    try:
-        with gzip.open(path, "rb") as handle:
-            for raw in handle:
-                try:
-                    record = json.loads(raw)
-                    if "type" not in record and record.get("kind") != "memory":
-                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue
-    except (OSError, EOFError, zlib.error) as exc:
-        log.warning("archived identities (m012): %s not read: %s", path, exc)
 
 
 MIGRATIONS: list[Migration] = [
