@@ -3,7 +3,7 @@
 Why it matters to a maintainer: ``sidecar.ops.forgetting.run(...)`` or ``sidecar.db.reader()`` in a route ties
 the route to how the sidecar is assembled, so rewiring one part breaks code that seemed unrelated. A route
 asks for the part it uses (``api/deps.py``: ``StoreDep``, ``QueriesDep``, ...; ``api/forget.py``:
-``Forgetting``) and a function is handed that part; one step into the sidecar (``sidecar.store``) is where
+``ForgetParts``) and a function is handed that part; one step into the sidecar (``sidecar.store``) is where
 that happens. The composition root (``sidecar.py``, which builds the parts, and ``app.py``, which starts them
 with the server) is exempt. The check reads the source (``ast``), so no module is executed.
 """

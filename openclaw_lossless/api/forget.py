@@ -98,7 +98,7 @@ class ForgetResponse(Answer):
 
 
 @dataclass(frozen=True)
-class Forgetting:
+class ForgetParts:
     """What forgetting touches: the store, the vector index, the archives (``settings``) and the counters; and
     what it does first: store the plugin's spooled turns, so the selection covers them (``api/spool.py``)."""
 
@@ -109,18 +109,18 @@ class Forgetting:
     first: Callable[[], object] | None = None
 
     @classmethod
-    def of(cls, sidecar: Sidecar) -> Forgetting:
+    def of(cls, sidecar: Sidecar) -> ForgetParts:
         return cls(sidecar.store, sidecar.index, sidecar.settings, sidecar.metrics, lambda: store_spooled(sidecar))
 
 
-def get_forgetting(sidecar: SidecarDep) -> Forgetting:
-    return Forgetting.of(sidecar)
+def get_forget_parts(sidecar: SidecarDep) -> ForgetParts:
+    return ForgetParts.of(sidecar)
 
 
-ForgettingDep = Annotated[Forgetting, Depends(get_forgetting)]
+ForgetPartsDep = Annotated[ForgetParts, Depends(get_forget_parts)]
 
 
-def run_forget(parts: Forgetting, selector: Selector, dry_run: bool) -> ForgetResponse:
+def run_forget(parts: ForgetParts, selector: Selector, dry_run: bool) -> ForgetResponse:
     """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI.
 
     The plugin's spooled turns are stored first (``parts.first``), as its next commit would: the selection
@@ -160,7 +160,7 @@ def chunks_of(store: Store, request: ForgetRequest) -> tuple[int, ...]:
 
 
 @router.post("/forget", response_model_by_alias=True)
-def forget_selection(parts: ForgettingDep, body: ForgetRequest) -> ForgetResponse:
+def forget_selection(parts: ForgetPartsDep, body: ForgetRequest) -> ForgetResponse:
     """Forget every message the selectors name together (citations or a memory file's chunks AND session AND
     agent AND time AND match)."""
     return run_forget(parts, body.selector(chunks_of(parts.store, body)), body.dry_run)
@@ -168,7 +168,7 @@ def forget_selection(parts: ForgettingDep, body: ForgetRequest) -> ForgetRespons
 
 @router.delete("/messages/{message_id}", response_model_by_alias=True)
 def forget_message(
-    parts: ForgettingDep,
+    parts: ForgetPartsDep,
     message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
@@ -177,7 +177,7 @@ def forget_message(
 
 @router.delete("/sessions/{session_id}", response_model_by_alias=True)
 def forget_session(
-    parts: ForgettingDep,
+    parts: ForgetPartsDep,
     session_id: Annotated[str, Path(min_length=1, max_length=512)],
     dry_run: DryRun = False,
 ) -> ForgetResponse:

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.api.forget import CITATION, ForgetResponse, Forgetting, run_forget
+from openclaw_lossless.api.forget import CITATION, ForgetParts, ForgetResponse, run_forget
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.store.sqlite.forgetting import Selector
 from openclaw_lossless.ui.html import page
@@ -25,7 +25,7 @@ SHOWN_EACH_END = 5  # a long selection shows its first and last few; a short one
 LISTED_WHOLE = 3 * SHOWN_EACH_END
 
 
-def confirm_page(request: Request, parts: Forgetting) -> HTMLResponse:
+def confirm_page(request: Request, parts: ForgetParts) -> HTMLResponse:
     """What the selection in the query (``message=msg:N`` or ``session=ID``) would forget, and the form to confirm."""
     fields = dict(request.query_params)
     chosen = _selection(fields)
@@ -34,7 +34,7 @@ def confirm_page(request: Request, parts: Forgetting) -> HTMLResponse:
     return _confirmation(request, parts, fields, chosen)
 
 
-async def forget_post(request: Request, parts: Forgetting) -> HTMLResponse:
+async def forget_post(request: Request, parts: ForgetParts) -> HTMLResponse:
     """Forget what the confirmation listed, if the selection still names as many messages; else show it again."""
     form = {key: values[0] for key, values in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
     chosen = _selection(form)
@@ -51,7 +51,7 @@ async def forget_post(request: Request, parts: Forgetting) -> HTMLResponse:
     return page(request, "forgotten.html", done=done, by_session=_sessions(done))
 
 
-def _confirmation(request: Request, parts: Forgetting, fields: dict[str, str], chosen: Selector) -> HTMLResponse:
+def _confirmation(request: Request, parts: ForgetParts, fields: dict[str, str], chosen: Selector) -> HTMLResponse:
     try:
         planned = run_forget(parts, chosen, dry_run=True)
     except LosslessError as exc:

@@ -25,7 +25,7 @@ from openclaw_lossless.api.deps import (
     StatusDep,
     StoreDep,
 )
-from openclaw_lossless.api.forget import ForgettingDep
+from openclaw_lossless.api.forget import ForgetPartsDep
 from openclaw_lossless.api.responses import MessageResponse, RecoverResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.ui.forget_page import confirm_page, forget_post
@@ -116,11 +116,11 @@ def ui_router(sessions: Sessions, token: str, cookie: str) -> APIRouter:
         return await create_snapshot(request, ingest)
 
     @router.get("/forget")
-    def forget_confirm(request: Request, parts: ForgettingDep) -> HTMLResponse:
+    def forget_confirm(request: Request, parts: ForgetPartsDep) -> HTMLResponse:
         return confirm_page(request, parts)
 
     @router.post("/forget")
-    async def forget(request: Request, parts: ForgettingDep) -> HTMLResponse:
+    async def forget(request: Request, parts: ForgetPartsDep) -> HTMLResponse:
         return await forget_post(request, parts)
 
     @router.get("/compactions")
