@@ -44,10 +44,10 @@ if TYPE_CHECKING:
     from openclaw_lossless.embed.index import Nearest
     from openclaw_lossless.embed.service import EmbeddingService
     from openclaw_lossless.embed.worker import EmbeddingWorker
-    from openclaw_lossless.history.catchup import CatchUp
     from openclaw_lossless.observe.activity import Activity
     from openclaw_lossless.sidecar import Sidecar
     from openclaw_lossless.store.backend import Store
+    from openclaw_lossless.transcripts.catchup import CatchUp
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ import numpy.typing as npt
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
 from openclaw_lossless.store.sqlite.counts import StoreCounts
-from openclaw_lossless.store.sqlite.forget import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.sqlite.forgetting import ForgettingIndex, Forgotten, Selector
 from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk
 from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
@@ -51,8 +51,8 @@ from openclaw_lossless.store.sqlite.snapshots import (
     CompactionRecord,
     Snapshot,
 )
-from openclaw_lossless.store.sqlite.timeline import SessionSummary, Timeline, Window
-from openclaw_lossless.store.sqlite.transfer import ExportScope, ImportReport
+from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
+from openclaw_lossless.store.sqlite.transfer import ExportScope, RestoreReport
 from openclaw_lossless.store.sqlite.vectors import StoredVectors
 from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.timeexpr.days import DayRange
@@ -258,7 +258,7 @@ class Fulltext(Protocol[C]):
         ...
 
 
-class KeywordStats(Protocol[C]):
+class TermStats(Protocol[C]):
     """``term_stats.TermStats``: leaves words too common to rank out of a keyword query (per process cache)."""
 
     def narrow(self, conn: C, expression: str) -> tuple[str, int]:
@@ -464,7 +464,7 @@ class Timelines(Protocol[C]):
 # -- what history import and catch-up ask ------------------------------------------------------------------------
 
 
-class Imported(Protocol[C]):
+class TranscriptLedger(Protocol[C]):
     """The store's side of reading the host's transcripts back: what a session already holds."""
 
     def held_session_ids(self, conn: C) -> frozenset[str]: ...
@@ -615,9 +615,9 @@ class Transfer(Protocol[C, D]):
         """The scope's lines in id order, tombstones included; the same lines from either backend."""
         ...
 
-    def import_jsonl(
+    def restore_jsonl(
         self, db: D, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
-    ) -> ImportReport:
+    ) -> RestoreReport:
         """Import a file as untrusted input: every line checked first, ids kept when free and remapped when
         taken; importing a file twice stores nothing the second time."""
         ...

@@ -52,7 +52,7 @@ from openclaw_lossless.store.sqlite.archive import (
     plan_with,
     write_archive,
 )
-from openclaw_lossless.store.sqlite.forget import write_gzip
+from openclaw_lossless.store.sqlite.forgetting import write_gzip
 from openclaw_lossless.store.sqlite.transfer.export import export_records
 
 __all__ = ["Pruned", "WouldPrune", "prune", "store_lock", "used_bytes"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.sqlite.forget import write_gzip
+from openclaw_lossless.store.sqlite.forgetting import write_gzip
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
 from openclaw_lossless.store.sqlite.transfer import export_records
 

@@ -33,7 +33,7 @@ from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from openclaw_lossless.store.statements import POSTGRES, SQLITE
-from openclaw_lossless.store.statements.timeline import Timelines
+from openclaw_lossless.store.statements.timelines import Timelines
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_messages import MAY_8_2023, said
 
@@ -56,7 +56,7 @@ class Backend:
     messages: ModuleType
     snapshots: ModuleType
     subagents: ModuleType
-    timeline: Timelines
+    timelines: Timelines
 
     def write(self, work: Callable[[Any], T]) -> T:
         result: T = self.db.write(work)

@@ -1,4 +1,5 @@
-"""Export and import of the store as JSONL: one message per line, then the records that point into them.
+"""Export and restore (``import --jsonl``) of the store as JSONL: one message per line, then the records that
+point into them.
 
 Message lines come first, one per line with the full original object and metadata, in id order; archives
 (``archive.py``) write only those, so an archived slice comes back with ``import --jsonl``. After them come
@@ -19,7 +20,7 @@ later in the file points at the old id (a compaction's or snapshot's last messag
 snapshot's compaction) is pointed at the new one.
 
 The package splits the job by direction: ``lines.py`` checks and captures one line of a file, ``export.py``
-reads the store out as lines, and ``importing.py`` writes checked lines back into a store.
+reads the store out as lines, and ``restore.py`` writes checked lines back into a store.
 """
 
 from openclaw_lossless.store.sqlite.messages import give_ids_above, highest_id_given
@@ -31,19 +32,19 @@ from openclaw_lossless.store.sqlite.transfer.export import (
     export_store,
     write_jsonl,
 )
-from openclaw_lossless.store.sqlite.transfer.importing import BATCH, ImportReport, Unreadable, import_jsonl
+from openclaw_lossless.store.sqlite.transfer.restore import BATCH, RestoreReport, Unreadable, restore_jsonl
 
 __all__ = [
     "BATCH",
     "FORMAT",
     "ExportScope",
-    "ImportReport",
+    "RestoreReport",
     "Unreadable",
     "check_scope",
     "export_records",
     "export_store",
     "give_ids_above",
     "highest_id_given",
-    "import_jsonl",
+    "restore_jsonl",
     "write_jsonl",
 ]
