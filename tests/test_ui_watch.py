@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openclaw_lossless.history import catchup
+from openclaw_lossless.transcripts import catchup
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 from tests.test_catch_up import MAIN_KEY, HostSession, host_messages
 from tests.test_history_import import AgentDatabase
