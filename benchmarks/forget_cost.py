@@ -24,10 +24,10 @@ import numpy as np
 
 from benchmarks import scale_data
 from benchmarks.machine import describe as describe_machine
-from openclaw_lossless.api.forget import Forgetting, run_forget
+from openclaw_lossless.api.forget import ForgetParts, run_forget
 from openclaw_lossless.config import Settings
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.model.forget import Selector
+from openclaw_lossless.store.model.forgetting import Selector
 from openclaw_lossless.store.sqlite import meta
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
 
@@ -63,7 +63,7 @@ def run_size(size: int, work: Path) -> dict[str, Any]:
 
 def _timed_forget(sidecar: Sidecar, message_id: int) -> float:
     began = time.monotonic()
-    run_forget(Forgetting.of(sidecar), Selector(ids=(message_id,)), dry_run=False)
+    run_forget(ForgetParts.of(sidecar), Selector(ids=(message_id,)), dry_run=False)
     return time.monotonic() - began
 
 

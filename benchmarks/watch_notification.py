@@ -48,7 +48,7 @@ def child(mechanism: str, database: Path, interval_s: float, idle_s: float) -> N
 
 def _notifier(mechanism: str, database: Path, interval_s: float) -> Any:
     if mechanism == "stat":
-        from openclaw_lossless.history.catchup import fingerprint
+        from openclaw_lossless.transcripts.catchup import fingerprint
 
         state, agent = database.parents[3], database.parents[1].name
         seen = [fingerprint(state, agent)]

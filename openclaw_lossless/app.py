@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from openclaw_lossless import __version__
-from openclaw_lossless.api import agents, forget, hooks, identity, memory_files, ops, query
+from openclaw_lossless.api import agent_status, forget, hooks, identity, memory_file_index, ops, retrieval
 from openclaw_lossless.api.redaction import router as redaction_router
 from openclaw_lossless.api.schemas import ErrorResponse
 from openclaw_lossless.auth_token import load_or_create_token
@@ -169,7 +169,7 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
         if app.state.sidecar.store.backend == "postgresql":  # as many requests at once as the read pool serves
             to_thread.current_default_thread_limiter().total_tokens = place_of(settings).request_threads
         app.state.store_id = identity.store_id(settings)  # the file opened, for /v1/identity
-        app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (history/catchup.py)
+        app.state.sidecar.catch_up.start()  # serving: catch up from the host's transcripts (transcripts/catchup.py)
         app.state.sidecar.memory_files.start()  # serving: index the workspace memory files (memory_files/)
         try:
             yield
@@ -182,12 +182,12 @@ def create_app(settings: Settings, *, sidecar: Sidecar | None = None) -> FastAPI
     app.state.exposition = Exposition(lambda: getattr(app.state, "sidecar", None))  # /metrics (prometheus.py)
     for router in (
         hooks.router,
-        query.router,
+        retrieval.router,
         ops.router,
         identity.router,
-        agents.router,
+        agent_status.router,
         forget.router,
-        memory_files.router,
+        memory_file_index.router,
     ):
         app.include_router(router)
     app.include_router(redaction_router)

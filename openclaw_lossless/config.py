@@ -171,11 +171,11 @@ class Settings(BaseSettings):
     injected_blocks: list[str] = Field(default_factory=list)  # capture/injected.py: extra shapes, built-ins off
     include_thinking: bool = False
     catch_up: bool = True
-    catch_up_interval_s: float = Field(15.0, ge=0, le=3600)  # 0: no periodic check (history/catchup.py)
+    catch_up_interval_s: float = Field(15.0, ge=0, le=3600)  # 0: no periodic check (transcripts/catchup.py)
     # Watch mode (docs/watch-mode.md): every agent's transcripts, all sessions, looked at every watch_interval_s.
     watch: bool = False
     watch_interval_s: float = Field(0.5, gt=0, le=60)  # docs/decisions/0200-watch-notification.md
-    claude_code: bool = False  # watch mode also reads Claude Code's transcripts (history/claude_code.py)
+    claude_code: bool = False  # watch mode also reads Claude Code's transcripts (transcripts/claude_code.py)
     claude_code_dir: Path = Field(default_factory=lambda: claude_projects_dir())
     include_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)
     exclude_sessions: Annotated[list[str], NoDecode] = Field(default_factory=list)

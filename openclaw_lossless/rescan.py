@@ -386,14 +386,14 @@ class Rescan:
                 self.ops.rewrite.optimize_fts(conn)
         self.db.write(lambda conn: self.ops.meta.remove(conn, CURSOR_KEY))
         if cursor.tally.places:  # an older store's free space may still hold the old text (decision 0100)
-            self.ops.forget.zero_old_free_space(self.db)
-        self.ops.maintenance.checkpoint_fully(self.db)
+            self.ops.forgetting.zero_old_free_space(self.db)
+        self.ops.file_maintenance.checkpoint_fully(self.db)
 
     def _secure_delete(self, on: bool) -> bool:
         """Set ``secure_delete`` on the write connection (freed bytes are zeroed); returns what it was."""
         if self.dry_run:
             return on
-        return self.ops.maintenance.set_secure_delete(self.db, on)
+        return self.ops.file_maintenance.set_secure_delete(self.db, on)
 
 
 def _sha(text: str) -> bytes:

@@ -38,7 +38,7 @@ from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.service.status import Parts, Rebuild, Status
 from openclaw_lossless.store.backend import SQLITE, Place, Store, connect, read_file
-from openclaw_lossless.store.model.errors import StoreError
+from openclaw_lossless.store.model.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 

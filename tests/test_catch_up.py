@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.history import catchup
-from openclaw_lossless.history.gaps import GapReport, find_gaps
 from openclaw_lossless.selection import SessionSelection
+from openclaw_lossless.transcripts import catchup
+from openclaw_lossless.transcripts.gaps import GapReport, find_gaps
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 from tests.test_history_import import AgentDatabase, Transcript, file_digests, legacy_sessions
 
@@ -196,9 +196,9 @@ def test_the_gap_report_reads_a_legacy_jsonl_store_too(sidecar: LiveSidecar) -> 
     legacy_sessions(openclaw)  # two sessions the store has never seen (one with an undated message): import's
     before = _gaps(sidecar, openclaw)
     assert (before.missing, before.not_imported, before.errors) == (0, 6, [])
-    from openclaw_lossless.history import import_history
+    from openclaw_lossless.transcripts import read_transcripts
 
-    import_history(sidecar.sidecar.ingest, openclaw)
+    read_transcripts(sidecar.sidecar.ingest, openclaw)
     after = _gaps(sidecar, openclaw)
     assert (after.missing, after.not_imported, after.scanned, after.sessions) == (0, 0, 6, [])
 
@@ -425,9 +425,9 @@ def test_an_excluded_session_is_neither_stored_nor_recalled_nor_imported(tmp_pat
                 ]
             )
             assert server.sidecar.catch_up.catch_up_now("main") == 0
-            from openclaw_lossless.history import import_history
+            from openclaw_lossless.transcripts import read_transcripts
 
-            report = import_history(server.sidecar.ingest, settings.openclaw_state)
+            report = read_transcripts(server.sidecar.ingest, settings.openclaw_state)
             assert (report.messages_imported, report.sessions_excluded) == (0, 1)
             assert server.client.get(f"/v1/sessions/{hidden.session_id}/messages").status_code == 404
             assert server.client.get("/stats").json()["messages"] == 2

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.history import catchup
+from openclaw_lossless.transcripts import catchup
 from tests.helpers import HashEmbedder, live_sidecar, make_settings, run_cli, run_cli_json
 
 SESSION = "3f2b8a61-9c4d-4e0f-8a7b-2d5c6e1f0a93"
@@ -198,14 +198,14 @@ def test_memory_search_over_mcp_finds_a_past_claude_code_session(tmp_path: Path,
 
     from openclaw_lossless.cli.mcp_server import TOOL_NAME
     from openclaw_lossless.cli.store_access import open_file_store
-    from openclaw_lossless.history.claude_code import import_claude_code
+    from openclaw_lossless.transcripts.claude_code import read_claude_code
     from tests.test_mcp_server import server_params, structured, with_client
 
     session = ClaudeSession(projects)
     session.append(*first_session(session))
     settings = make_settings(tmp_path / "state", embedding_provider="none")
     with open_file_store(settings) as store:
-        assert import_claude_code(store.ingest, projects).messages_imported == 4
+        assert read_claude_code(store.ingest, projects).messages_imported == 4
 
     async def work(client: ClientSession) -> Any:
         return await client.call_tool(TOOL_NAME, {"query": "Tuesday night watch keeper", "scope": "agent:claude-code"})

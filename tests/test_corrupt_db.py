@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.salvage.pages import PageFile, schema_roots
+from openclaw_lossless.salvage.file_format import PageFile, schema_roots
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.sqlite.connection import open_connection
 from tests.conversation import commit_body, conversation

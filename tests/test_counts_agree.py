@@ -206,7 +206,7 @@ def test_a_forgotten_archived_message_leaves_no_identity_and_an_archive_restored
 
     store = sidecar.sidecar.store
     reports = [
-        store.ops.transfer.import_jsonl(store.db, path, sidecar.sidecar.capture_options)
+        store.ops.transfer.restore_jsonl(store.db, path, sidecar.sidecar.capture_options)
         for path in sorted(sidecar.settings.archive_dir.glob("*.jsonl.gz"))
     ]
     assert sum(r.imported for r in reports) == len(lines) - 1 and sum(r.malformed for r in reports) == 0

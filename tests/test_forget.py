@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.history import import_history
 from openclaw_lossless.store.model.rewrite import cache_key
 from openclaw_lossless.store.model.transfer.export import ExportScope, write_jsonl
+from openclaw_lossless.transcripts import read_transcripts
 from tests.helpers import (
     HashEmbedder,
     LiveSidecar,
@@ -109,8 +109,8 @@ def test_a_forgotten_message_is_gone_from_the_bytes_and_does_not_come_back(tmp_p
         sessions = tmp_path / "openclaw" / "agents" / "main" / "sessions"
         write_transcript(sessions / f"{SESSION}.jsonl", [transcript.header(), *old_entries, *entries])
         (sessions / "sessions.json").write_text(json.dumps({"main": {"sessionId": SESSION, "updatedAt": T0}}))
-        import_history(server.sidecar.ingest, tmp_path / "openclaw")
-        server.sidecar.ops.transfer.import_jsonl(server.sidecar.db, export, server.sidecar.capture_options)
+        read_transcripts(server.sidecar.ingest, tmp_path / "openclaw")
+        server.sidecar.ops.transfer.restore_jsonl(server.sidecar.db, export, server.sidecar.capture_options)
         archived_again = server.client.get("/v1/search", params={"q": ARCHIVED_MARKER, "mode": "keyword"})
         assert archived_again.json()["hits"] == []
         assert _ids_holding(server, MARKER) == [] and _ids_holding(server, ARCHIVED_MARKER) == []
@@ -219,12 +219,12 @@ def test_an_export_carries_the_tombstones_and_its_import_forgets_there_too(tmp_p
     tombstones = [line for line in lines if line.get("type") == "forgotten"]
     assert len(tombstones) == 1 and MARKER not in newer.read_text()
     with live_sidecar(make_settings(tmp_path / "two"), HashEmbedder()) as two:
-        options, import_jsonl = two.sidecar.capture_options, two.sidecar.ops.transfer.import_jsonl
-        assert import_jsonl(two.sidecar.db, older, options).imported == 2  # a store that never forgot it
-        report = import_jsonl(two.sidecar.db, newer, options)
+        options, restore_jsonl = two.sidecar.capture_options, two.sidecar.ops.transfer.restore_jsonl
+        assert restore_jsonl(two.sidecar.db, older, options).imported == 2  # a store that never forgot it
+        report = restore_jsonl(two.sidecar.db, newer, options)
         assert report.tombstones == 1
         assert _ids_holding(two, MARKER) == [] and two.client.get("/stats").json()["forgotten"] == 1
-        assert import_jsonl(two.sidecar.db, older, options).forgotten == 1  # and the older file cannot undo it
+        assert restore_jsonl(two.sidecar.db, older, options).forgotten == 1  # and the older file cannot undo it
         assert _ids_holding(two, MARKER) == []
 
 
@@ -238,7 +238,7 @@ def test_a_session_forgotten_whole_is_not_brought_back_by_bootstrap_or_catch_up(
     gone = sidecar.client.delete(f"/v1/sessions/{SESSION}").json()
     assert gone["forgotten"] == 2 and gone["sessions"] == [SESSION]
     assert sidecar.post("bootstrap", {"sessionId": SESSION, "sessionKey": KEY}).status_code == 200
-    import_history(sidecar.sidecar.ingest, sidecar.settings.openclaw_state)  # what the catch-up runs
+    read_transcripts(sidecar.sidecar.ingest, sidecar.settings.openclaw_state)  # what the catch-up runs
     assert sidecar.client.get(f"/v1/sessions/{SESSION}/messages").json()["messages"] == []
     assert MARKER.encode() not in _raw_bytes(sidecar.settings.state_dir)
 

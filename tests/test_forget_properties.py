@@ -130,9 +130,9 @@ def _import_then_commit(world: World, session: int) -> None:
 
 
 def _catch_up(world: World) -> None:
-    from openclaw_lossless.history import import_history
+    from openclaw_lossless.transcripts import read_transcripts
 
-    import_history(world.server.sidecar.ingest, world.server.settings.openclaw_state)
+    read_transcripts(world.server.sidecar.ingest, world.server.settings.openclaw_state)
 
 
 def _compact(world: World, session: int) -> None:

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.errors import NotFound
-from openclaw_lossless.history import discover, import_history, import_session
 from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
+from openclaw_lossless.transcripts import discover, read_session, read_transcripts
 from tests.conversation import FACT, QUESTION
 from tests.helpers import LiveSidecar, db_fingerprint
 
@@ -398,7 +398,7 @@ def test_a_2026_9_6_sqlite_store_is_imported_with_keys_compactions_and_damage_co
     sidecar: LiveSidecar, openclaw: Path, agent_db: AgentDatabase
 ) -> None:
     expected = two_sessions(agent_db)
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (report.sources, report.sessions, report.messages_seen, report.messages_imported) == (1, 2, 6, 6)
     assert (report.compactions, report.skipped_malformed, report.errors) == (1, 2, 0)
     assert report.details[0].skipped_types == {"session": 2, "model_change": 1, "thinking_level_change": 1, "custom": 1}
@@ -431,17 +431,17 @@ def test_compressed_rows_and_archives_are_decoded_and_a_size_mismatch_is_malform
     agent_db.append(MAIN_ID, main.header())
     agent_db.append_compressed(MAIN_ID, long_answer)
     agent_db.append_compressed(MAIN_ID, main.user("truncated on disk " * 80), claimed_size=10)
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (report.messages_imported, report.skipped_malformed, report.skipped_compressed) == (1 + 2, 1, 0)
     assert [m["original"] for m in recover(sidecar, MAIN_ID)["messages"]] == [long_answer["message"]]
     assert [m["original"] for m in recover(sidecar, RESET_ID)["messages"]] == messages_of(archived)
-    assert import_history(sidecar.sidecar.ingest, openclaw).messages_seen == 0
+    assert read_transcripts(sidecar.sidecar.ingest, openclaw).messages_seen == 0
 
 
 def test_a_legacy_jsonl_store_is_imported_and_damaged_lines_are_counted(sidecar: LiveSidecar, openclaw: Path) -> None:
     expected = legacy_sessions(openclaw)
     assert [(s.kind, s.session_id) for s in discover(openclaw)] == [("jsonl", LEGACY_ID), ("jsonl", RESET_ID)]
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (report.sources, report.sessions, report.messages_seen, report.messages_imported) == (2, 2, 6, 6)
     assert (report.compactions, report.skipped_malformed, report.errors) == (1, 3, 0)
     live = recover(sidecar, LEGACY_ID)
@@ -462,16 +462,16 @@ def test_rerunning_imports_nothing_twice_even_without_cursors(
 ) -> None:
     two_sessions(agent_db)
     legacy_sessions(openclaw)
-    first = import_history(sidecar.sidecar.ingest, openclaw)
+    first = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (first.messages_imported, first.compactions) == (12, 2)
     sidecar.wait_for_backlog()  # the embedding worker's tables settle before the fingerprint
     database = sidecar.settings
     before = db_fingerprint(database)
-    again = import_history(sidecar.sidecar.ingest, openclaw)
+    again = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (again.messages_seen, again.messages_imported, again.compactions, again.skipped_malformed) == (0, 0, 0, 0)
     assert db_fingerprint(database) == before
     sidecar.sidecar.db.write(lambda conn: conn.execute("DELETE FROM meta WHERE key LIKE 'import.cursor.%'"))
-    reread = import_history(sidecar.sidecar.ingest, openclaw)
+    reread = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (reread.messages_seen, reread.messages_imported, reread.compactions) == (12, 0, 0)
     assert db_fingerprint(database) == before
 
@@ -481,7 +481,7 @@ def test_appended_entries_are_imported_exactly_once(
 ) -> None:
     two_sessions(agent_db)
     legacy_sessions(openclaw)
-    import_history(sidecar.sidecar.ingest, openclaw)
+    read_transcripts(sidecar.sidecar.ingest, openclaw)
     main = Transcript(MAIN_ID, T0 + 600_000)
     new_rows = [main.user("Where is the spare key?"), main.assistant("Under the mat.")]
     agent_db.append(MAIN_ID, *new_rows, main.compaction("## Decisions\nKey under the mat.", new_rows[0]))
@@ -491,12 +491,12 @@ def test_appended_entries_are_imported_exactly_once(
     partial = json.dumps(live.user("half-written line"))
     with transcript.open("a") as stream:
         stream.write("".join(json.dumps(line) + "\n" for line in new_lines) + partial[:20])
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (report.messages_seen, report.messages_imported, report.compactions) == (4, 4, 1)
     assert report.skipped_malformed == 0, "a line still being written is left for the next run"
     with transcript.open("a") as stream:
         stream.write(partial[20:] + "\n")
-    finished = import_history(sidecar.sidecar.ingest, openclaw)
+    finished = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (finished.messages_seen, finished.messages_imported) == (1, 1)
     assert recover(sidecar, LEGACY_ID)["messages"][-1]["original"] == json.loads(partial)["message"]
     assert stats(sidecar)["messages"] == 12 + 5
@@ -506,14 +506,14 @@ def test_a_rewritten_or_shrunk_transcript_is_read_again_and_stores_only_what_is_
     sidecar: LiveSidecar, openclaw: Path, agent_db: AgentDatabase
 ) -> None:
     expected = two_sessions(agent_db)
-    import_history(sidecar.sidecar.ingest, openclaw)
+    read_transcripts(sidecar.sidecar.ingest, openclaw)
     agent_db.new_generation(MAIN_ID)
-    rewritten = import_history(sidecar.sidecar.ingest, openclaw)
+    rewritten = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (rewritten.messages_seen, rewritten.messages_imported, rewritten.compactions) == (4, 0, 0)
     transcript = openclaw / "agents" / "main" / "sessions" / f"{LEGACY_ID}.jsonl"
     live = Transcript(LEGACY_ID, T0)
     write_jsonl(transcript, [live.header(), live.user("A rewritten, shorter transcript.")])
-    shrunk = import_history(sidecar.sidecar.ingest, openclaw)
+    shrunk = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (shrunk.messages_seen, shrunk.messages_imported) == (1, 1)
     assert len(recover(sidecar, MAIN_ID)["messages"]) == len(messages_of(expected[MAIN_ID]))
 
@@ -532,21 +532,21 @@ def test_a_legacy_transcript_rewritten_shorter_is_recorded_as_a_compaction(
     ]
     transcript = openclaw / "agents" / "main" / "sessions" / f"{LEGACY_ID}.jsonl"
     write_jsonl(transcript, [live.header(), *said])
-    first = import_history(sidecar.sidecar.ingest, openclaw)
+    first = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (first.messages_imported, first.compactions) == (6, 0)
     gist = live.user("Summary so far: the staging password rotates on Tuesdays; tomatoes want sun.")
     after = [live.user("And the office move?"), live.assistant("Desks are booked.")]
     write_jsonl(transcript, [live.header(), gist, *said[-2:], *after])
-    shrunk = import_history(sidecar.sidecar.ingest, openclaw)
+    shrunk = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (shrunk.messages_seen, shrunk.messages_imported, shrunk.compactions) == (5, 3, 1)
     stored = recover(sidecar, LEGACY_ID)["messages"]
     assert [m["original"] for m in stored] == messages_of([*said, gist, *after])
     point = sidecar.sidecar.queries.compaction(1)
     assert (point.session_id, point.last_message_id) == (LEGACY_ID, stored[5]["id"]), "before the shorter file"
     assert sidecar.client.get("/v1/snapshots").json()["snapshots"][0]["name"] == "pre-compaction-1"
-    assert import_history(sidecar.sidecar.ingest, openclaw).compactions == 0
+    assert read_transcripts(sidecar.sidecar.ingest, openclaw).compactions == 0
     write_jsonl(transcript, [live.header() | {"cwd": "/elsewhere"}, gist, *said[-2:], *after])
-    same_count = import_history(sidecar.sidecar.ingest, openclaw)
+    same_count = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (same_count.messages_seen, same_count.messages_imported, same_count.compactions) == (5, 0, 0)
     assert stats(sidecar)["compactions"] == 1
 
@@ -556,11 +556,11 @@ def test_a_shrink_the_compact_hook_already_recorded_is_not_recorded_again(sideca
     said = [live.user(FACT), live.assistant("Noted."), live.user("Filler."), live.assistant("Ok.")]
     transcript = openclaw / "agents" / "main" / "sessions" / f"{LEGACY_ID}.jsonl"
     write_jsonl(transcript, [live.header(), *said])
-    import_history(sidecar.sidecar.ingest, openclaw)
+    read_transcripts(sidecar.sidecar.ingest, openclaw)
     compact = {"sessionId": LEGACY_ID, "sessionKey": MAIN_KEY, "tokensBefore": 9000, "summary": "## Goal"}
     assert sidecar.post("compact", compact).status_code == 200
     write_jsonl(transcript, [live.header(), *said[-1:]])
-    assert import_history(sidecar.sidecar.ingest, openclaw).compactions == 0
+    assert read_transcripts(sidecar.sidecar.ingest, openclaw).compactions == 0
     assert stats(sidecar)["compactions"] == 1
 
 
@@ -592,13 +592,13 @@ def test_openclaw_files_are_byte_identical_after_import(
     legacy_sessions(openclaw)
     before = file_digests(openclaw)
     assert "agents/main/agent/openclaw-agent.sqlite-wal" in before, "OpenClaw is running: its WAL holds the rows"
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert report.messages_imported == 12
     assert file_digests(openclaw) == before
     agent_db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     checkpointed = file_digests(openclaw)
     sidecar.sidecar.db.write(lambda conn: conn.execute("DELETE FROM meta WHERE key LIKE 'import.cursor.%'"))
-    import_history(sidecar.sidecar.ingest, openclaw)
+    read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert file_digests(openclaw) == checkpointed
 
 
@@ -606,7 +606,7 @@ def test_an_imported_fact_is_recalled_in_a_new_session_of_the_agent(
     sidecar: LiveSidecar, openclaw: Path, agent_db: AgentDatabase
 ) -> None:
     two_sessions(agent_db)
-    import_history(sidecar.sidecar.ingest, openclaw)
+    read_transcripts(sidecar.sidecar.ingest, openclaw)
     sidecar.wait_for_backlog()
     body = {"sessionId": "s-after-install", "sessionKey": MAIN_KEY, "messages": [], "prompt": QUESTION}
     addition = sidecar.post("assemble", body).json()["systemPromptAddition"]
@@ -620,16 +620,16 @@ def test_import_session_brings_in_one_unseen_session_and_costs_nothing_once_know
 ) -> None:
     two_sessions(agent_db)
     legacy_sessions(openclaw)
-    assert import_session(sidecar.sidecar.ingest, openclaw, CHILD_ID, "main") == 2
-    assert import_session(sidecar.sidecar.ingest, openclaw, LEGACY_ID, "main") == 4
+    assert read_session(sidecar.sidecar.ingest, openclaw, CHILD_ID, "main") == 2
+    assert read_session(sidecar.sidecar.ingest, openclaw, LEGACY_ID, "main") == 4
     assert stats(sidecar)["sessions"] == 2
     sidecar.wait_for_backlog()
     before = db_fingerprint(sidecar.settings)
-    assert import_session(sidecar.sidecar.ingest, openclaw, CHILD_ID, "main") == 0
-    assert import_session(sidecar.sidecar.ingest, openclaw, "no-such-session", "main") == 0
-    assert import_session(sidecar.sidecar.ingest, openclaw, "../../etc", "../main") == 0
+    assert read_session(sidecar.sidecar.ingest, openclaw, CHILD_ID, "main") == 0
+    assert read_session(sidecar.sidecar.ingest, openclaw, "no-such-session", "main") == 0
+    assert read_session(sidecar.sidecar.ingest, openclaw, "../../etc", "../main") == 0
     assert db_fingerprint(sidecar.settings) == before
-    rest = import_history(sidecar.sidecar.ingest, openclaw)
+    rest = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (rest.messages_seen, rest.messages_imported) == (4 + 2, 4 + 2), "only the sessions not yet imported"
 
 
@@ -638,7 +638,7 @@ def test_an_unreadable_store_is_reported_and_the_others_are_imported(sidecar: Li
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"this is not a database" * 100)
     legacy_sessions(openclaw)
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert report.errors == 1 and report.details[0].error is not None
     assert report.details[0].source == "agents/broken/agent/openclaw-agent.sqlite"
     assert report.messages_imported == 6
@@ -647,15 +647,15 @@ def test_an_unreadable_store_is_reported_and_the_others_are_imported(sidecar: Li
 
 def test_a_missing_state_dir_is_a_clear_error(sidecar: LiveSidecar, tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="OPENCLAW_STATE_DIR"):
-        import_history(sidecar.sidecar.ingest, tmp_path / "no-openclaw-here")
-    assert import_session(sidecar.sidecar.ingest, tmp_path / "no-openclaw-here", MAIN_ID, "main") == 0
+        read_transcripts(sidecar.sidecar.ingest, tmp_path / "no-openclaw-here")
+    assert read_session(sidecar.sidecar.ingest, tmp_path / "no-openclaw-here", MAIN_ID, "main") == 0
 
 
 def test_progress_counts_up_to_the_planned_total(sidecar: LiveSidecar, openclaw: Path, agent_db: AgentDatabase) -> None:
     two_sessions(agent_db)
     legacy_sessions(openclaw)
     seen: list[tuple[int, int]] = []
-    import_history(
+    read_transcripts(
         sidecar.sidecar.ingest, openclaw, agent="main", progress=lambda done, total: seen.append((done, total))
     )
     rows, lines = 11 + 3, 13 + 3  # every row and line is an entry to read, damaged or not
@@ -673,7 +673,7 @@ def test_a_session_the_plugin_captured_live_gains_only_what_it_missed(
     summary = "## Decisions\nThe staging password rotates on Tuesdays."
     compact = {"sessionId": MAIN_ID, "sessionKey": MAIN_KEY, "tokensBefore": 9000, "summary": summary}
     assert sidecar.post("compact", compact).status_code == 200
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (report.messages_seen, report.messages_imported, report.compactions) == (6, 4, 0)
     assert (stats(sidecar)["messages"], stats(sidecar)["compactions"]) == (6, 1)
 
@@ -687,7 +687,7 @@ def test_a_lone_surrogate_is_kept_exactly_and_a_roleless_message_counted(
     cut = main.user("cut emoji")
     lone_surrogate = json.dumps(cut).replace("cut emoji", "cut \\ud83d")
     agent_db.append(MAIN_ID, fine[0], lone_surrogate, fine[1], main.entry("message", message={"content": "no role"}))
-    report = import_history(sidecar.sidecar.ingest, openclaw)
+    report = read_transcripts(sidecar.sidecar.ingest, openclaw)
     assert (report.messages_seen, report.messages_imported, report.skipped_malformed) == (3, 3, 1)
     originals = [m["original"] for m in recover(sidecar, MAIN_ID)["messages"]]
     assert originals[1]["content"] == "cut \ud83d"

@@ -41,12 +41,12 @@ LAYERS = (
     "sidecar",
     "service",
     "memory_files",
-    "history",
+    "transcripts",
     "observe",
     "recall",
     "embed",
     "store",
-    "memory_files.records",
+    "memory_files.chunk_records",
     "listeners",
     "auth_token",
     "config",
@@ -65,8 +65,8 @@ NAMES_A_BACKEND = {
     f"{PACKAGE}.doctor": "examines each backend's files and catalog below the seam: the damage is what it looks for",
     f"{PACKAGE}.cli.migrate": "migrate-store opens the two named backends it copies between",
     f"{PACKAGE}.embed.database_index": "the PostgreSQL store's own pgvector index, picked only on PostgreSQL",
-    f"{PACKAGE}.history.readers": "reads the host's own SQLite files (not the store) with the store's binding",
-    f"{PACKAGE}.history.gaps": "reads the host's own SQLite files (not the store) with the store's binding",
+    f"{PACKAGE}.transcripts.readers": "reads the host's own SQLite files (not the store) with the store's binding",
+    f"{PACKAGE}.transcripts.gaps": "reads the host's own SQLite files (not the store) with the store's binding",
 }
 
 

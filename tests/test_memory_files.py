@@ -261,7 +261,7 @@ def test_an_export_carries_the_chunks_into_another_store(server: LiveSidecar, tm
     with exported.open("w") as out:
         sidecar.ops.transfer.write_jsonl(sidecar.ops.transfer.export_store(sidecar.db.reader(), ExportScope()), out)
     with live_sidecar(make_settings(tmp_path / "copy", memory_files=False), HashEmbedder()) as copy:
-        report = copy.sidecar.ops.transfer.import_jsonl(copy.sidecar.db, exported, copy.sidecar.capture_options)
+        report = copy.sidecar.ops.transfer.restore_jsonl(copy.sidecar.db, exported, copy.sidecar.capture_options)
         assert report.imported >= 3, report
         hits = _search(copy, "boathouse key", "keyword", "memory")["hits"]
         assert [h["citation"] for h in hits if OLD_WORDS in h["text"]] == ["file:MEMORY.md#L4-5"]

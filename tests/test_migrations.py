@@ -21,7 +21,7 @@ from openclaw_lossless.store.sqlite.connection import Database, open_connection
 from openclaw_lossless.store.sqlite.messages import insert_records, insert_row
 from openclaw_lossless.store.sqlite.migrations import MIGRATIONS, migrate
 from openclaw_lossless.store.sqlite.sessions import ensure_session
-from openclaw_lossless.store.statements.export import export_records
+from openclaw_lossless.store.statements.transfer.export import export_records
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 
 TABLES = {

@@ -1,9 +1,9 @@
 """No module outside the composition root reaches through the ``Sidecar`` into a part of a part.
 
-Why it matters to a maintainer: ``sidecar.ops.forget.run(...)`` or ``sidecar.db.reader()`` in a route ties
+Why it matters to a maintainer: ``sidecar.ops.forgetting.run(...)`` or ``sidecar.db.reader()`` in a route ties
 the route to how the sidecar is assembled, so rewiring one part breaks code that seemed unrelated. A route
 asks for the part it uses (``api/deps.py``: ``StoreDep``, ``QueriesDep``, ...; ``api/forget.py``:
-``Forgetting``) and a function is handed that part; one step into the sidecar (``sidecar.store``) is where
+``ForgetParts``) and a function is handed that part; one step into the sidecar (``sidecar.store``) is where
 that happens. The composition root (``sidecar.py``, which builds the parts, and ``app.py``, which starts them
 with the server) is exempt. The check reads the source (``ast``), so no module is executed.
 """
@@ -70,14 +70,14 @@ def test_the_check_finds_a_reach_through_any_name_that_holds_a_sidecar() -> None
     """The check itself can fail: the shapes such a reach takes, and the one-step uses it lets through."""
     source = (
         "def route(sidecar, car: Sidecar, request):\n"
-        "    sidecar.ops.forget.run()\n"
+        "    sidecar.ops.forgetting.run()\n"
         "    car.db.reader()\n"
         "    request.app.state.sidecar.queries.search()\n"
         "    store = sidecar.store\n"
         "    store.ops.backlog.size(store.db.reader())\n"
     )
     assert deep_reaches(source) == [
-        "2: sidecar.ops.forget",
+        "2: sidecar.ops.forgetting",
         "3: car.db.reader",
         "4: request.app.state.sidecar.queries.search",
     ]

@@ -17,7 +17,7 @@ import openclaw_lossless
 pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 PACKAGE = Path(openclaw_lossless.__file__).parent
-HOST_READERS = {"history/readers.py", "history/gaps.py", "doctor/plugin.py"}  # OpenClaw's databases, not ours
+HOST_READERS = {"transcripts/readers.py", "transcripts/gaps.py", "doctor/plugin.py"}  # OpenClaw's databases, not ours
 STATEMENT_CALLS = {"execute", "executemany", "executescript"}
 
 

@@ -18,9 +18,8 @@ from openclaw_lossless.store.sqlite import (
     checks,
     connection,
     counts,
-    forget,
+    forgetting,
     fulltext,
-    imported,
     message_days,
     messages,
     meta,
@@ -30,20 +29,21 @@ from openclaw_lossless.store.sqlite import (
     sessions,
     snapshots,
     subagents,
+    transcript_ledger,
     transfer,
     vectors,
 )
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.term_stats import TermStats
 from openclaw_lossless.store.statements import SQLITE
-from openclaw_lossless.store.statements.timeline import Timelines
+from openclaw_lossless.store.statements.timelines import Timelines
 
 # Checked by mypy: each module (or object) is an implementation of its protocol for SQLite's types.
 _migrations: api.Migrations[Database] = migrations
 _sessions: api.Sessions[Connection] = sessions
 _messages: api.Messages[Connection] = messages
 _fulltext: api.Fulltext[Connection] = fulltext
-_term_stats: api.KeywordStats[Connection] = TermStats()
+_term_stats: api.TermStats[Connection] = TermStats()
 _days: api.MessageDays[Connection] = message_days
 _vectors: api.Vectors[Connection] = vectors
 _backlog: api.Backlog[Connection] = backlog
@@ -51,11 +51,11 @@ _meta: api.Meta[Connection] = meta
 _snapshots: api.Snapshots[Connection] = snapshots
 _timelines: api.Timelines[Connection] = Timelines(SQLITE)
 _subagents: api.Subagents[Connection] = subagents
-_imported: api.Imported[Connection] = imported
+_ledger: api.TranscriptLedger[Connection] = transcript_ledger
 _counts: api.Counts[Connection] = counts
 _agents: api.Agents[Connection] = agents
 _archive: api.Archive[Connection, Database] = archive
-_forget: api.Forgetting[Connection, Database] = forget
+_forgetting: api.Forgetting[Connection, Database] = forgetting
 _transfer: api.Transfer[Connection, Database] = transfer
 _rewrite: api.Rewrite[Connection] = rewrite
 _checks: api.Checks[Connection] = checks
@@ -64,11 +64,11 @@ _rebuild: api.Rebuild[Connection, Database] = rebuild
 
 IMPLEMENTATIONS: list[tuple[type[Any], ModuleType | object]] = [
     (api.Migrations, migrations), (api.Sessions, sessions), (api.Messages, messages), (api.Fulltext, fulltext),
-    (api.KeywordStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
+    (api.TermStats, TermStats()), (api.MessageDays, message_days), (api.Vectors, vectors),
     (api.Backlog, backlog), (api.Meta, meta), (api.Snapshots, snapshots), (api.Timelines, Timelines(SQLITE)),
-    (api.Subagents, subagents), (api.Imported, imported), (api.Counts, counts), (api.Agents, agents),
+    (api.Subagents, subagents), (api.TranscriptLedger, transcript_ledger), (api.Counts, counts), (api.Agents, agents),
     (api.Archive, archive),
-    (api.Forgetting, forget), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
+    (api.Forgetting, forgetting), (api.Transfer, transfer), (api.Rewrite, rewrite), (api.Checks, checks),
     (api.FileMaintenance, connection), (api.Rebuild, rebuild),
 ]  # fmt: skip
 

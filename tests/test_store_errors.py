@@ -10,7 +10,7 @@ import pytest
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.sidecar import place_of
 from openclaw_lossless.store.backend import connect
-from openclaw_lossless.store.model.errors import StoreError
+from openclaw_lossless.store.model.store_errors import StoreError
 from tests.helpers import make_settings
 
 

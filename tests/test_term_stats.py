@@ -14,7 +14,7 @@ import pytest
 
 from openclaw_lossless.recall.search import keyword_search
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.api import KeywordStats
+from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.model.sessions import Scope
 from tests.helpers import HashEmbedder, make_settings
 
@@ -34,12 +34,12 @@ def store(tmp_path: Path) -> Iterator[Sidecar]:
     sidecar.close()
 
 
-def _terms(sidecar: Sidecar, limit: int) -> KeywordStats[Any]:
+def _terms(sidecar: Sidecar, limit: int) -> TermStats[Any]:
     """The store's own backend's word counts, as the sidecar makes them."""
     return sidecar.ops.term_stats(limit)
 
 
-def _search(sidecar: Sidecar, text: str, terms: KeywordStats[Any] | None) -> list[int]:
+def _search(sidecar: Sidecar, text: str, terms: TermStats[Any] | None) -> list[int]:
     hits = keyword_search(sidecar.db.reader(), sidecar.ops.fulltext, text, ALL, 100, time.monotonic() + 10, terms)
     return [hit.message_id for hit in hits]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.history import catchup
+from openclaw_lossless.transcripts import catchup
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings
 from tests.test_catch_up import HostSession, assert_exactly_once, host_messages, stored_originals
 from tests.test_history_import import AgentDatabase, Transcript, file_digests

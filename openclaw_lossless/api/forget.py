@@ -1,4 +1,4 @@
-"""Forgetting over HTTP, under the token: one message, one session, or any selection (``store/sqlite/forget.py``).
+"""Forgetting over HTTP, under the token: one message, one session, or any selection (``store/sqlite/forgetting.py``).
 
 Every endpoint takes ``dryRun``: the answer then lists exactly what would go and nothing changes. Bad input
 (an unknown citation, session or agent, a match without words, a selection of nothing, a time range alone
@@ -23,7 +23,7 @@ from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.model.forget import Selector
+from openclaw_lossless.store.model.forgetting import Selector
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 CITATION = re.compile(r"^(?:msg:)?([1-9][0-9]{0,17})$")
@@ -98,7 +98,7 @@ class ForgetResponse(Answer):
 
 
 @dataclass(frozen=True)
-class Forgetting:
+class ForgetParts:
     """What forgetting touches: the store, the vector index, the archives (``settings``) and the counters; and
     what it does first: store the plugin's spooled turns, so the selection covers them (``api/spool.py``)."""
 
@@ -109,18 +109,18 @@ class Forgetting:
     first: Callable[[], object] | None = None
 
     @classmethod
-    def of(cls, sidecar: Sidecar) -> Forgetting:
+    def of(cls, sidecar: Sidecar) -> ForgetParts:
         return cls(sidecar.store, sidecar.index, sidecar.settings, sidecar.metrics, lambda: store_spooled(sidecar))
 
 
-def get_forgetting(sidecar: SidecarDep) -> Forgetting:
-    return Forgetting.of(sidecar)
+def get_forget_parts(sidecar: SidecarDep) -> ForgetParts:
+    return ForgetParts.of(sidecar)
 
 
-ForgettingDep = Annotated[Forgetting, Depends(get_forgetting)]
+ForgetPartsDep = Annotated[ForgetParts, Depends(get_forget_parts)]
 
 
-def run_forget(parts: Forgetting, selector: Selector, dry_run: bool) -> ForgetResponse:
+def run_forget(parts: ForgetParts, selector: Selector, dry_run: bool) -> ForgetResponse:
     """Plan and (unless ``dry_run``) forget, counted in the metrics: the one path for the API and the web UI.
 
     The plugin's spooled turns are stored first (``parts.first``), as its next commit would: the selection
@@ -128,7 +128,7 @@ def run_forget(parts: Forgetting, selector: Selector, dry_run: bool) -> ForgetRe
     if parts.first is not None:
         parts.first()
     store = parts.store
-    result = store.ops.forget.run(store.db, parts.index, parts.settings.archive_dir, selector, dry_run=dry_run)
+    result = store.ops.forgetting.run(store.db, parts.index, parts.settings.archive_dir, selector, dry_run=dry_run)
     if not dry_run and parts.metrics is not None:
         parts.metrics.counters["messages_forgotten"] += result.forgotten
     return ForgetResponse.model_validate(result)
@@ -160,7 +160,7 @@ def chunks_of(store: Store, request: ForgetRequest) -> tuple[int, ...]:
 
 
 @router.post("/forget", response_model_by_alias=True)
-def forget_selection(parts: ForgettingDep, body: ForgetRequest) -> ForgetResponse:
+def forget_selection(parts: ForgetPartsDep, body: ForgetRequest) -> ForgetResponse:
     """Forget every message the selectors name together (citations or a memory file's chunks AND session AND
     agent AND time AND match)."""
     return run_forget(parts, body.selector(chunks_of(parts.store, body)), body.dry_run)
@@ -168,7 +168,7 @@ def forget_selection(parts: ForgettingDep, body: ForgetRequest) -> ForgetRespons
 
 @router.delete("/messages/{message_id}", response_model_by_alias=True)
 def forget_message(
-    parts: ForgettingDep,
+    parts: ForgetPartsDep,
     message_id: Annotated[int, Path(ge=1, le=2**62, description="The N of a citation msg:N.")],
     dry_run: DryRun = False,
 ) -> ForgetResponse:
@@ -177,7 +177,7 @@ def forget_message(
 
 @router.delete("/sessions/{session_id}", response_model_by_alias=True)
 def forget_session(
-    parts: ForgettingDep,
+    parts: ForgetPartsDep,
     session_id: Annotated[str, Path(min_length=1, max_length=512)],
     dry_run: DryRun = False,
 ) -> ForgetResponse:

@@ -255,7 +255,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     with open_file_store(settings) as sidecar:
         with tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar:
             store = sidecar.store
-            report: Any = store.ops.transfer.import_jsonl(
+            report: Any = store.ops.transfer.restore_jsonl(
                 store.db, Path(args.jsonl), sidecar.capture_options, bar.update
             )
         data = vars(report)
@@ -268,10 +268,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _import_claude_code(args: argparse.Namespace) -> int:
-    """Import Claude Code's session transcripts as agent ``claude-code`` (``history/claude_code.py``)."""
+    """Import Claude Code's session transcripts as agent ``claude-code`` (``transcripts/claude_code.py``)."""
     from dataclasses import asdict
 
-    from openclaw_lossless.history.claude_code import import_claude_code
+    from openclaw_lossless.transcripts.claude_code import read_claude_code
 
     settings = settings_of(args)
     projects = settings.claude_code_dir
@@ -281,7 +281,7 @@ def _import_claude_code(args: argparse.Namespace) -> int:
         open_file_store(settings) as sidecar,
         tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar,
     ):
-        report = import_claude_code(sidecar.ingest, projects, progress=lambda done, total: bar.update(done - bar.n))
+        report = read_claude_code(sidecar.ingest, projects, progress=lambda done, total: bar.update(done - bar.n))
     for detail in report.details:
         if detail.error is not None:
             print(f"openclaw-lossless: {detail.error}", file=sys.stderr)
@@ -298,14 +298,14 @@ def _import_openclaw(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from openclaw_lossless.config import openclaw_state_dir
-    from openclaw_lossless.history import import_history
+    from openclaw_lossless.transcripts import read_transcripts
 
     source = Path(args.openclaw_state) if args.openclaw_state else openclaw_state_dir()
     with (
         open_file_store(settings_of(args)) as sidecar,
         tqdm(desc="import", unit="msg", disable=None, file=sys.stderr) as bar,
     ):
-        report = import_history(
+        report = read_transcripts(
             sidecar.ingest,
             source,
             agent=args.agent,

@@ -58,7 +58,7 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
     """Through the running sidecar when it serves this store (its vector index forgets too), else the file."""
 
     def on_file() -> Any:
-        from openclaw_lossless.api.forget import ForgetRequest, ForgetResponse, Forgetting, chunks_of, run_forget
+        from openclaw_lossless.api.forget import ForgetParts, ForgetRequest, ForgetResponse, chunks_of, run_forget
         from openclaw_lossless.api.responses import wire
         from openclaw_lossless.api.spool import store_spooled
 
@@ -66,7 +66,7 @@ def _forget(settings: Settings, body: dict[str, Any]) -> Any:
         with open_file_store(settings) as sidecar:
             store = sidecar.store
             selector = request.selector(chunks_of(store, request))
-            parts = Forgetting(store, sidecar.index, settings, first=lambda: store_spooled(sidecar))
+            parts = ForgetParts(store, sidecar.index, settings, first=lambda: store_spooled(sidecar))
             done = run_forget(parts, selector, request.dry_run)
         return wire(ForgetResponse, done)
 

@@ -3,7 +3,7 @@
 Three parts: the sidecar's own store (``store``); the chain that connects OpenClaw to it (``chain``: the
 config the gateway reads, the context-engine slot, the plugin's entry, install, version and config values, and
 whether its ``sidecarUrl`` reaches this sidecar); and the turns the host's transcripts hold that the store
-lacks (``gaps``). Nothing is written and nothing started, so doctor can be pointed at a damaged database or a
+lacks (``missed_turns``). Nothing is written and nothing started, so doctor can be pointed at a damaged database or a
 broken config and say what is wrong instead of making it worse.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from openclaw_lossless.config import Settings, openclaw_state_dir
 from openclaw_lossless.doctor.chain import run_chain
 from openclaw_lossless.doctor.findings import Finding
-from openclaw_lossless.doctor.gaps import gaps
+from openclaw_lossless.doctor.missed_turns import gaps
 from openclaw_lossless.doctor.plugin import entry_config
 from openclaw_lossless.doctor.store import store_findings
 

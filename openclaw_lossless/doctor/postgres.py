@@ -4,7 +4,7 @@ One plain connection, in a session whose transactions are all read-only (``defau
 nothing is migrated, created or written, also where the role could (a superuser's rolled-back ``CREATE
 EXTENSION amcheck`` is refused too, so only an amcheck already installed checks the indexes). The store's
 schema comes first on its search path, as on the sidecar's connections, so the backend's modules
-(``store/postgres/checks.py``, ``vectors.py``, ``forget.py``, ``backlog.py``, ``meta.py``) answer the shared
+(``store/postgres/checks.py``, ``vectors.py``, ``forgetting.py``, ``backlog.py``, ``meta.py``) answer the shared
 checks of ``doctor/store.py``; three checks are PostgreSQL's own: ``vector_index`` (the index a sidecar
 makes), ``keyword_index`` (the ids beside the words, m006) and ``keyword_vectors`` (the vectors in their rows,
 m007).

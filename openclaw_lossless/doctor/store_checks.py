@@ -193,8 +193,8 @@ def forgotten(ops: Backend, conn: Any) -> Finding:
     """No message a tombstone names is stored again (``forget.resurrected``): forgetting held."""
     if not ops.checks.has_table(conn, "forgotten"):
         return Finding("forgotten", True, "nothing forgotten yet", code="forgotten_none")
-    back = ops.forget.resurrected(conn)
-    count = ops.forget.forgotten_count(conn)
+    back = ops.forgetting.resurrected(conn)
+    count = ops.forgetting.forgotten_count(conn)
     if back:
         return Finding(
             "forgotten",

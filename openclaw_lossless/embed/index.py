@@ -239,7 +239,7 @@ class VectorIndex:
             self._slots[self._ids[: self._size][gone]] = -1
 
     def forget_ids(self, ids: Sequence[int]) -> None:
-        """Forget these messages (``store/sqlite/forget.py``): their codes are zeroed and their slots match no scope."""
+        """Forget these messages (``store/sqlite/forgetting.py``): codes zeroed, slots matching no scope."""
         with self._lock:
             known = sorted({int(i) for i in ids if 0 <= int(i) < len(self._slots) and self._slots[int(i)] >= 0})
             slots = self._slots[known]

@@ -24,10 +24,10 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.embed.worker import EmbeddingWorker
+from openclaw_lossless.memory_files.chunk_records import chunk_record
 from openclaw_lossless.memory_files.chunks import Chunk, chunk_markdown
-from openclaw_lossless.memory_files.records import chunk_record
 from openclaw_lossless.memory_files.workspaces import Workspace, locate, memory_paths, read_config
-from openclaw_lossless.store.api import KeywordStats
+from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.model.memory_files import MemoryFile, StoredChunk, session_id_of, session_key_of
 
@@ -62,7 +62,7 @@ class MemoryIndexer:
         store: Store,
         options: CaptureOptions,
         index: Nearest | None,
-        terms: KeywordStats[Any] | None,
+        terms: TermStats[Any] | None,
         worker: EmbeddingWorker | None,
     ) -> None:
         self.settings = settings

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from openclaw_lossless.doctor import host_config
-from openclaw_lossless.history.sources import AGENT_ID
+from openclaw_lossless.transcripts.sources import AGENT_ID
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.observe.metrics import LATENCY_BUCKETS, Metrics
-from openclaw_lossless.store.model.errors import StoreError
+from openclaw_lossless.store.model.store_errors import StoreError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -45,10 +45,10 @@ if TYPE_CHECKING:
     from openclaw_lossless.embed.index import Nearest
     from openclaw_lossless.embed.service import EmbeddingService
     from openclaw_lossless.embed.worker import EmbeddingWorker
-    from openclaw_lossless.history.catchup import CatchUp
     from openclaw_lossless.observe.activity import Activity
     from openclaw_lossless.sidecar import Sidecar
     from openclaw_lossless.store.backend import Store
+    from openclaw_lossless.transcripts.catchup import CatchUp
 
 log = logging.getLogger(__name__)
 

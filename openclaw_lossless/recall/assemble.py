@@ -42,7 +42,7 @@ from openclaw_lossless.recall.query import Query, QueryVectors, combine
 from openclaw_lossless.recall.scoring import Candidate, score
 from openclaw_lossless.recall.search import fts_query, keyword_search, pair_coverage, query_pairs, query_terms
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
-from openclaw_lossless.store.api import KeywordStats
+from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Backend
 from openclaw_lossless.store.model.memory_files import KIND as MEMORY_KIND
 from openclaw_lossless.store.model.memory_files import session_id_of
@@ -127,7 +127,7 @@ class Assembler:
         ops: Backend,
         index: Nearest | None,
         embedding: EmbeddingService,
-        terms: KeywordStats[Any] | None = None,
+        terms: TermStats[Any] | None = None,
         clean: Callable[[str], str] = injected.DEFAULT.strip,
     ) -> None:
         self.ops = ops  # the store's backend: every read below goes through its modules

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openclaw_lossless.capture import grams
-from openclaw_lossless.store.api import Fulltext, KeywordStats
+from openclaw_lossless.store.api import Fulltext, TermStats
 from openclaw_lossless.store.model.sessions import Scope
 
 MAX_QUERY_TERMS = 32
@@ -233,7 +233,7 @@ def keyword_search(
     scope: Scope,
     k: int,
     deadline: float,
-    terms: KeywordStats[Any] | None = None,
+    terms: TermStats[Any] | None = None,
 ) -> list[KeywordHit]:
     """Best BM25 matches in scope; raises TimeoutError when ``deadline`` (monotonic) passes first.
 

@@ -1,7 +1,7 @@
 """``salvage``: copy every row that can still be read from a damaged database into a new, sound one.
 
 Why not SQLite: it refuses a file whose schema or interior pages are damaged, though most rows still sit
-intact in leaf pages. So the source is read with ``salvage/pages.py`` (the file format, not the library):
+intact in leaf pages. So the source is read with ``salvage/file_format.py`` (the file format, not the library):
 each table's b-tree is walked from the root the schema names, and leaf pages no surviving tree reaches are
 matched to a table by the exact shape of their rows (column count and types), the way SQLite's own
 recovery fills ``lost_and_found``. Freed pages are skipped so deleted or archived rows never come back.
@@ -24,7 +24,7 @@ from typing import Any
 
 from openclaw_lossless.embed.index import IDENTITY_KEY
 from openclaw_lossless.errors import BadRequest, StoreCorrupt
-from openclaw_lossless.salvage.pages import DamagedPage, PageFile, Row, schema_roots
+from openclaw_lossless.salvage.file_format import DamagedPage, PageFile, Row, schema_roots
 from openclaw_lossless.store.sqlite import message_days
 from openclaw_lossless.store.sqlite.archive import keep_identities_of_archives
 from openclaw_lossless.store.sqlite.connection import Connection, Database, checkpoint_fully

@@ -1,7 +1,7 @@
 """What the sidecar does, one room per job; ``sidecar.py`` opens the parts and wires these together.
 
 - ``ingest.py`` (``Ingest``): every write of the conversation record: turns, messages sent outside a turn,
-  a first session's history (``history/`` writes through it), compactions, subagents, named snapshots.
+  a first session's history (``transcripts/`` writes through it), compactions, subagents, named snapshots.
 - ``queries.py`` (``Queries``): every read: assemble's recall, search, pack, recover, a cited message,
   snapshots and compactions.
 - ``status.py`` (``Status``): ``/healthz`` and ``/stats``, what an operator or a supervisor reads.

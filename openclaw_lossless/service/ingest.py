@@ -4,7 +4,7 @@ compactions, subagents and named snapshots.
 Why one room: the writes share one discipline. Every message is captured before anything is written (one bad
 message rejects the whole request), each request is one transaction, and after it the embedding worker is
 woken and, now and then, the size cap checked; nothing heavy runs on the turn's path. The history import
-(``history/``) writes through this same object (``history.sink.Sink``), so an imported message and a
+(``transcripts/``) writes through this same object (``transcripts.sink.Sink``), so an imported message and a
 committed one are captured, redacted and selected alike, and catch-up (which it owns) is told what the hooks
 saw.
 """
@@ -20,10 +20,6 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, cap
 from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.embed.worker import EmbeddingWorker
-from openclaw_lossless.history import import_session, skipped
-from openclaw_lossless.history.catchup import CatchUp
-from openclaw_lossless.history.feed import claim_imported
-from openclaw_lossless.history.sources import AGENT_ID, SAFE_SESSION_ID
 from openclaw_lossless.observe.activity import Activity
 from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.selection import SessionSelection
@@ -32,6 +28,10 @@ from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.model.messages import turn_identities
 from openclaw_lossless.store.model.sessions import agent_of, check_identifier
 from openclaw_lossless.store.model.snapshots import Compaction, CompactionRecord
+from openclaw_lossless.transcripts import read_session, skipped
+from openclaw_lossless.transcripts.catchup import CatchUp
+from openclaw_lossless.transcripts.feed import claim_imported
+from openclaw_lossless.transcripts.sources import AGENT_ID, SAFE_SESSION_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Ingest:
         size_cap: SizeCap,
         in_flight: InFlight | None = None,
     ) -> None:
-        self.store = store  # the history import writes through it too (``history.sink.Sink``)
+        self.store = store  # the history import writes through it too (``transcripts.sink.Sink``)
         self.db, self.ops = store.db, store.ops
         self.openclaw_state = settings.openclaw_state
         self.selection = selection
@@ -98,7 +98,7 @@ class Ingest:
         # Catch-up imports through this object; its thread starts with the server (app.py).
         self.catch_up = CatchUp(self, settings, activity, enabled=settings.catch_up)
 
-    # -- what follows a write (also ``history.sink.Sink``) -------------------------------------------------
+    # -- what follows a write (also ``transcripts.sink.Sink``) -------------------------------------------------
 
     def wake_worker(self) -> None:
         """New messages wait on the backlog: the worker embeds them now instead of at its next poll."""
@@ -220,7 +220,7 @@ class Ingest:
             return Bootstrapped(True, 0, "known")
         imported = 0
         if known is None:
-            imported = import_session(self, self.openclaw_state, session_id, agent_of(session_key))
+            imported = read_session(self, self.openclaw_state, session_id, agent_of(session_key))
             self.after_write(imported)
         self.db.write(lambda conn: self.ops.sessions.ensure_session(conn, session_id, session_key))
         return Bootstrapped(True, imported, "imported" if imported else "registered")

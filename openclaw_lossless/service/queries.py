@@ -15,7 +15,6 @@ from typing import Any
 from openclaw_lossless.config import RecallSettings, Settings
 from openclaw_lossless.embed.in_flight import InFlight, counted
 from openclaw_lossless.errors import BadRequest, NotFound
-from openclaw_lossless.history.catchup import CatchUp
 from openclaw_lossless.observe.activity import Activity
 from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.recall.assemble import AssembleInput, Assembler, AssembleResult, Recalled
@@ -25,7 +24,8 @@ from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.model.messages import MessageView
 from openclaw_lossless.store.model.sessions import Scope, agent_of, check_identifier
 from openclaw_lossless.store.model.snapshots import COMPACTED, CompactionListed, CompactionPoint, Snapshot
-from openclaw_lossless.store.model.timeline import SessionSummary, Timeline, Window
+from openclaw_lossless.store.model.timelines import SessionSummary, Timeline, Window
+from openclaw_lossless.transcripts.catchup import CatchUp
 
 
 @dataclass(frozen=True)
@@ -312,12 +312,12 @@ class Queries:
 
     def sessions(self, agent: str | None, limit: int) -> list[SessionSummary]:
         """The sessions last begun (of one agent, or all), with their counts: the index of timelines."""
-        return self.ops.timeline.session_summaries(self.db.reader(), agent, limit)
+        return self.ops.timelines.session_summaries(self.db.reader(), agent, limit)
 
     def timeline(self, session_id: str, window: Window) -> Timeline:
         """One page of a session's messages with the compactions, snapshots, spawns and resets that fall on it."""
         conn = self.db.reader()
-        return self.ops.timeline.read_timeline(conn, self.ops.sessions.require_session(conn, session_id), window)
+        return self.ops.timelines.read_timeline(conn, self.ops.sessions.require_session(conn, session_id), window)
 
     def compactions(self, limit: int, status: str | None = None) -> list[CompactionListed]:
         """The latest recorded compactions (of one status, or all), newest first: the UI's list of them."""

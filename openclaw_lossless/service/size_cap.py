@@ -16,7 +16,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.index import Nearest
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.observe.metrics import Metrics
-from openclaw_lossless.store.api import KeywordStats
+from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Store
 from openclaw_lossless.store.model.archive import Pruned
 
@@ -45,7 +45,7 @@ class SizeCap:
         settings: Settings,
         metrics: Metrics,
         index: Nearest | None,
-        terms: KeywordStats[Any] | None,
+        terms: TermStats[Any] | None,
     ) -> None:
         self.db, self.ops = store.db, store.ops
         self.archive_dir = settings.archive_dir

@@ -18,16 +18,16 @@ from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.embed.service import EmbeddingService
 from openclaw_lossless.embed.worker import EmbeddingWorker
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.history.catchup import CatchUp
-from openclaw_lossless.history.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.observe.activity import Activity, AgentTimes
 from openclaw_lossless.observe.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.observe.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.model.errors import StoreError
 from openclaw_lossless.store.model.snapshots import COMPACTED, FAILED
+from openclaw_lossless.store.model.store_errors import StoreError
 from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
+from openclaw_lossless.transcripts.catchup import CatchUp
+from openclaw_lossless.transcripts.catchup_report import CatchUpBrief, CatchUpReport
 
 
 @dataclass(frozen=True)

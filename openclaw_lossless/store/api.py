@@ -39,7 +39,7 @@ import numpy.typing as npt
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
 from openclaw_lossless.store.model.archive import Pruned, WouldPrune
 from openclaw_lossless.store.model.counts import StoreCounts
-from openclaw_lossless.store.model.forget import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.model.forgetting import ForgettingIndex, Forgotten, Selector
 from openclaw_lossless.store.model.memory_files import MemoryFile, StoredChunk
 from openclaw_lossless.store.model.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
 from openclaw_lossless.store.model.sessions import Scope, SessionRef
@@ -50,9 +50,9 @@ from openclaw_lossless.store.model.snapshots import (
     CompactionRecord,
     Snapshot,
 )
-from openclaw_lossless.store.model.timeline import SessionSummary, Timeline, Window
+from openclaw_lossless.store.model.timelines import SessionSummary, Timeline, Window
 from openclaw_lossless.store.model.transfer.export import ExportScope
-from openclaw_lossless.store.model.transfer.importing import ImportReport
+from openclaw_lossless.store.model.transfer.restore import RestoreReport
 from openclaw_lossless.store.model.vectors import StoredVectors
 from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.timeexpr.days import DayRange
@@ -94,7 +94,7 @@ class Database(Protocol[C_co]):
 
     def translated(self) -> AbstractContextManager[None]:
         """Reads run inside raise the store's errors, never the driver's: the project's (``errors.py``) when
-        the cause has a name, else ``StoreError`` (``store/model/errors.py``), as ``write`` does."""
+        the cause has a name, else ``StoreError`` (``store/model/store_errors.py``), as ``write`` does."""
         ...
 
     def writer(self) -> AbstractContextManager[C_co]:
@@ -261,7 +261,7 @@ class Fulltext(Protocol[C]):
         ...
 
 
-class KeywordStats(Protocol[C]):
+class TermStats(Protocol[C]):
     """``term_stats.TermStats``: leaves words too common to rank out of a keyword query (per process cache)."""
 
     def narrow(self, conn: C, expression: str) -> tuple[str, int]:
@@ -467,7 +467,7 @@ class Timelines(Protocol[C]):
 # -- what history import and catch-up ask ------------------------------------------------------------------------
 
 
-class Imported(Protocol[C]):
+class TranscriptLedger(Protocol[C]):
     """The store's side of reading the host's transcripts back: what a session already holds."""
 
     def held_session_ids(self, conn: C) -> frozenset[str]: ...
@@ -618,9 +618,9 @@ class Transfer(Protocol[C, D]):
         """The scope's lines in id order, tombstones included; the same lines from either backend."""
         ...
 
-    def import_jsonl(
+    def restore_jsonl(
         self, db: D, path: Path, options: CaptureOptions, progress: Callable[[int], object] | None = None
-    ) -> ImportReport:
+    ) -> RestoreReport:
         """Import a file as untrusted input: every line checked first, ids kept when free and remapped when
         taken; importing a file twice stores nothing the second time."""
         ...

@@ -21,11 +21,11 @@ from typing import Any, Literal, TypeVar
 
 from openclaw_lossless.errors import LosslessError, StoreUnavailable
 from openclaw_lossless.store import api
-from openclaw_lossless.store.model.errors import StoreError
+from openclaw_lossless.store.model.store_errors import StoreError
 from openclaw_lossless.store.sqlite import connection as sqlite_connection
 from openclaw_lossless.store.statements import POSTGRES, Dialect
 from openclaw_lossless.store.statements import SQLITE as SQLITE_DIALECT
-from openclaw_lossless.store.statements.timeline import Timelines
+from openclaw_lossless.store.statements.timelines import Timelines
 
 T = TypeVar("T")
 BackendName = Literal["sqlite", "postgresql"]
@@ -43,7 +43,7 @@ class Backend:
     sessions: api.Sessions[Any]
     messages: api.Messages[Any]
     fulltext: api.Fulltext[Any]
-    term_stats: Callable[[int], api.KeywordStats[Any]]
+    term_stats: Callable[[int], api.TermStats[Any]]
     message_days: api.MessageDays[Any]
     keyword_pairs: api.KeywordPairs[Any]
     vectors: api.Vectors[Any]
@@ -51,25 +51,25 @@ class Backend:
     meta: api.Meta[Any]
     snapshots: api.Snapshots[Any]
     subagents: api.Subagents[Any]
-    timeline: api.Timelines[Any]
-    imported: api.Imported[Any]
+    timelines: api.Timelines[Any]
+    transcript_ledger: api.TranscriptLedger[Any]
     counts: api.Counts[Any]
     agents: api.Agents[Any]
     archive: api.Archive[Any, Any]
-    forget: api.Forgetting[Any, Any]
+    forgetting: api.Forgetting[Any, Any]
     transfer: api.Transfer[Any, Any]
     rewrite: api.Rewrite[Any]
     checks: api.Checks[Any]
-    maintenance: api.FileMaintenance[Any]
+    file_maintenance: api.FileMaintenance[Any]
     memory_files: api.MemoryFiles[Any, Any]
     translate_error: Callable[[Exception], Exception]  # a driver's error as the project's (``errors.py``)
 
 
 # The fields not answered by the package's module of the same name: built in ``assemble`` itself.
-_BUILT = ("name", "term_stats", "timeline", "maintenance", "translate_error")
+_BUILT = ("name", "term_stats", "timelines", "file_maintenance", "translate_error")
 
 
-def assemble(name: BackendName, package: str, dialect: Dialect, maintenance: str) -> Backend:
+def assemble(name: BackendName, package: str, dialect: Dialect, file_maintenance: str) -> Backend:
     """The backend whose modules are ``package``'s: each field its module of the same name. mypy holds each
     module to its protocol in ``tests/test_store_api.py`` and ``tests/postgres/backend/test_api.py``."""
     modules: dict[str, Any] = {
@@ -80,14 +80,14 @@ def assemble(name: BackendName, package: str, dialect: Dialect, maintenance: str
     return Backend(
         name=name,
         term_stats=importlib.import_module(f"{package}.term_stats").TermStats,
-        timeline=Timelines(dialect),
-        maintenance=importlib.import_module(f"{package}.{maintenance}"),
+        timelines=Timelines(dialect),
+        file_maintenance=importlib.import_module(f"{package}.{file_maintenance}"),
         translate_error=importlib.import_module(f"{package}.connection").translate_error,
         **modules,
     )
 
 
-SQLITE = assemble("sqlite", "openclaw_lossless.store.sqlite", SQLITE_DIALECT, maintenance="connection")
+SQLITE = assemble("sqlite", "openclaw_lossless.store.sqlite", SQLITE_DIALECT, file_maintenance="connection")
 
 
 @dataclass(frozen=True)
@@ -189,4 +189,4 @@ def _open_postgres(place: Place) -> Store:
 
 def postgres() -> Backend:
     """PostgreSQL + pgvector (``store/postgres/``): the modules answering the same protocols on a server."""
-    return assemble("postgresql", "openclaw_lossless.store.postgres", POSTGRES, maintenance="maintenance")
+    return assemble("postgresql", "openclaw_lossless.store.postgres", POSTGRES, file_maintenance="file_maintenance")

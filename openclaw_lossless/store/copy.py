@@ -38,7 +38,7 @@ from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.store import api
 from openclaw_lossless.store.model.transfer.export import ExportScope
-from openclaw_lossless.store.model.transfer.importing import BATCH, ImportReport
+from openclaw_lossless.store.model.transfer.restore import BATCH, RestoreReport
 
 CHUNK = 10 * BATCH  # message lines a chunk file holds (the import commits them BATCH at a time)
 TABLES = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "forgotten")
@@ -71,8 +71,8 @@ class CopyReport:
     """What a copy did: where it resumed (0: from the start), what the target took, and both ends' tallies."""
 
     resumed_after: int
-    records: ImportReport = field(default_factory=ImportReport)
-    messages: ImportReport = field(default_factory=ImportReport)
+    records: RestoreReport = field(default_factory=RestoreReport)
+    messages: RestoreReport = field(default_factory=RestoreReport)
     source: Tally | None = None
     target: Tally | None = None
 
@@ -136,11 +136,11 @@ def copy_store(
         if resuming:
             _refuse_changed_source(target, digest.records)
         say("records")
-        report.records = target.transfer.import_jsonl(target.db, records, options)
+        report.records = target.transfer.restore_jsonl(target.db, records, options)
         say("messages")
         copied = 0
         for path in chunks:
-            done = target.transfer.import_jsonl(target.db, path, options)
+            done = target.transfer.restore_jsonl(target.db, path, options)
             report.messages = _added(report.messages, done)
             copied += done.read
             if progress:
@@ -318,6 +318,6 @@ def _scalar(side: Side, query: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-def _added(total: ImportReport, more: ImportReport) -> ImportReport:
+def _added(total: RestoreReport, more: RestoreReport) -> RestoreReport:
     values = {name: getattr(total, name) + getattr(more, name) for name in vars(total)}
-    return ImportReport(**values)
+    return RestoreReport(**values)

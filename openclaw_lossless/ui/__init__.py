@@ -12,9 +12,9 @@ from fastapi.staticfiles import StaticFiles
 
 from openclaw_lossless.config import Settings
 from openclaw_lossless.ui.gate import STATIC_PREFIX, UiGate, cookie_name, is_ui_path
-from openclaw_lossless.ui.pages import ui_router
-from openclaw_lossless.ui.render import STATIC_DIR
-from openclaw_lossless.ui.sessions import Sessions
+from openclaw_lossless.ui.html import STATIC_DIR
+from openclaw_lossless.ui.logins import Sessions
+from openclaw_lossless.ui.routes import ui_router
 
 __all__ = ["install", "is_ui_path"]
 

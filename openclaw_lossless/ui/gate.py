@@ -18,7 +18,7 @@ from html import escape
 from typing import Any
 from urllib.parse import parse_qs
 
-from openclaw_lossless.ui.sessions import Sessions, UiSession
+from openclaw_lossless.ui.logins import Sessions, UiSession
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -10,11 +10,11 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.api.memory_files import listing
+from openclaw_lossless.api.memory_file_index import listing
 from openclaw_lossless.config import Settings
 from openclaw_lossless.memory_files.indexer import MemoryIndexer
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 MAX_CHUNKS = 2000  # shown, in file and line order
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from openclaw_lossless.api.agents import RecallDetail
+from openclaw_lossless.api.agent_status import RecallDetail
 from openclaw_lossless.api.responses import wire
 from openclaw_lossless.observe.activity import RECALLS_PER_AGENT, Activity, Recall, RecallSummary
-from openclaw_lossless.ui.render import page
+from openclaw_lossless.ui.html import page
 
 MAX_AGENT_ID_CHARS = 128
 

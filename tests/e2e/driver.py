@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.e2e import scenarios_core as core  # noqa: E402 - the repository root is on the path only now
+from tests.e2e import scenarios_memory as memory  # noqa: E402
 from tests.e2e import scenarios_operator as operator  # noqa: E402
 from tests.e2e import scenarios_outage as outage  # noqa: E402
 from tests.e2e import scenarios_watch as watch  # noqa: E402
@@ -54,6 +55,7 @@ HEALTHY: list[tuple[str, Scenario]] = [
     ("chatCommand", operator.scenario_chat_command),
     ("importReal", core.scenario_import_real),
     ("doctor", operator.scenario_doctor),
+    ("memoryFile", memory.scenario_memory_file),
 ]
 DISRUPTIVE: list[tuple[str, Scenario]] = [
     ("outageByPlugin", outage.scenario_outage_by_plugin),

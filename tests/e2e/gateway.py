@@ -139,6 +139,9 @@ class Run:
             "OPENCLAW_GATEWAY_TOKEN": secrets.token_hex(16),
             "OPENCLAW_GATEWAY_PORT": str(self.gateway_port),
             "NO_COLOR": "1",
+            # The sidecar's memory-file pass every second rather than every 30 s: an edit of the agent's notes
+            # is picked up by the pass itself, within the run's patience (scenarios_memory.py).
+            "LOSSLESS_MEMORY_FILES_INTERVAL_S": "1",
         }
         self.timings: dict[str, float] = {}
         self.turns: list[Turn] = []

@@ -145,7 +145,7 @@ def test_an_interrupted_copy_is_finished_by_running_it_again(
     """Ctrl-C part way through the second chunk of messages: what was committed stays, the rerun adds the rest."""
     state = source[0]
     monkeypatch.setattr(copy, "CHUNK", 4)
-    real_import = pg_transfer.import_jsonl
+    real_import = pg_transfer.restore_jsonl
     calls: list[Path] = []
 
     def cut_short(db: Any, path: Path, *args: Any, **kwargs: Any) -> Any:
@@ -157,7 +157,7 @@ def test_an_interrupted_copy_is_finished_by_running_it_again(
         real_import(db, half, *args, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pg_transfer, "import_jsonl", cut_short)
+    monkeypatch.setattr(pg_transfer, "restore_jsonl", cut_short)
     spool = tmp_path / "spool"
     spool.mkdir()
     code, _, _ = cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url,
@@ -165,7 +165,7 @@ def test_an_interrupted_copy_is_finished_by_running_it_again(
     assert code == 130
     assert calls[0].parent.parent == spool and list(spool.iterdir()) == []  # spooled there, removed when stopped
     assert messages_in(postgres_database.url) == 6
-    monkeypatch.setattr(pg_transfer, "import_jsonl", real_import)
+    monkeypatch.setattr(pg_transfer, "restore_jsonl", real_import)
 
     summary = migrate(capsys, "--state-dir", str(state), "--to", postgres_database.url)
     assert summary["resumedAfter"] == 6 and summary["copied"]["messages"] == 21 - 6
@@ -307,7 +307,7 @@ def test_a_source_written_to_during_the_copy_fails_the_check_and_says_why(
     with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
         for turn in conversation(3):
             server.post("commit-turn", commit_body(turn))
-    real_import = pg_transfer.import_jsonl
+    real_import = pg_transfer.restore_jsonl
 
     def meanwhile(db: Any, path: Path, *args: Any, **kwargs: Any) -> Any:
         if path.name.startswith("messages-"):
@@ -319,13 +319,13 @@ def test_a_source_written_to_during_the_copy_fails_the_check_and_says_why(
                 writer.close()
         return real_import(db, path, *args, **kwargs)
 
-    monkeypatch.setattr(pg_transfer, "import_jsonl", meanwhile)
+    monkeypatch.setattr(pg_transfer, "restore_jsonl", meanwhile)
     code, _, err = cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url)
     assert code == 1
     assert "the source changed while it was copied (sessions, turns, messages)" in err
     assert "rows of messages: source 7, target 6" in err
 
-    monkeypatch.setattr(pg_transfer, "import_jsonl", real_import)  # the writer stopped: the same command again
+    monkeypatch.setattr(pg_transfer, "restore_jsonl", real_import)  # the writer stopped: the same command again
     summary = migrate(capsys, "--state-dir", str(state), "--to", postgres_database.url)
     assert summary["copied"]["messages"] == 1 and summary["copied"]["sessions"] == 1
 
@@ -343,16 +343,16 @@ def test_a_copy_cut_short_is_not_resumed_once_the_source_went_on(
         assert server.post("subagent-spawn", {"parentSessionKey": MAIN, "childSessionKey": CHILD}).status_code == 200
         server.post("commit-turn", commit_body(conversation(1, session="s-child")[0], session="s-child", key=CHILD))
     monkeypatch.setattr(copy, "CHUNK", 2)
-    real_import = pg_transfer.import_jsonl
+    real_import = pg_transfer.restore_jsonl
 
     def interrupted(db: Any, path: Path, *args: Any, **kwargs: Any) -> Any:
         if path.name == "messages-000001.jsonl":
             raise KeyboardInterrupt
         return real_import(db, path, *args, **kwargs)
 
-    monkeypatch.setattr(pg_transfer, "import_jsonl", interrupted)
+    monkeypatch.setattr(pg_transfer, "restore_jsonl", interrupted)
     assert cli(capsys, "migrate-store", "--state-dir", str(state), "--to", postgres_database.url)[0] == 130
-    monkeypatch.setattr(pg_transfer, "import_jsonl", real_import)
+    monkeypatch.setattr(pg_transfer, "restore_jsonl", real_import)
     with live_sidecar(make_settings(state, embedding_provider="none"), None) as server:
         assert server.post("subagent-ended", {"childSessionKey": CHILD, "reason": "completed"}).status_code == 200
     before = export(capsys, "--database-url", postgres_database.url, "--state-dir", str(tmp_path))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.store.model.forget import write_gzip
+from openclaw_lossless.store.model.forgetting import write_gzip
 
 MAX_ROUNDS = 4
 HEADROOM = 0.9  # prune down to 90% of the limit, so we do not prune again on the next commit

@@ -43,7 +43,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openclaw_lossless.errors import StorageFull, StoreCorrupt, StoreReadOnly, StoreUnavailable
-from openclaw_lossless.store.model.errors import StoreError
+from openclaw_lossless.store.model.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Workspace memory files on PostgreSQL: the SQLite module's calls (``store/sqlite/memory_files.py`` says why).
 
-Removing chunks goes through forget's deletion (``forget.delete_messages``) and ``scrub`` through forget's
+Removing chunks goes through forget's deletion (``forgetting.delete_messages``) and ``scrub`` through forget's
 (``VACUUM`` of the touched tables and the keyword index rebuilt), so a replaced chunk leaves no text behind.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openclaw_lossless.store.model.memory_files import KIND, SESSION_PREFIX, MemoryFile, StoredChunk
-from openclaw_lossless.store.postgres import forget, fulltext
+from openclaw_lossless.store.postgres import forgetting, fulltext
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements.memory_files import FileRows
@@ -52,9 +52,9 @@ def mark_chunks(conn: Connection, ids: Sequence[int]) -> None:
 
 
 def remove_chunks(conn: Connection, ids: Sequence[int]) -> int:
-    return forget.delete_messages(conn, ids) if ids else 0
+    return forgetting.delete_messages(conn, ids) if ids else 0
 
 
 def scrub(db: Database) -> bool:
     fulltext.forget_counts()  # the kept word counts would exceed the corpus now smaller
-    return forget.scrub(db, forget._TOUCHED)
+    return forgetting.scrub(db, forgetting._TOUCHED)

@@ -18,7 +18,7 @@ from psycopg import pq
 
 from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.store.model.rewrite import cache_key
-from openclaw_lossless.store.postgres import forget, message_days
+from openclaw_lossless.store.postgres import forgetting, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
 from openclaw_lossless.store.statements import POSTGRES
@@ -114,8 +114,8 @@ def optimize_fts(conn: Connection) -> None:
     conn.execute("VACUUM (ANALYZE) " + ", ".join(REWRITTEN_TABLES))
     try:
         conn.execute("REINDEX INDEX CONCURRENTLY messages_search")
-    finally:  # a rebuild stopped part way leaves an invalid copy holding the words it read (forget.py says more)
-        forget._drop_unfinished_rebuilds(conn)
+    finally:  # a rebuild stopped part way leaves an invalid copy holding the words it read (forgetting.py says more)
+        forgetting._drop_unfinished_rebuilds(conn)
 
 
 def _pg_optional(text: str | None) -> str | None:

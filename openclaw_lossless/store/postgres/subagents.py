@@ -38,10 +38,7 @@ from openclaw_lossless.store.postgres.messages import (
     pg_text,
     queue_for_embedding,
 )
-from openclaw_lossless.store.postgres.sessions import (
-    latest_session_for_key,
-    register_spawned,
-)
+from openclaw_lossless.store.postgres.sessions import latest_session_for_key, register_spawned
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements.spawns import Spawned
 

@@ -29,7 +29,7 @@ from openclaw_lossless.store.model.archive import (
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
-from openclaw_lossless.store.statements.export import export_records
+from openclaw_lossless.store.statements.transfer.export import export_records
 
 log = logging.getLogger(__name__)
 VECTOR_SLICE = 500  # vectors deleted per transaction while archiving, then commits run (docs/decisions/0008)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import sqlite_vec
 
 from openclaw_lossless.errors import StorageFull, StoreCorrupt, StoreUnavailable
-from openclaw_lossless.store.model.errors import StoreError
+from openclaw_lossless.store.model.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A file's chunks are messages of kind ``memory`` in the agent's ``memory-files:<agentId>`` session; a chunk's
 window key is its citation (``file:MEMORY.md#L3-7``), which no host window ever holds. ``memory_files`` keeps a
 row per file (hash, size, mtime, chunk count) so an unchanged file costs a ``stat``. Replacing or dropping
-chunks goes through forget's deletion (``forget.delete_messages``: secure delete, vectors, backlog, FTS rows)
+chunks goes through forget's deletion (``forgetting.delete_messages``: secure delete, vectors, backlog, FTS rows)
 without a tombstone, since the file, not the user, removed them; ``scrub`` then does what forget does after its
 commit, so a replaced chunk's text is gone from the file's bytes as a forgotten message's is.
 """
@@ -20,7 +20,7 @@ from openclaw_lossless.store.model.memory_files import (
     MemoryFile,
     StoredChunk,
 )
-from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.statements import SQLITE
 from openclaw_lossless.store.statements.memory_files import FileRows
@@ -75,11 +75,11 @@ def remove_chunks(conn: Connection, ids: Sequence[int]) -> int:
     """Delete replaced chunks as forget deletes a message (no tombstone: the file may hold the text again)."""
     if not ids:
         return 0
-    removed = forget.delete_messages(conn, ids)
+    removed = forgetting.delete_messages(conn, ids)
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")  # rewrites the segments
     return removed
 
 
 def scrub(db: Database) -> bool:
     """After chunks were removed: what forget does after its commit (the WAL emptied, free pages zeroed)."""
-    return forget.scrub_files(db)
+    return forgetting.scrub_files(db)

@@ -85,7 +85,7 @@ def insert_row(
 
     ``message_id``, ``kind`` and ``cites`` are for the import, which keeps what the export recorded, and
     ``message_id`` also for an id above the deleted newest ones (``id_above_removed``).
-    A forgotten message (``store/sqlite/forget.py``) is never stored again, whichever way it comes back.
+    A forgotten message (``store/sqlite/forgetting.py``) is never stored again, whichever way it comes back.
     """
     if is_forgotten(conn, session.session_id, record.content_hash, record.window_key):
         return None

@@ -17,10 +17,9 @@ from openclaw_lossless.store.postgres import (
     backlog,
     checks,
     counts,
-    forget,
+    file_maintenance,
+    forgetting,
     fulltext,
-    imported,
-    maintenance,
     memory_files,
     message_days,
     messages,
@@ -30,6 +29,7 @@ from openclaw_lossless.store.postgres import (
     sessions,
     snapshots,
     subagents,
+    transcript_ledger,
     transfer,
     vectors,
 )
@@ -42,22 +42,22 @@ _migrations: api.Migrations[Database] = migrations
 _sessions: api.Sessions[Connection] = sessions
 _messages: api.Messages[Connection] = messages
 _fulltext: api.Fulltext[Connection] = fulltext
-_term_stats: api.KeywordStats[Connection] = TermStats(100)
+_term_stats: api.TermStats[Connection] = TermStats(100)
 _days: api.MessageDays[Connection] = message_days
 _vectors: api.Vectors[Connection] = vectors
 _backlog: api.Backlog[Connection] = backlog
 _meta: api.Meta[Connection] = meta
 _snapshots: api.Snapshots[Connection] = snapshots
 _subagents: api.Subagents[Connection] = subagents
-_imported: api.Imported[Connection] = imported
+_ledger: api.TranscriptLedger[Connection] = transcript_ledger
 _counts: api.Counts[Connection] = counts
 _agents: api.Agents[Connection] = agents
 _archive: api.Archive[Connection, Database] = archive
-_forget: api.Forgetting[Connection, Database] = forget
+_forgetting: api.Forgetting[Connection, Database] = forgetting
 _transfer: api.Transfer[Connection, Database] = transfer
 _rewrite: api.Rewrite[Connection] = rewrite
 _checks: api.Checks[Connection] = checks
-_files: api.FileMaintenance[Database] = maintenance
+_files: api.FileMaintenance[Database] = file_maintenance
 _memory_files: api.MemoryFiles[Connection, Database] = memory_files
 
 
@@ -73,8 +73,8 @@ def test_every_domain_of_the_interface_is_a_field_of_the_backend() -> None:
     protocols = {p for _, p in domains()}
     defined = [value for value in vars(api).values() if isinstance(value, type) and value.__module__ == api.__name__]
     expected = {value for value in defined if getattr(value, "_is_protocol", False)}
-    # Rebuild is salvage's (SQLite only); Database, Messages' halves and KeywordStats are reached otherwise.
-    assert expected - protocols <= {api.Database, api.Rebuild, api.MessageWrites, api.MessageReads, api.KeywordStats}
+    # Rebuild is salvage's (SQLite only); Database, Messages' halves and TermStats are reached otherwise.
+    assert expected - protocols <= {api.Database, api.Rebuild, api.MessageWrites, api.MessageReads, api.TermStats}
 
 
 @pytest.mark.parametrize(("domain", "protocol"), domains(), ids=[name for name, _ in domains()])
@@ -85,7 +85,7 @@ def test_each_postgres_module_answers_every_call_of_its_protocol(domain: str, pr
 
 def test_keyword_statistics_answer_on_both_backends() -> None:
     for backend in (SQLITE, postgres()):
-        assert_answers(api.KeywordStats, backend.term_stats(100))
+        assert_answers(api.TermStats, backend.term_stats(100))
 
 
 def test_the_database_class_is_a_unit_of_work_runner() -> None:

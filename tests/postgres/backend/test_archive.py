@@ -12,13 +12,13 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+from openclaw_lossless.store.model.archive import Pruned, WouldPrune
 from openclaw_lossless.store.postgres import archive, messages
-from openclaw_lossless.store.postgres.archive import Pruned, WouldPrune
 from openclaw_lossless.store.postgres.connection import Database
-from openclaw_lossless.store.postgres.transfer.importing import import_jsonl as pg_import
+from openclaw_lossless.store.postgres.transfer.restore import restore_jsonl as pg_import
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.transfer import import_jsonl
+from openclaw_lossless.store.sqlite.transfer import restore_jsonl
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.multiprocess import run_together
@@ -112,7 +112,7 @@ def test_an_archive_imports_back_as_the_messages_it_holds(store: Database, tmp_p
     lite = SqliteDatabase(tmp_path / "lossless.sqlite")
     try:
         sqlite_migrations.migrate(lite)
-        report = import_jsonl(lite, Path(done.archives[0]), OPTIONS)
+        report = restore_jsonl(lite, Path(done.archives[0]), OPTIONS)
         held = dict(lite.reader().execute("SELECT id, text FROM messages").fetchall())
     finally:
         lite.close()

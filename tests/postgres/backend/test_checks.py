@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from openclaw_lossless.store.postgres import checks, maintenance, migrations
+from openclaw_lossless.store.postgres import checks, file_maintenance, migrations
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from tests.postgres import conftest as fixtures
 from tests.postgres.backend.conftest import Place
@@ -191,10 +191,10 @@ def test_a_damaged_data_page_is_reported_with_and_without_amcheck(
 def test_file_maintenance_is_left_to_the_server(store: Database) -> None:
     """No WAL to truncate and no secure_delete to switch: the calls do nothing and answer that it was off,
     which is what the rescan sets back when it ends."""
-    maintenance.checkpoint_fully(store)
+    file_maintenance.checkpoint_fully(store)
 
-    assert maintenance.set_secure_delete(store, True) is False
-    assert maintenance.set_secure_delete(store, False) is False
+    assert file_maintenance.set_secure_delete(store, True) is False
+    assert file_maintenance.set_secure_delete(store, False) is False
 
 
 def test_a_keyword_index_rebuild_stopped_part_way_is_reported_with_what_to_do(store: Database, place: Place) -> None:

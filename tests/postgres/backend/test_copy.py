@@ -16,12 +16,12 @@ from openclaw_lossless.capture.redact import Redactor, Rule
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.copy import CopyMismatch, Side, copy_store, tally
-from openclaw_lossless.store.model.forget import Selector
+from openclaw_lossless.store.model.forgetting import Selector
 from openclaw_lossless.store.model.messages import turn_identities
 from openclaw_lossless.store.model.transfer.export import ExportScope
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Database
-from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
@@ -152,7 +152,7 @@ def test_a_copy_cut_short_while_taking_the_records_resumes_and_a_stranger_is_ref
     lines = exported(lite_source, tmp_path / "all.jsonl").splitlines()
     sessions_only = tmp_path / "sessions.jsonl"
     sessions_only.write_bytes(b"\n".join(line for line in lines if b'"type": "session"' in line) + b"\n")
-    assert pg_transfer.import_jsonl(store, sessions_only, source_file[1]).sessions == 4
+    assert pg_transfer.restore_jsonl(store, sessions_only, source_file[1]).sessions == 4
     refused = pytest.raises(BadRequest, match="holds sessions the source does not")
     with empty_sqlite(tmp_path / "stranger" / "lossless.sqlite") as stranger, refused:
         copy_store(Side(stranger, sqlite_transfer), target, source_file[1])
@@ -169,7 +169,7 @@ def test_the_ids_the_source_gave_to_forgotten_messages_are_given_by_no_target(
         for turn in conversation(3):
             _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
         newest = int(sidecar.db.reader().execute("SELECT max(id) FROM messages").fetchone()[0])
-        gone = forget.run(sidecar.db, None, tmp_path / "archive", Selector(ids=(newest - 1, newest)),
+        gone = forgetting.run(sidecar.db, None, tmp_path / "archive", Selector(ids=(newest - 1, newest)),
                           dry_run=False)  # fmt: skip
         assert gone.removed == 2
         source = Side(sidecar.db, sqlite_transfer)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.errors import BadRequest, NotFound, StoreUnavailable
-from openclaw_lossless.store.model.forget import Forgotten, Selector
+from openclaw_lossless.store.model.forgetting import Forgotten, Selector
 from openclaw_lossless.store.model.messages import turn_identities
-from openclaw_lossless.store.postgres import archive, forget, messages, sessions
+from openclaw_lossless.store.postgres import archive, forgetting, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite import forget as sqlite_forget
+from openclaw_lossless.store.sqlite import forgetting as sqlite_forget
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
@@ -95,7 +95,7 @@ def lite(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def pg(store: Database) -> Backend:
-    return Backend(store, forget, sessions, messages, "%s")
+    return Backend(store, forgetting, sessions, messages, "%s")
 
 
 def scalar(db: Database, query: str, params: tuple[Any, ...] = ()) -> Any:
@@ -179,8 +179,8 @@ def test_forgetting_removes_exactly_the_plan_with_the_outcomes_citing_it(
                           ("message_days", "message_id")):  # fmt: skip
         assert scalar(pg.db, f"SELECT count(*) FROM {table} WHERE {column} = ANY(%s)", (gone,)) == 0, table
     assert scalar(pg.db, "SELECT count(*) FROM embedding_backlog") == 9
-    assert forget.forgotten_count(reader) == 2
-    assert forget.resurrected(reader) == 0
+    assert forgetting.forgotten_count(reader) == 2
+    assert forgetting.resurrected(reader) == 0
 
 
 def data_files(server: PostgresServer, db: Database, relation: str) -> bytes:
@@ -231,8 +231,8 @@ def test_a_tombstone_keeps_a_forgotten_message_from_being_stored_again(pg: Backe
     assert pg.db.write(again) is None
     reader = pg.db.reader()
     assert messages.fetch(reader, [ids[text] for text, _ in turn[3]]) == {}
-    assert forget.forgotten_count(reader) == 2
-    assert forget.resurrected(reader) == 0
+    assert forgetting.forgotten_count(reader) == 2
+    assert forgetting.resurrected(reader) == 0
     assert pg.commit("s2", "agent:main:s2", "k-new", [("Something new", 7)]) != []  # the session lives on
 
 
@@ -285,7 +285,7 @@ def test_archived_messages_are_forgotten_in_their_archive_too(pg: Backend, tmp_p
     reader = pg.db.reader()
     for line in s1_lines:  # their tombstones keep an import of an older copy from bringing them back
         assert messages.is_forgotten(reader, "s1", bytes.fromhex(line["contentHash"]), line["windowKey"])
-    assert forget.resurrected(reader) == 0
+    assert forgetting.resurrected(reader) == 0
 
 
 def test_a_forget_waits_for_an_archiving_under_way(pg: Backend, tmp_path: Path) -> None:
@@ -332,7 +332,7 @@ def test_a_message_holding_a_nul_character_is_forgotten_with_its_window_key(pg: 
     stone = pg.db.reader().execute("SELECT message_id, window_key FROM forgotten").fetchall()
     assert len(stone) == 1 and stone[0][0] == nul and stone[0][1] is not None
     again = pg.commit("s3", "agent:main:s3", "k-nul-again", [("a NUL \x00 inside", 1)])
-    assert again == [] and forget.resurrected(pg.db.reader()) == 0
+    assert again == [] and forgetting.resurrected(pg.db.reader()) == 0
 
 
 def test_what_a_forget_frees_counts_as_free_at_once(pg: Backend, tmp_path: Path) -> None:
@@ -361,7 +361,7 @@ def test_a_forget_that_cannot_get_the_lock_in_time_is_refused_and_changes_nothin
     with archive.store_lock(pg.db, wait=False), pytest.raises(StoreUnavailable, match="retry"):
         pg.run(tmp_path, Selector(session="s2"), dry_run=False)
 
-    assert messages.count(pg.db.reader()) == 11 and forget.forgotten_count(pg.db.reader()) == 0
+    assert messages.count(pg.db.reader()) == 11 and forgetting.forgotten_count(pg.db.reader()) == 0
 
 
 def test_a_sidecar_forgets_in_the_archives_another_sidecar_on_its_host_wrote(

@@ -34,7 +34,7 @@ from openclaw_lossless.store.sqlite import snapshots as sqlite_snapshots
 from openclaw_lossless.store.sqlite import subagents as sqlite_subagents
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
 from openclaw_lossless.store.statements import POSTGRES, SQLITE
-from openclaw_lossless.store.statements.timeline import Timelines
+from openclaw_lossless.store.statements.timelines import Timelines
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_messages import MAY_8_2023, said
 
@@ -57,7 +57,7 @@ class Backend:
     messages: ModuleType
     snapshots: ModuleType
     subagents: ModuleType
-    timeline: Timelines
+    timelines: Timelines
 
     def write(self, work: Callable[[Any], T]) -> T:
         result: T = self.db.write(work)

@@ -19,15 +19,15 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, cap
 from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.model.forget import Selector
+from openclaw_lossless.store.model.forgetting import Selector
 from openclaw_lossless.store.model.messages import turn_identities
 from openclaw_lossless.store.model.snapshots import CompactionRecord
 from openclaw_lossless.store.model.transfer.export import ExportScope
-from openclaw_lossless.store.model.transfer.importing import ImportReport, Unreadable
+from openclaw_lossless.store.model.transfer.restore import RestoreReport, Unreadable
 from openclaw_lossless.store.postgres import messages, sessions
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite import forget
+from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
@@ -78,7 +78,7 @@ def fill(state: Path) -> tuple[Path, CaptureOptions]:
         sidecar.ingest.subagent_spawn(MAIN, "agent:main:subagent:8", None)
         for turn in conversation(2, session="s-ops", seed=9):
             _commit(sidecar, turn.key, "s-ops", OPS, turn.messages)
-        forgotten = forget.run(sidecar.db, None, state / "archive", Selector(ids=(3,)), dry_run=False)
+        forgotten = forgetting.run(sidecar.db, None, state / "archive", Selector(ids=(3,)), dry_run=False)
         assert forgotten.removed == 1
         return state / "lossless.sqlite", sidecar.capture_options
     finally:
@@ -140,17 +140,17 @@ def test_sqlite_to_postgresql_and_back_gives_the_same_file(
         "session": 4, "compaction": 1, "snapshot": 2, "subagentLink": 2, "forgotten": 1,
     }  # fmt: skip
 
-    report = pg_transfer.import_jsonl(store, tmp_path / "first.jsonl", options)
+    report = pg_transfer.restore_jsonl(store, tmp_path / "first.jsonl", options)
     assert (report.read, report.malformed, report.conflicts, report.already_present) == (sum(kinds.values()), 0, 0, 0)
     assert (report.imported, report.sessions, report.turns) == (kinds["message"], 4, kinds["turn"])
     assert (report.compactions, report.snapshots, report.subagent_links, report.tombstones) == (1, 2, 2, 1)
     assert export_pg(store, tmp_path / "pg.jsonl") == first
 
-    again = pg_transfer.import_jsonl(store, tmp_path / "first.jsonl", options)
+    again = pg_transfer.restore_jsonl(store, tmp_path / "first.jsonl", options)
     assert again.already_present == report.read and again.imported == again.tombstones == again.turns == 0
     assert export_pg(store, tmp_path / "pg-again.jsonl") == first
 
-    back = sqlite_transfer.import_jsonl(lite, tmp_path / "pg.jsonl", options)
+    back = sqlite_transfer.restore_jsonl(lite, tmp_path / "pg.jsonl", options)
     assert back.imported == report.imported and back.malformed == 0
     assert export_lite(lite, tmp_path / "back.jsonl") == first
 
@@ -159,7 +159,7 @@ def test_a_scoped_export_gives_the_same_lines_from_either_backend(
     source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
 ) -> None:
     path, options = source
-    pg_transfer.import_jsonl(
+    pg_transfer.restore_jsonl(
         store, Path(_written(tmp_path / "all.jsonl", export_sqlite(path, tmp_path / "a"))), options
     )
     for scope in (ExportScope(agent="ops"), ExportScope(session="s-child"), ExportScope("main", "s-main")):
@@ -199,10 +199,10 @@ def test_an_import_into_a_store_with_its_own_history_moves_ids_as_sqlite_does(
     other = _written(tmp_path / "other.jsonl", export_sqlite(other_state / "lossless.sqlite", tmp_path / "o"))
     full = _written(tmp_path / "full.jsonl", export_sqlite(source[0], tmp_path / "f"))
 
-    reports: list[ImportReport] = []
+    reports: list[RestoreReport] = []
     for file in (other, full, full):
-        reports.append(pg_transfer.import_jsonl(store, file, options))
-        assert sqlite_transfer.import_jsonl(lite, file, options) == reports[-1], file
+        reports.append(pg_transfer.restore_jsonl(store, file, options))
+        assert sqlite_transfer.restore_jsonl(lite, file, options) == reports[-1], file
     assert (reports[1].compactions, reports[1].snapshots, reports[1].conflicts, reports[1].malformed) == (1, 2, 0, 0)
     assert reports[2].already_present == reports[2].read
     merged = export_lite(lite, tmp_path / "lite.jsonl")
@@ -215,7 +215,7 @@ def test_ids_kept_from_a_file_are_never_drawn_again_by_a_commit(
     source: tuple[Path, CaptureOptions], store: Database, tmp_path: Path
 ) -> None:
     path, options = source
-    imported = pg_transfer.import_jsonl(
+    imported = pg_transfer.restore_jsonl(
         store, _written(tmp_path / "f.jsonl", export_sqlite(path, tmp_path / "x")), options
     )
     highest = _scalar(store, "SELECT max(id) FROM messages")
@@ -264,7 +264,7 @@ def test_a_batch_run_again_after_a_serialisation_failure_counts_once(
     first = _written(tmp_path / "f.jsonl", export_sqlite(path, tmp_path / "x"))
     flaky = FlakyDatabase(place.url, schema=place.schema, write_pool_size=2, read_pool_size=2)
     try:
-        report = pg_transfer.import_jsonl(flaky, first, options)
+        report = pg_transfer.restore_jsonl(flaky, first, options)
     finally:
         flaky.close()
     kinds = types(first.read_bytes())
@@ -291,8 +291,8 @@ def test_bad_lines_cost_only_themselves_as_on_sqlite(
                     "status": "exploded"}).encode(),
     ]  # fmt: skip
     mixed = _written(tmp_path / "mixed.jsonl", b"\n".join([*bad[:3], *good[:4], *bad[3:], *good[4:]]) + b"\n")
-    on_pg = pg_transfer.import_jsonl(store, mixed, options)
-    assert on_pg == sqlite_transfer.import_jsonl(lite, mixed, options)
+    on_pg = pg_transfer.restore_jsonl(store, mixed, options)
+    assert on_pg == sqlite_transfer.restore_jsonl(lite, mixed, options)
     assert (on_pg.read, on_pg.malformed) == (len(good) + len(bad), len(bad))
     # the same messages; their sessions carry the time of each import (their own lines were cut off)
     pg, sqlite = export_pg(store, tmp_path / "pg.jsonl"), export_lite(lite, tmp_path / "lite.jsonl")
@@ -312,12 +312,12 @@ def test_free_text_holding_nul_is_stored_as_the_hooks_store_it(
         if line.get("type") == "subagentLink" and line["endedAt"] is not None:
             line["endedReason"] = "done\u0000"
     file = _written(tmp_path / "nul.jsonl", "\n".join(json.dumps(line) for line in lines).encode() + b"\n")
-    report = pg_transfer.import_jsonl(store, file, options)
+    report = pg_transfer.restore_jsonl(store, file, options)
     assert (report.malformed, report.compactions, report.subagent_links) == (0, 1, 2)
     summary = store.reader().execute("SELECT summary FROM compactions").fetchone()
     reason = store.reader().execute("SELECT ended_reason FROM subagent_links WHERE ended_at IS NOT NULL").fetchone()
     assert (summary, reason) == (("before\ufffdafter",), ("done\ufffd",))
-    again = pg_transfer.import_jsonl(store, file, options)
+    again = pg_transfer.restore_jsonl(store, file, options)
     assert (again.already_present, again.conflicts) == (again.read, 0)
 
 
@@ -331,7 +331,7 @@ def test_a_line_the_server_refuses_costs_only_itself(
     turn = next(json.loads(line) for line in good if b'"type": "turn"' in line)
     refused = {**turn, "advancementKey": "refused-turn", "messageCount": 2**40}
     file = _written(tmp_path / "refused.jsonl", b"\n".join([*good, json.dumps(refused).encode()]) + b"\n")
-    report = pg_transfer.import_jsonl(store, file, options)
+    report = pg_transfer.restore_jsonl(store, file, options)
     assert report.malformed == 1 and report.read == len(good) + 1
     assert report.imported == types(b"\n".join(good))["message"] and report.turns == types(b"\n".join(good))["turn"]
     assert export_pg(store, tmp_path / "pg.jsonl") == b"\n".join(good) + b"\n"
@@ -339,7 +339,7 @@ def test_a_line_the_server_refuses_costs_only_itself(
 
 def test_a_missing_file_is_refused(store: Database, tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match="no such file"):
-        pg_transfer.import_jsonl(store, tmp_path / "absent.jsonl", CaptureOptions(redactor=Redactor(())))
+        pg_transfer.restore_jsonl(store, tmp_path / "absent.jsonl", CaptureOptions(redactor=Redactor(())))
 
 
 def test_a_tombstone_imported_later_forgets_the_message_on_both_backends(
@@ -350,9 +350,9 @@ def test_a_tombstone_imported_later_forgets_the_message_on_both_backends(
     victim = json.loads(everything.read_bytes().splitlines()[2])
     names = ("format", "sessionId", "contentHash", "windowKey")
     tombstone = {"type": "forgotten", "forgottenAt": 1.0, **{name: victim[name] for name in names}}
-    forget_it = _written(tmp_path / "forget.jsonl", json.dumps(tombstone).encode() + b"\n")
+    forget_it = _written(tmp_path / "forgetting.jsonl", json.dumps(tombstone).encode() + b"\n")
     for file in (everything, forget_it, everything):  # the older file cannot bring it back
-        assert pg_transfer.import_jsonl(store, file, options) == sqlite_transfer.import_jsonl(lite, file, options)
+        assert pg_transfer.restore_jsonl(store, file, options) == sqlite_transfer.restore_jsonl(lite, file, options)
     assert _scalar(store, f"SELECT count(*) FROM messages WHERE id = {int(victim['id'])}") == 0
     # the same messages; their sessions carry the time of each import (their own lines were cut off)
     pg, sqlite = export_pg(store, tmp_path / "pg.jsonl"), export_lite(lite, tmp_path / "lite.jsonl")
@@ -389,7 +389,7 @@ def test_turns_committed_while_an_import_runs_lose_nothing(
     sidecar = threading.Thread(target=keep_committing)
     sidecar.start()
     try:
-        report = pg_transfer.import_jsonl(store, everything, options)
+        report = pg_transfer.restore_jsonl(store, everything, options)
     finally:
         importing.clear()
         sidecar.join()
@@ -405,9 +405,9 @@ def test_a_damaged_gzip_keeps_the_lines_before_the_damage_as_on_sqlite(
     whole = gzip.compress(export_sqlite(path, tmp_path / "x"))
     damaged = _written(tmp_path / "cut.jsonl.gz", whole[: len(whole) * 2 // 3])
     with pytest.raises(Unreadable) as on_pg:
-        pg_transfer.import_jsonl(store, damaged, options)
+        pg_transfer.restore_jsonl(store, damaged, options)
     with pytest.raises(Unreadable) as on_lite:
-        sqlite_transfer.import_jsonl(lite, damaged, options)
+        sqlite_transfer.restore_jsonl(lite, damaged, options)
     assert on_pg.value.message == on_lite.value.message and "lines before it were imported" in on_pg.value.message
     assert 0 < _scalar(store, "SELECT count(*) FROM messages") < types(gzip.decompress(whole))["message"]
     # the same messages; their sessions carry the time of each import (their own lines were cut off)

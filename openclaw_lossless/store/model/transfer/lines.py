@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 from openclaw_lossless.capture.importance import label_for
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, canonical_json, capture, storable
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.memory_files.records import CITATION as MEMORY_CITATION
-from openclaw_lossless.memory_files.records import chunk_record
+from openclaw_lossless.memory_files.chunk_records import CITATION as MEMORY_CITATION
+from openclaw_lossless.memory_files.chunk_records import chunk_record
 from openclaw_lossless.store.model.memory_files import KIND as MEMORY_KIND
 from openclaw_lossless.store.model.sessions import agent_of, check_identifier
 from openclaw_lossless.store.model.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
@@ -107,7 +107,7 @@ class LinkLine:
 
 @dataclass(frozen=True)
 class ForgottenLine:
-    """A tombstone (``store/sqlite/forget.py``): a forgotten message's identity in its session, never its text."""
+    """A tombstone (``store/sqlite/forgetting.py``): a forgotten message's identity in its session, never its text."""
 
     session_id: str
     content_hash: bytes

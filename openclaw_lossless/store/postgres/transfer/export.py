@@ -17,7 +17,7 @@ from psycopg import pq
 
 from openclaw_lossless.store.model.transfer.export import ExportScope, message_line, refuse_unstored
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.statements.export import EXPORT_TABLES, MESSAGES, typed_records
+from openclaw_lossless.store.statements.transfer.export import EXPORT_TABLES, MESSAGES, typed_records
 
 ROWS_PER_FETCH = 500
 

@@ -1,4 +1,5 @@
-"""Export and import of the store as JSONL: one message per line, then the records that point into them.
+"""Export and restore (``import --jsonl``) of the store as JSONL: one message per line, then the records that
+point into them.
 
 Message lines come first, one per line with the full original object and metadata, in id order; archives
 (``archive.py``) write only those, so an archived slice comes back with ``import --jsonl``. After them come
@@ -19,19 +20,19 @@ later in the file points at the old id (a compaction's or snapshot's last messag
 snapshot's compaction) is pointed at the new one.
 
 The package splits the job by direction: ``model/transfer/lines.py`` checks and captures one line, ``export.py``
-reads the store out as lines, and ``importing.py`` writes checked lines back into a store.
+reads the store out as lines, and ``restore.py`` writes checked lines back into a store.
 """
 
 from openclaw_lossless.store.model.transfer.export import write_jsonl
 from openclaw_lossless.store.sqlite.messages import give_ids_above, highest_id_given
 from openclaw_lossless.store.sqlite.transfer.export import check_scope, export_store
-from openclaw_lossless.store.sqlite.transfer.importing import import_jsonl
+from openclaw_lossless.store.sqlite.transfer.restore import restore_jsonl
 
 __all__ = [
     "check_scope",
     "export_store",
     "give_ids_above",
     "highest_id_given",
-    "import_jsonl",
+    "restore_jsonl",
     "write_jsonl",
 ]

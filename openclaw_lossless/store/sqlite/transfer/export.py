@@ -13,7 +13,7 @@ from openclaw_lossless.store.model.transfer.export import (
     refuse_unstored,
 )
 from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.statements.export import export_records, typed_records
+from openclaw_lossless.store.statements.transfer.export import export_records, typed_records
 
 
 def check_scope(conn: Connection, scope: ExportScope) -> None:
