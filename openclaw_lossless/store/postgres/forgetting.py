@@ -39,7 +39,6 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from openclaw_lossless.errors import NotFound
 from openclaw_lossless.store.model.forgetting import (
     WORD,
     ForgettingIndex,
@@ -48,7 +47,6 @@ from openclaw_lossless.store.model.forgetting import (
     Plan,
     Selector,
     archived_named,
-    check_selector,
     is_dated,
     line_identities,
     named_row,
@@ -87,7 +85,7 @@ def zero_old_free_space(db: Database) -> None:
 
 def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     """What ``selector`` names, or a ``BadRequest``/``NotFound`` saying what to fix (nothing is changed)."""
-    _check_selector(conn, selector)
+    shared.check_stored(POSTGRES, conn, selector)
     found = Plan(stored=_stored(conn, selector))
     stored = {row.id for row in found.stored}
     found.archived = [
@@ -106,20 +104,6 @@ def archive_dirs(conn: Connection, archive_dir: Path) -> list[Path]:
         if folder not in found and folder.is_dir() and os.access(folder, os.R_OK | os.W_OK | os.X_OK):
             found.append(folder)
     return found
-
-
-def _check_selector(conn: Connection, selector: Selector) -> None:
-    """The checks both backends make (``check_selector``), then the two lookups in this server's SQL."""
-    check_selector(selector)
-    if selector.session is not None and not _exists(conn, "session_id", selector.session):
-        raise NotFound(f"no session {selector.session[:80]!r} is stored: nothing was forgotten")
-    if selector.agent is not None and not _exists(conn, "agent_id", selector.agent):
-        raise NotFound(f"no session of agent {selector.agent[:80]!r} is stored: nothing was forgotten")
-
-
-def _exists(conn: Connection, column: str, value: str) -> bool:
-    row = conn.execute(f"SELECT 1 FROM sessions WHERE {column} = %s LIMIT 1", (value,)).fetchone()
-    return row is not None
 
 
 def text_query(match: str) -> tuple[str, list[str]]:

@@ -25,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from openclaw_lossless.errors import NotFound
 from openclaw_lossless.store.model.forgetting import (
     WORD,
     ForgettingIndex,
@@ -34,7 +33,6 @@ from openclaw_lossless.store.model.forgetting import (
     Plan,
     Selector,
     archived_named,
-    check_selector,
     is_dated,
     line_identities,
     named_row,
@@ -57,22 +55,10 @@ from openclaw_lossless.store.statements.forgetting import resurrected as resurre
 
 def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     """What ``selector`` names, or a ``BadRequest``/``NotFound`` saying what to fix (nothing is changed)."""
-    _check(conn, selector)
+    shared.check_stored(SQLITE, conn, selector)
     found = Plan(stored=_stored(conn, selector))
     found.archived = list(archived_named(archive_dir, selector, {row.id for row in found.stored}))
     return settle(found, selector, lambda: _count(conn))
-
-
-def _check(conn: Connection, selector: Selector) -> None:
-    check_selector(selector)
-    if selector.session is not None and not _exists(conn, "session_id", selector.session):
-        raise NotFound(f"no session {selector.session[:80]!r} is stored: nothing was forgotten")
-    if selector.agent is not None and not _exists(conn, "agent_id", selector.agent):
-        raise NotFound(f"no session of agent {selector.agent[:80]!r} is stored: nothing was forgotten")
-
-
-def _exists(conn: Connection, column: str, value: str) -> bool:
-    return conn.execute(f"SELECT 1 FROM sessions WHERE {column} = ? LIMIT 1", (value,)).fetchone() is not None
 
 
 def _count(conn: Connection) -> int:

@@ -17,26 +17,26 @@ from openclaw_lossless.errors import InvalidName
 from openclaw_lossless.store.model.sessions import SessionRef
 from openclaw_lossless.store.model.snapshots import (
     Compaction,
-    CompactionListed,
-    CompactionPoint,
     CompactionRecord,
-    Snapshot,
     check_name,
     compaction_recorded,
     compaction_values,
-    counts_by_status,
-    snapshot_view,
 )
 from openclaw_lossless.store.sqlite.connection import Connection
+from openclaw_lossless.store.statements import SQLITE
+from openclaw_lossless.store.statements.snapshots import SnapshotReads
+
+_SHARED = SnapshotReads(SQLITE)
+last_message_id = _SHARED.last_message_id
+list_snapshots = _SHARED.list_snapshots
+find_snapshot = _SHARED.find_snapshot
+find_compaction = _SHARED.find_compaction
+list_compactions = _SHARED.list_compactions
+compaction_counts = _SHARED.compaction_counts
 
 
 def _storable(text: str | None) -> str | None:
     return None if text is None else storable(text)
-
-
-def last_message_id(conn: Connection, session_rowid: int) -> int | None:
-    row = conn.execute("SELECT max(id) FROM messages WHERE session_rowid = ?", (session_rowid,)).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def record_compaction(conn: Connection, session: SessionRef, record: CompactionRecord) -> Compaction:
@@ -60,6 +60,7 @@ def record_compaction(conn: Connection, session: SessionRef, record: CompactionR
 def create_snapshot(
     conn: Connection, session: SessionRef, name: str, *, automatic: bool = False, compaction_id: int | None = None
 ) -> int | None:
+
     check_name(name)
     if conn.execute("SELECT 1 FROM snapshots WHERE name = ?", (name,)).fetchone():
         raise InvalidName(f"a snapshot named {name!r} already exists; snapshots are never overwritten")
@@ -70,46 +71,3 @@ def create_snapshot(
         (name, session.rowid, last_id, time.time(), int(automatic), compaction_id),
     )
     return last_id
-
-
-def list_snapshots(conn: Connection) -> list[Snapshot]:
-    rows = conn.execute(
-        "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
-        " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid ORDER BY sn.id"
-    ).fetchall()
-    return [snapshot_view(row) for row in rows]
-
-
-def find_snapshot(conn: Connection, name: str) -> Snapshot | None:
-    row = conn.execute(
-        "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
-        " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid WHERE sn.name = ?",
-        (check_name(name),),
-    ).fetchone()
-    return None if row is None else snapshot_view(row)
-
-
-def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | None:
-    row = conn.execute(
-        "SELECT c.id, s.session_id, c.last_message_id, c.recorded_at, c.tokens_before, c.tokens_after, c.summary,"
-        " c.status, c.reason FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = ?",
-        (compaction_id,),
-    ).fetchone()
-    return None if row is None else CompactionPoint(*row)
-
-
-def list_compactions(conn: Connection, limit: int, status: str | None = None) -> list[CompactionListed]:
-    """The ``limit`` latest compactions (of one status, or all), newest first, each with its automatic snapshot."""
-    where, params = ("WHERE c.status = ?", [status]) if status is not None else ("", [])
-    rows = conn.execute(
-        "SELECT c.id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after, c.last_message_id,"
-        " (SELECT sn.name FROM snapshots sn WHERE sn.compaction_id = c.id), s.session_id, s.agent_id"
-        f" FROM compactions c JOIN sessions s ON s.id = c.session_rowid {where} ORDER BY c.id DESC LIMIT ?",
-        [*params, limit],
-    ).fetchall()
-    return [CompactionListed(*row) for row in rows]
-
-
-def compaction_counts(conn: Connection) -> dict[str, int]:
-    """How many recorded compactions came to each status (every status present, zero or not)."""
-    return counts_by_status(conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"))
