@@ -12,38 +12,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from openclaw_lossless.store.model.memory_files import (
     KIND,
     SESSION_PREFIX,
-    MemoryFile,
-    StoredChunk,
 )
 from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.statements import SQLITE
 from openclaw_lossless.store.statements.memory_files import FileRows
 
-
-def files(conn: Connection) -> list[MemoryFile]:
-    rows = conn.execute(
-        "SELECT agent_id, path, workspace, file_hash, size, mtime_ns, chunks, indexed_at FROM memory_files"
-        " ORDER BY agent_id, path"
-    ).fetchall()
-    return [_file(row) for row in rows]
-
-
-def _file(row: Sequence[Any]) -> MemoryFile:
-    agent, path, workspace, digest, size, mtime, chunks, at = row
-    return MemoryFile(
-        str(agent), str(path), str(workspace), bytes(digest), int(size), int(mtime), int(chunks), float(at)
-    )
-
-
 _ROWS = FileRows(SQLITE)  # a file's row: the same statements on both backends
 record_file = _ROWS.record_file
 drop_file = _ROWS.drop_file
+files = _ROWS.files
+stored_chunks = _ROWS.stored_chunks
 
 
 def sessions(conn: Connection) -> dict[str, int]:
@@ -53,14 +36,6 @@ def sessions(conn: Connection) -> dict[str, int]:
         (SESSION_PREFIX, SESSION_PREFIX[:-1] + ";"),
     ).fetchall()
     return {str(agent): int(rowid) for agent, rowid in rows}
-
-
-def stored_chunks(conn: Connection, session_rowid: int) -> list[StoredChunk]:
-    rows = conn.execute(
-        "SELECT id, content_hash, window_key FROM messages WHERE session_rowid = ? AND kind = ? ORDER BY id",
-        (session_rowid, KIND),
-    ).fetchall()
-    return [StoredChunk(int(r[0]), bytes(r[1]), str(r[2])) for r in rows]
 
 
 def mark_chunks(conn: Connection, ids: Sequence[int]) -> None:
