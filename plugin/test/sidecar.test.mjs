@@ -19,6 +19,7 @@ import { createEngine, resolveSettings, sidecarEnv, stopSupervising } from "../i
 import { globMatch, sessionSelector } from "../sessions.js";
 import { spooledNames } from "../spool.js";
 import { identityAnswer } from "./fixtures/identity.mjs";
+import { freePort, recorder } from "./fixtures/helpers.mjs";
 
 const STUB = fileURLToPath(new URL("../../tests/e2e/stub_sidecar.py", import.meta.url));
 const FAKE = fileURLToPath(new URL("./fixtures/fake-sidecar.mjs", import.meta.url));
@@ -26,19 +27,7 @@ const GATEWAY_ONCE = fileURLToPath(new URL("./fixtures/gateway-once.mjs", import
 const GATEWAY_WATCH = fileURLToPath(new URL("./fixtures/gateway-watch.mjs", import.meta.url));
 const FAST = { firstDelayMs: 50, maxDelayMs: 200, maxCrashes: 5, windowMs: 60_000, coolDownMs: 60_000, watchMs: 100, pollMs: 50 };
 
-function recorder() {
-  const lines = [];
-  const push = (level) => (message) => lines.push(`${level} ${message}`);
-  return { lines, log: { info: push("info"), warn: push("warn"), error: push("error") } };
-}
 
-async function freePort() {
-  const probe = createServer();
-  await new Promise((r) => probe.listen(0, "127.0.0.1", r));
-  const { port } = probe.address();
-  await new Promise((r) => probe.close(r));
-  return port;
-}
 
 async function until(check, what, timeoutMs = 20000) {
   const deadline = Date.now() + timeoutMs;

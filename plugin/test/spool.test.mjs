@@ -18,23 +18,12 @@ import { fileURLToPath } from "node:url";
 import { createEngine, stopSupervising } from "../index.js";
 import { SPOOL_DIR, spooledNames } from "../spool.js";
 import { identityAnswer } from "./fixtures/identity.mjs";
+import { freePort, recorder } from "./fixtures/helpers.mjs";
 
 const SECRET_TEXT = "the vault code is 4-8-15-16";
 const ENGINE = fileURLToPath(new URL("../index.js", import.meta.url));
 
-function recorder() {
-  const lines = [];
-  const push = (level) => (message) => lines.push(`${level} ${message}`);
-  return { lines, log: { info: push("info"), warn: push("warn"), error: push("error") } };
-}
 
-async function freePort() {
-  const probe = createServer();
-  await new Promise((r) => probe.listen(0, "127.0.0.1", r));
-  const { port } = probe.address();
-  await new Promise((r) => probe.close(r));
-  return port;
-}
 
 /** A sidecar that stores each advancementKey once, in arrival order; `refuse` names keys it answers 422 for. */
 async function sidecar(port, stateDir, { refuse = new Set(), busy = { now: false } } = {}) {

@@ -9,12 +9,9 @@ brings it back.
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 import logging
 import time
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from openclaw_lossless.store.model.archive import (
@@ -29,6 +26,7 @@ from openclaw_lossless.store.model.archive import (
 from openclaw_lossless.store.sqlite import vectors
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.sqlite.messages import keep_ids_given
+from openclaw_lossless.store.statements import archived
 from openclaw_lossless.store.statements.transfer.export import export_records
 
 log = logging.getLogger(__name__)
@@ -126,7 +124,7 @@ def keep_identities_of_archives(conn: Connection) -> int:
     logged and left out."""
     named = 0
     for (path,) in conn.execute("SELECT DISTINCT path FROM archives ORDER BY path").fetchall():
-        found = list(_identities(Path(str(path))))
+        found = list(archived.identities(Path(str(path)), "salvage"))
         conn.executemany(
             "INSERT OR IGNORE INTO archived (session_rowid, content_hash, message_id)"
             " SELECT id, ?, ? FROM sessions WHERE session_id = ?",
@@ -134,18 +132,3 @@ def keep_identities_of_archives(conn: Connection) -> int:
         )
         named += len(found)
     return named
-
-
-def _identities(path: Path) -> Iterator[tuple[bytes, int, str]]:
-    """(content hash, id, session id) of each message line of an archive (memory-file chunks left out)."""
-    try:
-        with gzip.open(path, "rb") as handle:
-            for raw in handle:
-                try:
-                    record = json.loads(raw)
-                    if "type" not in record and record.get("kind") != "memory":
-                        yield bytes.fromhex(str(record["contentHash"])), int(record["id"]), str(record["sessionId"])
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue
-    except (OSError, EOFError, zlib.error) as exc:
-        log.warning("the archive %s could not be read for its messages' identities: %s", path, exc)
