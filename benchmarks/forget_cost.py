@@ -27,8 +27,8 @@ from benchmarks.machine import describe as describe_machine
 from openclaw_lossless.api.forget import ForgetParts, run_forget
 from openclaw_lossless.config import Settings
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.model.forgetting import Selector
 from openclaw_lossless.store.sqlite import meta
-from openclaw_lossless.store.sqlite.forgetting import Selector
 from openclaw_lossless.store.sqlite.migrations import FREE_SPACE_ZEROED
 
 RESULTS = Path(__file__).resolve().parent / "results" / "forget-cost.json"

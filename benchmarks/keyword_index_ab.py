@@ -55,8 +55,8 @@ from openclaw_lossless.capture import grams  # noqa: E402
 from openclaw_lossless.config import Settings  # noqa: E402
 from openclaw_lossless.recall.search import keyword_search  # noqa: E402
 from openclaw_lossless.sidecar import Sidecar  # noqa: E402
+from openclaw_lossless.store.model.sessions import Scope  # noqa: E402
 from openclaw_lossless.store.postgres.migrations import WORDS_BY_ID  # noqa: E402
-from openclaw_lossless.store.sqlite.sessions import Scope  # noqa: E402
 from tests.postgres.server import PostgresServer  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"

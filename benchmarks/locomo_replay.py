@@ -21,7 +21,7 @@ from benchmarks.harness import JsonCalls, SidecarFailed, SidecarProcess
 from benchmarks.locomo_data import Conversation, Question, Session, Turn
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
 from openclaw_lossless.recall import render
-from openclaw_lossless.store.sqlite.messages import StoredMessage
+from openclaw_lossless.store.model.messages import StoredMessage
 
 LANE_K = 100  # the product's lane depth: deeper search hits would not exist in assemble either
 RRF_K = 60

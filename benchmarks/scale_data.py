@@ -34,8 +34,8 @@ from openclaw_lossless.embed.index import store_vectors
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store.api import Database
 from openclaw_lossless.store.backend import SQLITE, Backend
+from openclaw_lossless.store.model.sessions import SessionRef
 from openclaw_lossless.store.sqlite.connection import Connection, open_connection
-from openclaw_lossless.store.sqlite.sessions import SessionRef
 
 AGENT = "bench"
 

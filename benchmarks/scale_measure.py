@@ -25,8 +25,8 @@ from openclaw_lossless.recall.search import keyword_search
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import SQLITE
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.sqlite.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import Scope
 
 
 class Vec0Lane:

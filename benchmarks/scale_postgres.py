@@ -43,10 +43,10 @@ from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Backend
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres import vectors
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.server import PostgresServer
 
 # Durable, and sized for this machine kind: 2 cores, shared; ~1.5 GB of memory given to the server.

@@ -57,12 +57,12 @@ from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.model.sessions import SessionRef
 from openclaw_lossless.store.postgres import message_days, vectors
 from openclaw_lossless.store.postgres import sessions as pg_sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.messages import date_terms, hold_id_order, pg_text
 from openclaw_lossless.store.sqlite.connection import Connection as SqliteConnection
-from openclaw_lossless.store.sqlite.sessions import SessionRef
 
 TURN_SIZE = 4  # messages a turn, as ``scale_data._store_sessions`` commits them
 _TURN_COLUMNS = ("id", "advancement_key", "session_rowid", "committed_at", "message_count", "heartbeat")

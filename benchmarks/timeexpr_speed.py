@@ -31,7 +31,7 @@ from benchmarks import machine  # noqa: E402
 from openclaw_lossless import timeexpr  # noqa: E402
 from openclaw_lossless.capture.records import CaptureOptions, capture  # noqa: E402
 from openclaw_lossless.capture.redact import build_redactor  # noqa: E402
-from openclaw_lossless.store.sqlite.message_days import MAX_CHARS  # noqa: E402
+from openclaw_lossless.store.model.message_days import MAX_CHARS  # noqa: E402
 from tests.redaction_languages import ORDINARY  # noqa: E402
 
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"

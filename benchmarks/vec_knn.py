@@ -47,9 +47,9 @@ from openclaw_lossless.embed.index import VectorIndex  # noqa: E402
 from openclaw_lossless.embed.provider import Vectors  # noqa: E402
 from openclaw_lossless.store import quantize  # noqa: E402
 from openclaw_lossless.store.backend import SQLITE  # noqa: E402
+from openclaw_lossless.store.model.sessions import Scope  # noqa: E402
 from openclaw_lossless.store.sqlite import vectors as stored  # noqa: E402
 from openclaw_lossless.store.sqlite.connection import Connection, open_connection  # noqa: E402
-from openclaw_lossless.store.sqlite.sessions import Scope  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 K = 100

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from openclaw_lossless.capture.injected import InjectedText
@@ -26,7 +27,7 @@ from openclaw_lossless.embed.index import Nearest, VectorIndex, prepare_table, r
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity
 from openclaw_lossless.embed.service import EmbeddingService, build_provider
 from openclaw_lossless.embed.worker import EmbeddingWorker
-from openclaw_lossless.errors import LosslessError
+from openclaw_lossless.errors import LosslessError, StorageFull, StoreCorrupt, StoreUnavailable
 from openclaw_lossless.memory_files.indexer import MemoryIndexer
 from openclaw_lossless.observe.activity import Activity
 from openclaw_lossless.observe.metrics import Metrics
@@ -36,8 +37,8 @@ from openclaw_lossless.service.ingest import Ingest
 from openclaw_lossless.service.queries import Queries
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.service.status import Parts, Rebuild, Status
-from openclaw_lossless.store.backend import SQLITE, Place, Store, connect
-from openclaw_lossless.store.sqlite.connection import open_connection, sqlite_module
+from openclaw_lossless.store.backend import SQLITE, Place, Store, connect, read_file
+from openclaw_lossless.store.model.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -221,12 +222,10 @@ class Sidecar:
         assert self.index is not None and self.worker is not None
         began = time.monotonic()
         try:
-            self.index.load(self.ops, self.db.reader(), stop=self._closing)
-        except self.db.module.DatabaseError as exc:  # a damaged page: keyword search goes on, the log says why
-            log.error(
-                "the vector index could not be loaded, recall uses keyword search only: %s",
-                self.ops.translate_error(exc),
-            )
+            with self.db.translated():
+                self.index.load(self.ops, self.db.reader(), stop=self._closing)
+        except (StoreError, StorageFull, StoreCorrupt, StoreUnavailable) as exc:  # keyword search goes on
+            log.error("the vector index could not be loaded, recall uses keyword search only: %s", exc)
             return
         except Exception:  # the thread's edge: keyword search goes on, and the log says why
             log.exception("vector index could not be loaded, recall uses keyword search only")
@@ -353,13 +352,4 @@ def _recorded_identity(settings: Settings) -> ProviderIdentity | None:
             return recorded_identity(store.ops, store.db.reader())
         finally:
             store.db.close()
-    try:
-        conn = open_connection(settings.database_path, readonly=True)
-    except LosslessError:
-        return None
-    try:
-        return recorded_identity(SQLITE, conn)
-    except sqlite_module().Error:  # no meta table yet: no vectors either
-        return None
-    finally:
-        conn.close()
+    return read_file(settings.database_path, partial(recorded_identity, SQLITE))  # None: no file, or no meta yet

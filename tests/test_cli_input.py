@@ -18,8 +18,8 @@ import pytest
 
 from openclaw_lossless.cli.main import main
 from openclaw_lossless.config import Settings
-from openclaw_lossless.embed.index import TABLE
 from openclaw_lossless.embed.local import LocalEmbedder
+from openclaw_lossless.store.sqlite.vectors import TABLE
 from tests.conversation import FACT, commit_body, conversation
 from tests.helpers import live_sidecar, make_settings, schema_of, store_rows
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from openclaw_lossless.store.sqlite.rewrite import cache_key
-from openclaw_lossless.store.sqlite.transfer import ExportScope, write_jsonl
+from openclaw_lossless.store.model.rewrite import cache_key
+from openclaw_lossless.store.model.transfer.export import ExportScope, write_jsonl
 from openclaw_lossless.transcripts import read_transcripts
 from tests.helpers import (
     HashEmbedder,

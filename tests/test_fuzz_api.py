@@ -26,7 +26,7 @@ from openclaw_lossless.capture.records import CaptureOptions, capture
 from openclaw_lossless.capture.redact import build_redactor
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
+from openclaw_lossless.store.model.sessions import agent_of, check_identifier
 from tests.conversation import commit_body, conversation
 from tests.fuzzing import Tally, app_schema, fuzz, has_inputs, operations
 from tests.helpers import HashEmbedder, LiveSidecar, assert_error, db_fingerprint, live_sidecar, make_settings

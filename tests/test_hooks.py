@@ -340,7 +340,7 @@ def test_an_archive_cut_short_removes_nothing_and_leaves_no_file(
 ) -> None:
     """A full disk (or the sidecar closing) in the middle of writing an archive: the messages it was to hold
     stay in the store, and no half-written archive is left beside it."""
-    from openclaw_lossless.store.sqlite.transfer import export_records as real
+    from openclaw_lossless.store.statements.transfer.export import export_records as real
 
     settings: Settings = make_settings(tmp_path / "state", max_db_size_mb=1.0)
     archive = f"openclaw_lossless.store.{'postgres' if on_postgres(settings) else 'sqlite'}.archive.export_records"

@@ -57,6 +57,17 @@ LAYERS = (
     "errors",
     "",  # the package's __init__: its version
 )
+BACKENDS = (f"{PACKAGE}.store.sqlite", f"{PACKAGE}.store.postgres")
+# Outside store/, a backend is reached through the ``Store`` handle (store/backend.py, the composition root that
+# picks one) and its types through store/model/. These modules name a backend themselves, each for its reason:
+NAMES_A_BACKEND = {
+    f"{PACKAGE}.salvage": "reads a damaged SQLite file page by page and rebuilds one: SQLite by design",
+    f"{PACKAGE}.doctor": "examines each backend's files and catalog below the seam: the damage is what it looks for",
+    f"{PACKAGE}.cli.migrate": "migrate-store opens the two named backends it copies between",
+    f"{PACKAGE}.embed.database_index": "the PostgreSQL store's own pgvector index, picked only on PostgreSQL",
+    f"{PACKAGE}.transcripts.readers": "reads the host's own SQLite files (not the store) with the store's binding",
+    f"{PACKAGE}.transcripts.gaps": "reads the host's own SQLite files (not the store) with the store's binding",
+}
 
 
 def import_cycles(package: str) -> list[list[str]]:
@@ -152,6 +163,52 @@ def test_the_layer_check_finds_an_upward_import_and_a_module_without_a_layer(
     assert layer_violations("layered_example", ("high", "low", "")) == [
         "layered_example.low.parts -> layered_example.high"
     ]
+
+
+def backend_imports() -> list[str]:
+    """Every direct import of a backend module the store's rule forbids: from one backend to the other, or from
+    any other module but the composition root (``store/backend.py``) and the listed ones."""
+    graph = grimp.build_graph(PACKAGE, cache_dir=None)
+    allowed = (f"{PACKAGE}.store.backend", *NAMES_A_BACKEND)
+    found = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            source, target = _backend_of(importer), _backend_of(imported)
+            if target is None or source == target:
+                continue
+            if source is not None or not any(_within(importer, module) for module in allowed):
+                found.append(f"{importer} -> {imported}")
+    return found
+
+
+def _backend_of(module: str) -> str | None:
+    return next((backend for backend in BACKENDS if _within(module, backend)), None)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def test_callers_reach_a_backend_only_through_the_store_handle_and_model() -> None:
+    """A caller that imported ``store.sqlite.sessions`` for ``Scope`` would be SQLite's for ever, and a
+    PostgreSQL module that borrowed a SQLite one could not change without it: the model is shared instead."""
+    assert backend_imports() == []
+
+
+def test_every_listed_exception_still_names_a_backend() -> None:
+    """A module taken off the list's reason (it now goes through the handle) is taken off the list too."""
+    graph = grimp.build_graph(PACKAGE, cache_dir=None)
+    idle = [
+        listed
+        for listed in NAMES_A_BACKEND
+        if not any(
+            imported.startswith(BACKENDS)
+            for module in graph.modules
+            if _within(module, listed)
+            for imported in graph.find_modules_directly_imported_by(module)
+        )
+    ]
+    assert idle == []
 
 
 def test_a_cycle_is_found_also_when_it_hides_under_type_checking_or_in_a_function(

@@ -21,7 +21,7 @@ from openclaw_lossless.doctor import store_checks
 from openclaw_lossless.memory_files.chunks import chunk_markdown
 from openclaw_lossless.memory_files.workspaces import locate, memory_paths, read_config
 from openclaw_lossless.recall.render import FILES_NOTE
-from openclaw_lossless.store.sqlite.transfer import ExportScope
+from openclaw_lossless.store.model.transfer.export import ExportScope
 from tests.helpers import HashEmbedder, LiveSidecar, live_sidecar, make_settings, store_rows
 
 OLD_FACT = "The spare key to the boathouse is taped under the third step of the porch."

@@ -15,13 +15,13 @@ from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.salvage import salvage
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.model.archive import write_archive
 from openclaw_lossless.store.sqlite import migrations
-from openclaw_lossless.store.sqlite.archive import write_archive
 from openclaw_lossless.store.sqlite.connection import Database, open_connection
 from openclaw_lossless.store.sqlite.messages import insert_records, insert_row
 from openclaw_lossless.store.sqlite.migrations import MIGRATIONS, migrate
 from openclaw_lossless.store.sqlite.sessions import ensure_session
-from openclaw_lossless.store.sqlite.transfer import export_records
+from openclaw_lossless.store.statements.transfer.export import export_records
 from tests.helpers import HashEmbedder, LiveSidecar, db_fingerprint, live_sidecar, make_settings
 
 TABLES = {

@@ -2,8 +2,9 @@
 
 Why it matters to a maintainer: a name is how a newcomer finds a room. Two ``gaps.py`` with different jobs send
 them to the wrong one. The one exception is twins, one domain's job on each backend: the same path under
-``store/sqlite/`` and ``store/postgres/``, and under ``store/statements/`` for the statements both share
-(``store/sqlite/agents.py``, ``store/postgres/agents.py`` and ``store/statements/agents.py``).
+``store/sqlite/`` and ``store/postgres/``, under ``store/statements/`` for the statements both share, and under
+``store/model/`` for the domain's types both use (``store/sqlite/agents.py``, ``store/postgres/agents.py`` and
+``store/statements/agents.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 PACKAGE = Path(__file__).resolve().parents[1] / "openclaw_lossless"
-BACKENDS = ("store/sqlite/", "store/postgres/", "store/statements/")
+BACKENDS = ("store/sqlite/", "store/postgres/", "store/statements/", "store/model/")
 
 
 def shared_names(package: Path) -> dict[str, list[str]]:

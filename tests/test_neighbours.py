@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.sqlite import messages
 from openclaw_lossless.store.sqlite.connection import Database, open_connection
 from openclaw_lossless.store.sqlite.migrations import migrate
-from openclaw_lossless.store.sqlite.sessions import Scope
 
 
 def _store(path: Path, count: int) -> Any:

@@ -24,8 +24,8 @@ from openclaw_lossless.cli.main import main
 from openclaw_lossless.config import Settings
 from openclaw_lossless.rescan import CURSOR_KEY, Rescan
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.model.snapshots import CompactionRecord
 from openclaw_lossless.store.sqlite.connection import open_connection
-from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from tests.helpers import (
     HashEmbedder,
     assert_error,

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from openclaw_lossless.recall import render
-from openclaw_lossless.store.sqlite.messages import StoredMessage
+from openclaw_lossless.store.model.messages import StoredMessage
 from tests.helpers import LiveSidecar, assert_error
 
 BASE = 1767225600  # 2026-01-01 00:00 UTC

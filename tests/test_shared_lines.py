@@ -15,7 +15,9 @@ import pytest
 pytestmark = pytest.mark.no_store  # opens no store: the SQLite pass alone runs it
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "shared_lines.py"
-CEILING = 169  # PostgreSQL lines that repeat their SQLite twin (349 before store/statements/)
+CEILING = 171  # PostgreSQL lines that repeat their SQLite twin (349 before store/statements/, 164 after;
+# 219 once store/model/ took the shared types out of the SQLite modules, as twin functions already alike came to
+# stand next to each other; 171 with the snapshot reads, forget's checks and memory-file reads shared)
 
 SQLITE_TWIN = """
 def page(conn, after, limit):

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from openclaw_lossless.recall.assemble import LANE_DEPTH
-from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.model.sessions import Scope
 from tests.conversation import QUESTION, commit_body, conversation
 from tests.helpers import LiveSidecar
 
@@ -148,7 +148,9 @@ def _keyword_scope(backend: str, scope: Scope) -> tuple[str, list[object]]:
         from openclaw_lossless.store.postgres.fulltext import scope_sql
 
         return scope_sql(scope, "m")
-    return scope.sql("m")
+    from openclaw_lossless.store.sqlite.sessions import scope_sql as sqlite_scope_sql
+
+    return sqlite_scope_sql(scope, "m")
 
 
 def test_every_lane_applies_the_same_scope(sidecar: LiveSidecar) -> None:

@@ -15,7 +15,7 @@ import pytest
 from openclaw_lossless.recall.search import keyword_search
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.api import TermStats
-from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.model.sessions import Scope
 from tests.helpers import HashEmbedder, make_settings
 
 ALL = Scope(agent_ids=frozenset({"main"}))

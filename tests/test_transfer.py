@@ -14,7 +14,7 @@ import pytest
 
 from openclaw_lossless.capture.records import canonical_json
 from openclaw_lossless.sidecar import Sidecar
-from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
+from openclaw_lossless.store.model.snapshots import CompactionRecord
 from tests.conversation import conversation
 from tests.helpers import make_settings, on_postgres, per_test_on_postgres, run_cli, run_cli_json, store_rows
 

@@ -25,10 +25,11 @@ from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, ProviderIdentity, Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.model.sessions import Scope
+from openclaw_lossless.store.model.vectors import StoredVectors
 from openclaw_lossless.store.sqlite import vectors as stored
 from openclaw_lossless.store.sqlite.connection import Database
 from openclaw_lossless.store.sqlite.migrations import migrate
-from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.helpers import live_sidecar, make_settings
 
 pytestmark = pytest.mark.sqlite_only
@@ -240,7 +241,7 @@ def test_missing_vectors_are_found_by_message_and_archiving_deletes_only_its_ran
         db.close()
 
 
-def _rows_of(blocks: list[stored.StoredVectors]) -> dict[int, tuple[int, bytes, float]]:
+def _rows_of(blocks: list[StoredVectors]) -> dict[int, tuple[int, bytes, float]]:
     return {
         int(b.ids[k]): (int(b.sessions[k]), b.codes[k].tobytes(), float(b.scales[k]))
         for b in blocks

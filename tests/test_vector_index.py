@@ -18,14 +18,15 @@ import numpy as np
 import pytest
 
 from openclaw_lossless.config import Settings
-from openclaw_lossless.embed.index import FORMAT_KEY, TABLE, VectorIndex
+from openclaw_lossless.embed.index import FORMAT_KEY, VectorIndex
 from openclaw_lossless.embed.local import LocalEmbedder
 from openclaw_lossless.embed.provider import EmbeddingProvider, Vectors
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.sqlite import vectors as stored_vectors
 from openclaw_lossless.store.sqlite.connection import open_connection
-from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.sqlite.vectors import TABLE
 from tests.helpers import HashEmbedder, live_sidecar, make_settings
 
 SUBJECTS = ["the deploy", "my sister's wedding", "the postgres migration", "our trip to Lisbon", "the invoice",

@@ -23,7 +23,7 @@ from openclaw_lossless.errors import BadRequest, NotFound
 from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.forgetting import Selector
+from openclaw_lossless.store.model.forgetting import Selector
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 CITATION = re.compile(r"^(?:msg:)?([1-9][0-9]{0,17})$")

@@ -15,7 +15,7 @@ from openclaw_lossless.api.deps import IngestDep, QueriesDep, SettingsDep, recal
 from openclaw_lossless.capture.text import descriptor_text, descriptor_tokens, window_key
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.service.ingest import Bootstrapped, Committed, Ended
-from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
+from openclaw_lossless.store.model.snapshots import CompactionRecord
 
 router = APIRouter(prefix="/v1/hooks", tags=["hooks"])
 

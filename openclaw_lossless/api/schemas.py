@@ -27,7 +27,7 @@ MAX_MESSAGES = 20_000
 MAX_INT = 2**53 - 1
 
 
-# What ``store/sqlite/sessions.py`` (``check_identifier``, ``agent_of``) and ``capture/records.py`` (``_ROLE``)
+# What ``store/model/sessions.py`` (``check_identifier``, ``agent_of``) and ``capture/records.py`` (``_ROLE``)
 # accept: no control characters, a key of ``agent:<agentId>:<name>`` whose name starts with no whitespace,
 # a role of letters, digits, _ and -. Written in the part of regex syntax JSON Schema (ECMA-262) and Python
 # read alike: no ``\s`` (the two disagree on U+0085 and U+FEFF), so the whitespace Python's ``\S`` excludes

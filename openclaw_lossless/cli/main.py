@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,7 +61,7 @@ from openclaw_lossless.cli.serve import cmd_mcp, cmd_model_fetch, cmd_serve
 from openclaw_lossless.cli.store_access import open_file_store
 from openclaw_lossless.config import Settings
 from openclaw_lossless.errors import BadRequest, LosslessError, NotFound
-from openclaw_lossless.store.sqlite.connection import translate_error
+from openclaw_lossless.store.backend import SQLITE, edge_errors
 
 # -- queries ------------------------------------------------------------------------------------------------
 
@@ -215,7 +214,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from openclaw_lossless.store.sqlite.transfer import ExportScope, write_jsonl
+    from openclaw_lossless.store.model.transfer.export import ExportScope, write_jsonl
 
     to_file = args.output not in (None, "-")
     exists = to_file and os.path.lexists(args.output) and not os.path.isdir(args.output)  # a directory: exit 1
@@ -484,13 +483,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _database_errors() -> tuple[type[Exception], ...]:
-    """The binding's DatabaseError (sqlean's is not the stdlib's), for the process edge."""
-    from openclaw_lossless.store.sqlite.connection import sqlite_module
-
-    return (sqlite3.DatabaseError, sqlite_module().DatabaseError)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -501,8 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Not found (a session, snapshot or compaction) is bad input, as the sidecar's 404 is on the remote path.
         print(f"openclaw-lossless: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, BadRequest | NotFound) else EXIT_FAILURE
-    except _database_errors() as exc:  # a damaged page met outside a translated path
-        print(f"openclaw-lossless: {translate_error(exc)}", file=sys.stderr)
+    except edge_errors() as exc:  # a damaged page met outside a translated path
+        print(f"openclaw-lossless: {SQLITE.translate_error(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -125,7 +125,7 @@ def cmd_salvage(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from openclaw_lossless.api.responses import PrunedView, WouldPruneView, wire
-    from openclaw_lossless.store.sqlite.archive import Pruned
+    from openclaw_lossless.store.model.archive import Pruned
 
     settings = settings_of(args)
     limit = settings.max_db_size_mb if args.max_db_size_mb is None else args.max_db_size_mb

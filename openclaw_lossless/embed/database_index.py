@@ -35,9 +35,9 @@ import psycopg
 from openclaw_lossless.embed.index import LATER_SHORTLIST
 from openclaw_lossless.embed.provider import Vectors
 from openclaw_lossless.store.backend import Backend
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres import vectors as stored
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import Scope
 
 log = logging.getLogger(__name__)
 UPKEEP_S = 60.0  # the least time between two checks of whether the index is due (one count of the vectors)

@@ -29,13 +29,11 @@ import numpy.typing as npt
 from openclaw_lossless.embed.provider import ProviderIdentity, Vectors
 from openclaw_lossless.store import quantize
 from openclaw_lossless.store.backend import Backend, Store
-from openclaw_lossless.store.sqlite import vectors as sqlite_vectors
-from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.model.sessions import Scope
 
 IDENTITY_KEY = "embedding.identity"
 FORMAT_KEY = "embedding.format"
 FORMAT = "vec0-int8-v1"  # what migration m009 writes: int8 codes in a sqlite-vec ``vec0`` table
-TABLE = sqlite_vectors.TABLE
 DEFAULT_SHORTLIST = 10000
 # The shortlist is also at least this share of the vectors in scope. The true neighbours' rank by sign bits
 # grows with the collection, so a fixed shortlist keeps fewer of them as the history grows; a constant share

@@ -1,6 +1,6 @@
 """A memory-file chunk as the store keeps a message: redacted like one, identified by its file, lines and text.
 
-Shared by the indexer and by import (``store/sqlite/transfer/lines.py``), so a chunk read back from an export
+Shared by the indexer and by import (``store/model/transfer/lines.py``), so a chunk read back from an export
 has the identity the indexer gives it and the next pass finds it already stored. Imports nothing of the store.
 """
 

@@ -29,7 +29,7 @@ from openclaw_lossless.memory_files.chunks import Chunk, chunk_markdown
 from openclaw_lossless.memory_files.workspaces import Workspace, locate, memory_paths, read_config
 from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk, session_id_of, session_key_of
+from openclaw_lossless.store.model.memory_files import MemoryFile, StoredChunk, session_id_of, session_key_of
 
 log = logging.getLogger(__name__)
 

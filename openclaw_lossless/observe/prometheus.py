@@ -37,6 +37,7 @@ from openclaw_lossless.config import Settings
 from openclaw_lossless.embed.openai_compat import EmbedderStats
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.observe.metrics import LATENCY_BUCKETS, Metrics
+from openclaw_lossless.store.model.store_errors import StoreError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -336,11 +337,12 @@ def _store(store: Store, settings: Settings) -> Iterator[Metric]:
         "lossless_database_max_bytes", "maxDbSizeMb in bytes (0: no limit).", max(settings.max_db_size_mb, 0) * MIB
     )
     try:
-        conn = db.reader()
-        backlog = ops.backlog.size(conn)
-        stored = ops.messages.count(conn)
-        used = ops.archive.used_bytes(conn)
-    except (LosslessError, db.module.Error) as exc:
+        with db.translated():
+            conn = db.reader()
+            backlog = ops.backlog.size(conn)
+            stored = ops.messages.count(conn)
+            used = ops.archive.used_bytes(conn)
+    except (LosslessError, StoreError) as exc:
         log.warning("metrics: the store could not be read: %s", getattr(exc, "message", exc))
         yield _gauge("lossless_store_readable", "1 when the store could be read for this scrape.", 0)
         return

@@ -44,15 +44,10 @@ from openclaw_lossless.recall.search import fts_query, keyword_search, pair_cove
 from openclaw_lossless.recall.window import Descriptor, query_parts, window_start
 from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Backend
-from openclaw_lossless.store.sqlite.memory_files import KIND as MEMORY_KIND
-from openclaw_lossless.store.sqlite.memory_files import session_id_of
-from openclaw_lossless.store.sqlite.messages import Neighbour, StoredMessage
-from openclaw_lossless.store.sqlite.sessions import (
-    DEFAULT_AGENT,
-    Scope,
-    SessionRef,
-    agent_of,
-)
+from openclaw_lossless.store.model.memory_files import KIND as MEMORY_KIND
+from openclaw_lossless.store.model.memory_files import session_id_of
+from openclaw_lossless.store.model.messages import Neighbour, StoredMessage
+from openclaw_lossless.store.model.sessions import DEFAULT_AGENT, Scope, SessionRef, agent_of
 
 LANE_DEPTH = 100
 LANE_THREADS = 4  # vector lanes running at once, beside their requests' keyword lanes

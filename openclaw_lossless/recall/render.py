@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime
 
 from openclaw_lossless.capture import token_estimate
-from openclaw_lossless.store.sqlite.messages import StoredMessage
+from openclaw_lossless.store.model.messages import StoredMessage
 
 HEADING = "## Recalled Context"
 PREAMBLE = (

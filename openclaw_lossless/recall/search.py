@@ -13,7 +13,7 @@ from typing import Any
 
 from openclaw_lossless.capture import grams
 from openclaw_lossless.store.api import Fulltext, TermStats
-from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.model.sessions import Scope
 
 MAX_QUERY_TERMS = 32
 STOP_WORDS = frozenset(

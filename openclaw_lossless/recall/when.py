@@ -23,7 +23,7 @@ from typing import Any
 from openclaw_lossless import timeexpr
 from openclaw_lossless.recall.scoring import Candidate
 from openclaw_lossless.store.api import MessageDays
-from openclaw_lossless.store.sqlite.messages import StoredMessage
+from openclaw_lossless.store.model.messages import StoredMessage
 from openclaw_lossless.timeexpr import DayRange
 from openclaw_lossless.timeexpr.days import day_of
 

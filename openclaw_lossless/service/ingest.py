@@ -25,9 +25,9 @@ from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.service.size_cap import SizeCap
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.messages import turn_identities
-from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
-from openclaw_lossless.store.sqlite.snapshots import Compaction, CompactionRecord
+from openclaw_lossless.store.model.messages import turn_identities
+from openclaw_lossless.store.model.sessions import agent_of, check_identifier
+from openclaw_lossless.store.model.snapshots import Compaction, CompactionRecord
 from openclaw_lossless.transcripts import read_session, skipped
 from openclaw_lossless.transcripts.catchup import CatchUp
 from openclaw_lossless.transcripts.feed import claim_imported

@@ -21,10 +21,10 @@ from openclaw_lossless.recall.assemble import AssembleInput, Assembler, Assemble
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.selection import SessionSelection
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.messages import MessageView
-from openclaw_lossless.store.sqlite.sessions import Scope, agent_of, check_identifier
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, CompactionListed, CompactionPoint, Snapshot
-from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
+from openclaw_lossless.store.model.messages import MessageView
+from openclaw_lossless.store.model.sessions import Scope, agent_of, check_identifier
+from openclaw_lossless.store.model.snapshots import COMPACTED, CompactionListed, CompactionPoint, Snapshot
+from openclaw_lossless.store.model.timelines import SessionSummary, Timeline, Window
 from openclaw_lossless.transcripts.catchup import CatchUp
 
 

@@ -18,7 +18,7 @@ from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.observe.metrics import Metrics
 from openclaw_lossless.store.api import TermStats
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.archive import Pruned
+from openclaw_lossless.store.model.archive import Pruned
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,8 @@ from openclaw_lossless.observe.last_hour import MinuteBacklog, MinuteLatency
 from openclaw_lossless.observe.metrics import Latency, Metrics
 from openclaw_lossless.service.size_cap import Archiving, SizeCap
 from openclaw_lossless.store.backend import Store
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, FAILED
+from openclaw_lossless.store.model.snapshots import COMPACTED, FAILED
+from openclaw_lossless.store.model.store_errors import StoreError
 from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.transcripts.catchup import CatchUp
 from openclaw_lossless.transcripts.catchup_report import CatchUpBrief, CatchUpReport
@@ -181,14 +182,15 @@ class Status:
         vector_extension: str | None = None
         backlog: int | None = None
         try:
-            conn = p.store.db.reader()
-            vector_extension = p.store.ops.counts.vector_extension(conn)
-            backlog = p.store.ops.backlog.size(conn)
+            with p.store.db.translated():
+                conn = p.store.db.reader()
+                vector_extension = p.store.ops.counts.vector_extension(conn)
+                backlog = p.store.ops.backlog.size(conn)
             self._sample_backlog(backlog)
         except LosslessError as exc:
             problem = problem or exc.message
-        except p.store.db.module.Error as exc:
-            problem = problem or str(p.store.ops.translate_error(exc))
+        except StoreError as exc:
+            problem = problem or str(exc)
         writable = problem is None
         return Health(
             status="unavailable" if not writable else ("ok" if p.embedding.status.ready else "degraded"),
@@ -209,7 +211,7 @@ class Status:
             self.parts.store.db.write(self.parts.store.ops.counts.probe)
         except LosslessError as exc:
             return exc.message
-        except self.parts.store.db.module.Error as exc:  # not one of ours: e.g. "attempt to write a readonly database"
+        except StoreError as exc:  # not one of ours: e.g. "attempt to write a readonly database"
             return str(exc)
         return None
 

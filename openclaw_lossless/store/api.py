@@ -31,29 +31,29 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord
-from openclaw_lossless.store.sqlite.archive import Pruned, WouldPrune
-from openclaw_lossless.store.sqlite.counts import StoreCounts
-from openclaw_lossless.store.sqlite.forgetting import ForgettingIndex, Forgotten, Selector
-from openclaw_lossless.store.sqlite.memory_files import MemoryFile, StoredChunk
-from openclaw_lossless.store.sqlite.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
-from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
-from openclaw_lossless.store.sqlite.snapshots import (
+from openclaw_lossless.store.model.archive import Pruned, WouldPrune
+from openclaw_lossless.store.model.counts import StoreCounts
+from openclaw_lossless.store.model.forgetting import ForgettingIndex, Forgotten, Selector
+from openclaw_lossless.store.model.memory_files import MemoryFile, StoredChunk
+from openclaw_lossless.store.model.messages import Around, CommitStatus, MessageView, Neighbour, StoredMessage
+from openclaw_lossless.store.model.sessions import Scope, SessionRef
+from openclaw_lossless.store.model.snapshots import (
     Compaction,
     CompactionListed,
     CompactionPoint,
     CompactionRecord,
     Snapshot,
 )
-from openclaw_lossless.store.sqlite.timelines import SessionSummary, Timeline, Window
-from openclaw_lossless.store.sqlite.transfer import ExportScope, RestoreReport
-from openclaw_lossless.store.sqlite.vectors import StoredVectors
+from openclaw_lossless.store.model.timelines import SessionSummary, Timeline, Window
+from openclaw_lossless.store.model.transfer.export import ExportScope
+from openclaw_lossless.store.model.transfer.restore import RestoreReport
+from openclaw_lossless.store.model.vectors import StoredVectors
 from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from openclaw_lossless.timeexpr.days import DayRange
 
@@ -79,8 +79,6 @@ class Database(Protocol[C_co]):
     retrying a serialisation failure itself rather than surfacing it to the hook.
     """
 
-    module: ModuleType  # whose ``Error`` callers catch today; becomes a backend-neutral error when rewired
-
     @property
     def path(self) -> Path | None:
         """SQLite: the file. PostgreSQL: None (the store is named by its URL, shown without its password)."""
@@ -92,6 +90,11 @@ class Database(Protocol[C_co]):
 
     def reader(self) -> C_co:
         """A connection for reads, this thread's own (SQLite) or borrowed from the pool (PostgreSQL)."""
+        ...
+
+    def translated(self) -> AbstractContextManager[None]:
+        """Reads run inside raise the store's errors, never the driver's: the project's (``errors.py``) when
+        the cause has a name, else ``StoreError`` (``store/model/store_errors.py``), as ``write`` does."""
         ...
 
     def writer(self) -> AbstractContextManager[C_co]:

@@ -13,18 +13,21 @@ are imported only then, so a SQLite user needs no PostgreSQL driver installed.
 from __future__ import annotations
 
 import importlib
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from openclaw_lossless.errors import LosslessError, StoreUnavailable
 from openclaw_lossless.store import api
+from openclaw_lossless.store.model.store_errors import StoreError
 from openclaw_lossless.store.sqlite import connection as sqlite_connection
 from openclaw_lossless.store.statements import POSTGRES, Dialect
 from openclaw_lossless.store.statements import SQLITE as SQLITE_DIALECT
 from openclaw_lossless.store.statements.timelines import Timelines
 
+T = TypeVar("T")
 BackendName = Literal["sqlite", "postgresql"]
 # The sidecar's own reading threads: recall's vector lanes (4), the embedding worker and its extra drain
 # thread, catch-up, the backfill (days, keyword pairs), the index loader, the size cap, and two to spare.
@@ -145,6 +148,28 @@ def holds_store(place: Place) -> bool:
     from openclaw_lossless.store.postgres.checks import store_exists  # the driver, only when a URL asks
 
     return store_exists(place.url, place.schema)
+
+
+def edge_errors() -> tuple[type[Exception], ...]:
+    """What a process's edge catches besides ``LosslessError``: ``StoreError``, and the SQLite binding's own
+    DatabaseError met by a read outside a translated path (a damaged page; sqlean's is not the stdlib's),
+    which ``SQLITE.translate_error`` names."""
+    return (StoreError, sqlite3.DatabaseError, sqlite_connection.sqlite_module().DatabaseError)
+
+
+def read_file(path: Path, read: Callable[[Any], T]) -> T | None:
+    """``read`` on a read-only connection to the SQLite file at ``path``; None when there is no file to read
+    (none is created) or it lacks what ``read`` asks for (a store not yet migrated)."""
+    try:
+        conn = sqlite_connection.open_connection(path, readonly=True)
+    except LosslessError:
+        return None
+    try:
+        return read(conn)
+    except sqlite_connection.sqlite_module().Error:
+        return None
+    finally:
+        conn.close()
 
 
 def _open_postgres(place: Place) -> Store:

@@ -37,7 +37,8 @@ from typing import IO, Any
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest, LosslessError
 from openclaw_lossless.store import api
-from openclaw_lossless.store.sqlite.transfer import BATCH, ExportScope, RestoreReport
+from openclaw_lossless.store.model.transfer.export import ExportScope
+from openclaw_lossless.store.model.transfer.restore import BATCH, RestoreReport
 
 CHUNK = 10 * BATCH  # message lines a chunk file holds (the import commits them BATCH at a time)
 TABLES = ("sessions", "turns", "messages", "compactions", "snapshots", "subagent_links", "forgotten")

@@ -43,7 +43,7 @@ from openclaw_lossless.errors import InvalidSessionKey, LosslessError
 from openclaw_lossless.observe.activity import Activity, iso
 from openclaw_lossless.recall.window import Descriptor
 from openclaw_lossless.store.backend import Backend
-from openclaw_lossless.store.sqlite.sessions import agent_of
+from openclaw_lossless.store.model.sessions import agent_of
 from openclaw_lossless.transcripts.catchup_report import CatchUpBrief, CatchUpReport
 from openclaw_lossless.transcripts.claude_code import AGENT as CLAUDE_CODE
 from openclaw_lossless.transcripts.claude_code import fingerprint as claude_code_fingerprint

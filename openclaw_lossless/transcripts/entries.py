@@ -9,8 +9,8 @@ from typing import Any
 
 from openclaw_lossless.capture.records import canonical_json
 from openclaw_lossless.errors import InvalidSessionKey
-from openclaw_lossless.store.sqlite import snapshots
-from openclaw_lossless.store.sqlite.sessions import agent_of
+from openclaw_lossless.store.model import snapshots
+from openclaw_lossless.store.model.sessions import agent_of
 
 MALFORMED = "malformed"
 IMPORTED_REASON = "imported from the OpenClaw transcript"  # a compaction's, until the ``compact`` hook claims it

@@ -11,8 +11,8 @@ from openclaw_lossless.capture.records import capture
 from openclaw_lossless.capture.text import window_key
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.store.backend import Backend, Store
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import COMPACTED, Compaction, CompactionRecord
 from openclaw_lossless.transcripts import matching, skipped
 from openclaw_lossless.transcripts.entries import (
     IMPORTED_REASON,

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 
 from openclaw_lossless.api.forget import CITATION, ForgetParts, ForgetResponse, run_forget
 from openclaw_lossless.errors import LosslessError
-from openclaw_lossless.store.sqlite.forgetting import Selector
+from openclaw_lossless.store.model.forgetting import Selector
 from openclaw_lossless.ui.html import page
 
 SHOWN_EACH_END = 5  # a long selection shows its first and last few; a short one is listed whole

@@ -18,9 +18,9 @@ from fastapi.responses import HTMLResponse
 
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.queries import Queries
-from openclaw_lossless.store.sqlite.messages import MessageView
-from openclaw_lossless.store.sqlite.snapshots import CompactionMark
-from openclaw_lossless.store.sqlite.timelines import SnapshotMark, SpawnMark, Timeline, Window
+from openclaw_lossless.store.model.messages import MessageView
+from openclaw_lossless.store.model.snapshots import CompactionMark
+from openclaw_lossless.store.model.timelines import SnapshotMark, SpawnMark, Timeline, Window
 from openclaw_lossless.ui.html import page
 
 PAGE = 200  # messages on a page by default: a session may hold 100,000

@@ -17,7 +17,7 @@ from openclaw_lossless.api.responses import SnapshotsResponse, wire
 from openclaw_lossless.errors import LosslessError
 from openclaw_lossless.service.ingest import Ingest
 from openclaw_lossless.service.queries import Queries
-from openclaw_lossless.store.sqlite.snapshots import STATUSES
+from openclaw_lossless.store.model.snapshots import STATUSES
 from openclaw_lossless.ui.html import page
 
 MAX_COMPACTIONS = 500  # listed, newest first

@@ -21,10 +21,10 @@ from psycopg import sql
 from benchmarks import scale_data, scale_postgres_fill
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.store import backend
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres import fulltext, migrations
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite.connection import Connection as SqliteConnection
-from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.server import PostgresServer
 
 MESSAGES = 3000

@@ -41,9 +41,7 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 
 from openclaw_lossless.errors import StoreUnavailable
-from openclaw_lossless.store.postgres import messages, meta
-from openclaw_lossless.store.postgres.connection import CONNECT_TIMEOUT_S, Connection, Database, translate_error
-from openclaw_lossless.store.sqlite.archive import (
+from openclaw_lossless.store.model.archive import (
     MAX_ROUNDS,
     Pruned,
     PrunePlan,
@@ -52,8 +50,10 @@ from openclaw_lossless.store.sqlite.archive import (
     plan_with,
     write_archive,
 )
-from openclaw_lossless.store.sqlite.forgetting import write_gzip
-from openclaw_lossless.store.sqlite.transfer.export import export_records
+from openclaw_lossless.store.model.forgetting import write_gzip
+from openclaw_lossless.store.postgres import messages, meta
+from openclaw_lossless.store.postgres.connection import CONNECT_TIMEOUT_S, Connection, Database, translate_error
+from openclaw_lossless.store.statements.transfer.export import export_records
 
 __all__ = ["Pruned", "WouldPrune", "prune", "store_lock", "used_bytes"]
 
@@ -204,8 +204,8 @@ def _oldest(conn: Connection, last_id: int) -> list[int]:
 def _records(conn: Connection, ids: Sequence[int]) -> Iterator[dict[str, Any]]:
     """The messages' export lines, oldest first, a slice at a time.
 
-    The SQLite module's ``export_records`` reads them: its statement is the same on both servers given a
-    condition in this driver's parameter style (``store/postgres/transfer/export.py`` reads by the same
+    ``store/statements/transfer/export.py``'s ``export_records`` reads them: its statement is the same on both
+    servers given a condition in this driver's parameter style (``store/postgres/transfer/export.py`` reads by the same
     statement, ``MESSAGES``), so the line format has one definition.
     """
     for start in range(0, len(ids), READ_SLICE):

@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -44,6 +43,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openclaw_lossless.errors import StorageFull, StoreCorrupt, StoreReadOnly, StoreUnavailable
+from openclaw_lossless.store.model.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,12 @@ def translate_error(exc: Exception) -> Exception:
         if state is None or state.startswith(_UNAVAILABLE_STATES) or isinstance(exc, pgerrors.TooManyConnections):
             return StoreUnavailable(f"the PostgreSQL server cannot be reached now: {_first_line(exc)}")
     return exc
+
+
+def store_error(exc: Exception) -> Exception:
+    """A driver's error as the store hands it on: translated when the project names it, else ``StoreError``."""
+    translated = translate_error(exc)
+    return StoreError(str(exc)) if translated is exc else translated
 
 
 def _first_line(exc: Exception) -> str:
@@ -144,7 +150,6 @@ class Database:
         self.url = url
         self.schema = schema
         self.path: Path | None = None  # no file: ``describe()`` names the store
-        self.module: ModuleType = psycopg
         self._local = threading.local()
         self._readers: list[tuple[threading.Thread, Connection]] = []
         self._readers_lock = threading.Lock()
@@ -202,8 +207,16 @@ class Database:
                     ) from exc
                 time.sleep(RETRY_BASE_S * 2**attempt * random.random())
             except (psycopg.Error, PoolTimeout) as exc:
-                raise translate_error(exc) from exc
+                raise store_error(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    @contextlib.contextmanager
+    def translated(self) -> Iterator[None]:
+        """Driver errors raised inside as the store's own (``store_error``), as ``write`` raises them."""
+        try:
+            yield
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise store_error(exc) from exc
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Connection]:

@@ -11,10 +11,11 @@ from psycopg import errors as pgerrors
 from psycopg import pq
 
 from openclaw_lossless.errors import StoreUnavailable
+from openclaw_lossless.store.model.counts import StoreCounts
 from openclaw_lossless.store.postgres.connection import Connection, translate_error
-from openclaw_lossless.store.sqlite.counts import _COUNTS, StoreCounts  # the queries hold no SQLite-only SQL
+from openclaw_lossless.store.statements.counts import COUNTS
 
-_ALL_COUNTS = "SELECT " + ", ".join(f"({sql})" for sql in _COUNTS.values())
+_ALLCOUNTS = "SELECT " + ", ".join(f"({sql})" for sql in COUNTS.values())
 
 # ``probe`` in a write transaction runs an update of no row: it takes the lock every write takes (granted at
 # once beside other writers, waited for up to ``PROBE_LOCK_TIMEOUT`` while a migration holds the table) and
@@ -24,9 +25,9 @@ PROBE_LOCK_TIMEOUT = "10s"
 
 def count_rows(conn: Connection) -> StoreCounts:
     """Every count in one statement: one snapshot of the store."""
-    row = conn.execute(_ALL_COUNTS).fetchone()
+    row = conn.execute(_ALLCOUNTS).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
-    return StoreCounts(**{name: int(value) for name, value in zip(_COUNTS, row, strict=True)})
+    return StoreCounts(**{name: int(value) for name, value in zip(COUNTS, row, strict=True)})
 
 
 def any_archived(conn: Connection) -> bool:

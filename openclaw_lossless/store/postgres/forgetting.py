@@ -34,32 +34,30 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from openclaw_lossless.errors import NotFound
-from openclaw_lossless.store.postgres import archive, fulltext, messages
-from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
-from openclaw_lossless.store.sqlite.forgetting import (
-    _WORD,
+from openclaw_lossless.store.model.forgetting import (
+    WORD,
     ForgettingIndex,
     Forgotten,
     Named,
     Plan,
     Selector,
-    _archived,
-    _check,
-    _row,
+    archived_named,
     is_dated,
     line_identities,
+    named_row,
     narrowed,
     rewrite_archive_files,
     settle,
 )
-from openclaw_lossless.store.sqlite.rewrite import cache_key
+from openclaw_lossless.store.model.rewrite import cache_key
+from openclaw_lossless.store.postgres import archive, fulltext, messages
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.migrations import INDEXED_CHARS
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements import forgetting as shared
 from openclaw_lossless.store.statements.forgetting import forgotten_count as forgotten_count
@@ -87,11 +85,11 @@ def zero_old_free_space(db: Database) -> None:
 
 def plan(conn: Connection, archive_dir: Path, selector: Selector) -> Plan:
     """What ``selector`` names, or a ``BadRequest``/``NotFound`` saying what to fix (nothing is changed)."""
-    _check_selector(conn, selector)
+    shared.check_stored(POSTGRES, conn, selector)
     found = Plan(stored=_stored(conn, selector))
     stored = {row.id for row in found.stored}
     found.archived = [
-        named for folder in archive_dirs(conn, archive_dir) for named in _archived(folder, selector, stored)
+        named for folder in archive_dirs(conn, archive_dir) for named in archived_named(folder, selector, stored)
     ]
     return settle(found, selector, lambda: messages.count(conn))
 
@@ -108,27 +106,10 @@ def archive_dirs(conn: Connection, archive_dir: Path) -> list[Path]:
     return found
 
 
-def _check_selector(conn: Connection, selector: Selector) -> None:
-    """The SQLite module's checks: those needing no store are its own ``_check`` (given no session nor agent to
-    look up, it never touches the connection; ``everything`` stands in for the session or agent taken out, so
-    its "name what to forget" still fires exactly when the selection is empty), then the two lookups here."""
-    named = not selector.empty()
-    _check(cast(Any, None), replace(selector, session=None, agent=None, everything=selector.everything or named))
-    if selector.session is not None and not _exists(conn, "session_id", selector.session):
-        raise NotFound(f"no session {selector.session[:80]!r} is stored: nothing was forgotten")
-    if selector.agent is not None and not _exists(conn, "agent_id", selector.agent):
-        raise NotFound(f"no session of agent {selector.agent[:80]!r} is stored: nothing was forgotten")
-
-
-def _exists(conn: Connection, column: str, value: str) -> bool:
-    row = conn.execute(f"SELECT 1 FROM sessions WHERE {column} = %s LIMIT 1", (value,)).fetchone()
-    return row is not None
-
-
 def text_query(match: str) -> tuple[str, list[str]]:
     """Every word of the match, all required, each as a phrase of its own (as FTS5 reads a quoted word: a word
     the parser splits, ``foo_bar``, must appear as those parts in a row): a tsquery expression and its words."""
-    words = _WORD.findall(match)
+    words = WORD.findall(match)
     return " && ".join(["phraseto_tsquery('lossless', %s)"] * len(words)), words
 
 
@@ -140,7 +121,7 @@ def _stored(conn: Connection, selector: Selector) -> list[Named]:
         clauses.append(f"m.search @@ ({query}) AND to_tsvector('lossless', left(m.text, {INDEXED_CHARS})) @@ ({query})")
         params.extend(words + words)
     rows = conn.execute(f"{_SELECTED} WHERE {' AND '.join(clauses)} ORDER BY m.id", params).fetchall()
-    selected = [_row(r) for r in rows]
+    selected = [named_row(r) for r in rows]
     return selected + _outcomes(conn, [row.id for row in selected])
 
 
@@ -162,7 +143,7 @@ def _outcomes(conn: Connection, ids: list[int]) -> list[Named]:
         " ORDER BY m.id",
         (ids, ids),
     ).fetchall()
-    return [_row(r) for r in rows]
+    return [named_row(r) for r in rows]
 
 
 # -- forgetting ---------------------------------------------------------------------------------------------

@@ -40,9 +40,9 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
 from openclaw_lossless.capture.grams import gram_text
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import date_terms, pg_text
-from openclaw_lossless.store.sqlite.sessions import Scope
 
 K1 = 1.2
 B = 0.75

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openclaw_lossless import timeexpr
-from openclaw_lossless.store.postgres import meta
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.message_days import (
+from openclaw_lossless.store.model.message_days import (
     BACKFILL_BATCH,
     BACKFILL_KEY,
     LANGUAGES_KEY,
@@ -21,6 +19,8 @@ from openclaw_lossless.store.sqlite.message_days import (
     ROLES,
     languages,
 )
+from openclaw_lossless.store.postgres import meta
+from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.timeexpr import DayRange
 
 

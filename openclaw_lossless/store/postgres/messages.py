@@ -20,24 +20,24 @@ from typing import Any
 
 from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.records import MessageRecord
-from openclaw_lossless.store.postgres import message_days
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.messages import (
+from openclaw_lossless.store.model.messages import (
     Around,
     CommitStatus,
     MessageView,
     Neighbour,
     StoredMessage,
-    _stored,
-    _turn_identified,
     around_of,
     dated_copy,
+    is_turn_identified,
     message_values,
     message_view,
     neighbours_in_scope,
+    stored_message,
     turn_identified_copy,
 )
-from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
+from openclaw_lossless.store.model.sessions import Scope, SessionRef
+from openclaw_lossless.store.postgres import message_days
+from openclaw_lossless.store.postgres.connection import Connection
 
 ID_ORDER_LOCK = 0x6C6F73736C657331  # a transaction-level advisory lock every message insert holds until commit
 # A ``StoredMessage``'s columns, in its fields' order: bare where the neighbours' ranges select them, then
@@ -246,7 +246,7 @@ def commit_turn(
     if row is None:
         return "duplicate", []
     turn_rowid = int(row[0])
-    fresh = [r for r in records if not (_turn_identified(r) and claim_imported(conn, session, r, turn_rowid))]
+    fresh = [r for r in records if not (is_turn_identified(r) and claim_imported(conn, session, r, turn_rowid))]
     return "committed", insert_records(conn, session, fresh, turn_rowid=turn_rowid)
 
 
@@ -284,7 +284,7 @@ def adopt_committed(conn: Connection, session: SessionRef, undated: MessageRecor
 def fetch(conn: Connection, ids: Sequence[int]) -> dict[int, StoredMessage]:
     """Messages by id (missing ids are simply absent)."""
     rows = conn.execute(f"SELECT {_COLUMNS} FROM messages m WHERE m.id = ANY(%s::bigint[])", (list(ids),))
-    return {int(row[0]): _stored(row) for row in rows}
+    return {int(row[0]): stored_message(row) for row in rows}
 
 
 def neighbours(conn: Connection, anchors: Sequence[tuple[int, int]], radius: int, scope: Scope) -> list[Neighbour]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from psycopg import pq
 
 from openclaw_lossless.capture.grams import gram_text
+from openclaw_lossless.store.model.rewrite import cache_key
 from openclaw_lossless.store.postgres import forgetting, message_days
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.messages import pg_text
-from openclaw_lossless.store.sqlite.rewrite import cache_key
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements.rewrite import Pages, Row
 

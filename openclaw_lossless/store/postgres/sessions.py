@@ -11,8 +11,7 @@ import time
 from functools import partial
 
 from openclaw_lossless.errors import NotFound
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.sessions import (
+from openclaw_lossless.store.model.sessions import (
     Lineage,
     Scope,
     SessionRef,
@@ -21,6 +20,7 @@ from openclaw_lossless.store.sqlite.sessions import (
     required,
     scope_of,
 )
+from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements.spawns import Spawned
 

@@ -18,40 +18,31 @@ import time
 
 from openclaw_lossless.capture.records import storable
 from openclaw_lossless.errors import InvalidName
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.postgres.messages import pg_text
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import (
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import (
     Compaction,
-    CompactionListed,
-    CompactionPoint,
     CompactionRecord,
-    Snapshot,
     check_name,
     compaction_recorded,
     compaction_values,
-    counts_by_status,
-    snapshot_view,
 )
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.messages import pg_text
+from openclaw_lossless.store.statements import POSTGRES
+from openclaw_lossless.store.statements.snapshots import SnapshotReads
 
-_SNAPSHOT = (
-    "SELECT sn.name, s.session_id, s.session_key, sn.last_message_id, sn.created_at, sn.automatic,"
-    " sn.compaction_id FROM snapshots sn JOIN sessions s ON s.id = sn.session_rowid"
-)
-# A compaction's automatic snapshot. One at most through this module; the first by id should an import ever
-# have attached two (SQLite's scalar subquery takes the first row where PostgreSQL's would fail).
-AUTOMATIC_NAME = "SELECT sn.name FROM snapshots sn WHERE sn.compaction_id = c.id ORDER BY sn.id LIMIT 1"
+_SHARED = SnapshotReads(POSTGRES)
+last_message_id = _SHARED.last_message_id
+list_snapshots = _SHARED.list_snapshots
+find_snapshot = _SHARED.find_snapshot
+find_compaction = _SHARED.find_compaction
+list_compactions = _SHARED.list_compactions
+compaction_counts = _SHARED.compaction_counts
 
 
 def stored_text(text: str | None) -> str | None:
     """The host's text as PostgreSQL can hold it (no lone surrogate, no NUL); None stays None."""
     return None if text is None else pg_text(storable(text))
-
-
-def last_message_id(conn: Connection, session_rowid: int) -> int | None:
-    """The session's newest message id (one step down ``messages_by_session``), None while it holds none."""
-    row = conn.execute("SELECT max(id) FROM messages WHERE session_rowid = %s", (session_rowid,)).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def record_compaction(conn: Connection, session: SessionRef, record: CompactionRecord) -> Compaction:
@@ -88,39 +79,3 @@ def create_snapshot(
     if row is None:
         raise InvalidName(f"a snapshot named {name!r} already exists; snapshots are never overwritten")
     return last_id
-
-
-def list_snapshots(conn: Connection) -> list[Snapshot]:
-    rows = conn.execute(f"{_SNAPSHOT} ORDER BY sn.id").fetchall()
-    return [snapshot_view(row) for row in rows]
-
-
-def find_snapshot(conn: Connection, name: str) -> Snapshot | None:
-    row = conn.execute(f"{_SNAPSHOT} WHERE sn.name = %s", (check_name(name),)).fetchone()
-    return None if row is None else snapshot_view(row)
-
-
-def find_compaction(conn: Connection, compaction_id: int) -> CompactionPoint | None:
-    row = conn.execute(
-        "SELECT c.id, s.session_id, c.last_message_id, c.recorded_at, c.tokens_before, c.tokens_after, c.summary,"
-        " c.status, c.reason FROM compactions c JOIN sessions s ON s.id = c.session_rowid WHERE c.id = %s",
-        (compaction_id,),
-    ).fetchone()
-    return None if row is None else CompactionPoint(*row)
-
-
-def list_compactions(conn: Connection, limit: int, status: str | None = None) -> list[CompactionListed]:
-    """The ``limit`` latest compactions (of one status, or all), newest first, each with its automatic snapshot."""
-    where, params = ("WHERE c.status = %s", [status]) if status is not None else ("", [])
-    rows = conn.execute(
-        "SELECT c.id, c.recorded_at, c.status, c.reason, c.tokens_before, c.tokens_after, c.last_message_id,"
-        f" ({AUTOMATIC_NAME}), s.session_id, s.agent_id"
-        f" FROM compactions c JOIN sessions s ON s.id = c.session_rowid {where} ORDER BY c.id DESC LIMIT %s",
-        [*params, limit],
-    ).fetchall()
-    return [CompactionListed(*row) for row in rows]
-
-
-def compaction_counts(conn: Connection) -> dict[str, int]:
-    """How many recorded compactions came to each status (every status present, zero or not)."""
-    return counts_by_status(conn.execute("SELECT status, count(*) FROM compactions GROUP BY status"))

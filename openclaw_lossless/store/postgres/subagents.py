@@ -18,21 +18,8 @@ from functools import partial
 from openclaw_lossless.capture.grams import gram_text
 from openclaw_lossless.capture.importance import MUST_REMEMBER
 from openclaw_lossless.capture.records import storable
-from openclaw_lossless.store.postgres import message_days
-from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.postgres.messages import (
-    date_terms,
-    hold_id_order,
-    is_forgotten,
-    pg_text,
-    queue_for_embedding,
-)
-from openclaw_lossless.store.postgres.sessions import (
-    latest_session_for_key,
-    register_spawned,
-)
-from openclaw_lossless.store.sqlite.sessions import SessionRef, agent_of
-from openclaw_lossless.store.sqlite.subagents import (
+from openclaw_lossless.store.model.sessions import SessionRef, agent_of
+from openclaw_lossless.store.model.subagents import (
     OUTCOME_SOURCE,
     OUTCOME_TEXT,
     Outcome,
@@ -42,6 +29,16 @@ from openclaw_lossless.store.sqlite.subagents import (
     inherited_ids,
     outcomes,
 )
+from openclaw_lossless.store.postgres import message_days
+from openclaw_lossless.store.postgres.connection import Connection
+from openclaw_lossless.store.postgres.messages import (
+    date_terms,
+    hold_id_order,
+    is_forgotten,
+    pg_text,
+    queue_for_embedding,
+)
+from openclaw_lossless.store.postgres.sessions import latest_session_for_key, register_spawned
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements.spawns import Spawned
 

@@ -25,9 +25,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from openclaw_lossless.store.model.term_stats import CACHE_TERMS, DEFAULT_LIMIT, TermCount, keep_rarest
 from openclaw_lossless.store.postgres import fulltext
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.term_stats import CACHE_TERMS, DEFAULT_LIMIT, _Count, keep_rarest
 
 # A word of one lexeme ANALYZE's statistics put in more than ``ESTIMATE_MARGIN × limit`` messages is common
 # without counting it (``fulltext.ESTIMATES`` says why); they err low, and the margin keeps a word near the
@@ -92,7 +92,7 @@ class _Start:
 class TermStats:
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
-        self._cache: OrderedDict[Key, _Count] = OrderedDict()
+        self._cache: OrderedDict[Key, TermCount] = OrderedDict()
         self._starts: OrderedDict[Key, _Start] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -173,7 +173,7 @@ class TermStats:
         if missing:
             bounds = {"common": ESTIMATE_MARGIN * self.limit, "over": self.limit + 1, "words": missing}
             rows = fulltext.in_time(conn).execute(_COUNTS, bounds).fetchall()
-            counted = {str(term): _Count(int(count), newest) for term, count in rows}
+            counted = {str(term): TermCount(int(count), newest) for term, count in rows}
             self._keep(self._cache, {(*store, term): count for term, count in counted.items()})
             counts.update((term, count.count) for term, count in counted.items())
         return counts

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import COMPACTED, Compaction, CompactionRecord
+from openclaw_lossless.store.model.transcript_ledger import claimable, claimed, keyed_originals
 from openclaw_lossless.store.postgres.connection import Connection
 from openclaw_lossless.store.postgres.snapshots import stored_text
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
-from openclaw_lossless.store.sqlite.transcript_ledger import claimable, claimed, keyed_originals
 from openclaw_lossless.store.statements import POSTGRES
 from openclaw_lossless.store.statements.transcript_ledger import Held
 

@@ -31,9 +31,9 @@ import psycopg
 from psycopg import Cursor, sql
 
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.model.sessions import Scope
+from openclaw_lossless.store.model.vectors import StoredVectors
 from openclaw_lossless.store.postgres.connection import Connection, Database, set_search_path
-from openclaw_lossless.store.sqlite.sessions import Scope
-from openclaw_lossless.store.sqlite.vectors import StoredVectors
 
 TABLE = "message_vectors"
 INDEX = "message_vectors_lists"  # the IVFFlat index, made by ``keep_index``

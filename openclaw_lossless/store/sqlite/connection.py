@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import sqlite_vec
 
 from openclaw_lossless.errors import StorageFull, StoreCorrupt, StoreUnavailable
+from openclaw_lossless.store.model.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,12 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
+def store_error(exc: Exception) -> Exception:
+    """A driver's error as the store hands it on: translated when the project names it, else ``StoreError``."""
+    translated = translate_error(exc)
+    return StoreError(str(exc)) if translated is exc else translated
+
+
 class Database:
     """One write connection behind a lock, one read connection per thread."""
 
@@ -137,9 +144,17 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, self.module.Error):
-                    raise translate_error(exc) from exc
+                    raise store_error(exc) from exc
                 raise
             return result
+
+    @contextlib.contextmanager
+    def translated(self) -> Iterator[None]:
+        """Driver errors raised inside as the store's own (``store_error``), as ``write`` raises them."""
+        try:
+            yield
+        except self.module.Error as exc:
+            raise store_error(exc) from exc
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Connection]:

@@ -6,42 +6,14 @@ hold them is the store's business, so the SQL stays in ``store/``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from openclaw_lossless.store.model.counts import StoreCounts
 from openclaw_lossless.store.sqlite.connection import Connection
-
-
-@dataclass(frozen=True)
-class StoreCounts:
-    """Rows per kind, as ``/stats`` reports them."""
-
-    messages: int
-    sessions: int
-    agents: int
-    turns: int
-    snapshots: int
-    forgotten: int  # tombstones: messages forgotten on request
-    subagents: int  # subagent links
-    archived_messages: int  # moved to the JSONL archive to stay under maxDbSizeMb
-    archives: int
-
-
-_COUNTS = {
-    "messages": "SELECT count(*) FROM messages",
-    "sessions": "SELECT count(*) FROM sessions",
-    "agents": "SELECT count(DISTINCT agent_id) FROM sessions",
-    "turns": "SELECT count(*) FROM turns",
-    "snapshots": "SELECT count(*) FROM snapshots",
-    "forgotten": "SELECT count(*) FROM forgotten",
-    "subagents": "SELECT count(*) FROM subagent_links",
-    "archived_messages": "SELECT coalesce(sum(message_count), 0) FROM archives",
-    "archives": "SELECT count(*) FROM archives",
-}
+from openclaw_lossless.store.statements.counts import COUNTS
 
 
 def count_rows(conn: Connection) -> StoreCounts:
     """Every count in one read connection (one snapshot when the caller holds a read transaction)."""
-    return StoreCounts(**{name: int(conn.execute(sql).fetchone()[0]) for name, sql in _COUNTS.items()})
+    return StoreCounts(**{name: int(conn.execute(sql).fetchone()[0]) for name, sql in COUNTS.items()})
 
 
 def any_archived(conn: Connection) -> bool:

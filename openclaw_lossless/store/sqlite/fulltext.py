@@ -10,8 +10,9 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.sqlite.connection import Connection, sqlite_module
-from openclaw_lossless.store.sqlite.sessions import Scope
+from openclaw_lossless.store.sqlite.sessions import scope_sql
 
 
 def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k: int) -> list[tuple[int, float]]:
@@ -22,7 +23,7 @@ def best_matches(conn: Connection, expression: str, after: int, scope: Scope, k:
     the history. The scope is checked in the narrow messages_scope index, not the table's rows (migration
     m005 says why).
     """
-    where, params = scope.sql("m")
+    where, params = scope_sql(scope, "m")
     rows = conn.execute(
         "SELECT m.id, bm25(messages_fts) FROM messages_fts"
         " CROSS JOIN messages m INDEXED BY messages_scope ON m.id = messages_fts.rowid"

@@ -12,67 +12,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
+from openclaw_lossless.store.model.memory_files import (
+    KIND,
+    SESSION_PREFIX,
+)
 from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite.connection import Connection, Database
 from openclaw_lossless.store.statements import SQLITE
 from openclaw_lossless.store.statements.memory_files import FileRows
 
-SESSION_PREFIX = "memory-files:"  # + agent id: the session holding an agent's memory-file chunks
-KIND = "memory"
-
-
-@dataclass(frozen=True)
-class MemoryFile:
-    """One indexed file of an agent's workspace (``path`` relative to the workspace, POSIX)."""
-
-    agent_id: str
-    path: str
-    workspace: str
-    file_hash: bytes
-    size: int
-    mtime_ns: int
-    chunks: int
-    indexed_at: float
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    """A chunk as stored: its message id, identity and citation (``file:<path>#L<a>-<b>``)."""
-
-    id: int
-    content_hash: bytes
-    citation: str
-
-
-def session_id_of(agent_id: str) -> str:
-    return SESSION_PREFIX + agent_id
-
-
-def session_key_of(agent_id: str) -> str:
-    return f"agent:{agent_id}:memory-files"
-
-
-def files(conn: Connection) -> list[MemoryFile]:
-    rows = conn.execute(
-        "SELECT agent_id, path, workspace, file_hash, size, mtime_ns, chunks, indexed_at FROM memory_files"
-        " ORDER BY agent_id, path"
-    ).fetchall()
-    return [_file(row) for row in rows]
-
-
-def _file(row: Sequence[Any]) -> MemoryFile:
-    agent, path, workspace, digest, size, mtime, chunks, at = row
-    return MemoryFile(
-        str(agent), str(path), str(workspace), bytes(digest), int(size), int(mtime), int(chunks), float(at)
-    )
-
-
 _ROWS = FileRows(SQLITE)  # a file's row: the same statements on both backends
 record_file = _ROWS.record_file
 drop_file = _ROWS.drop_file
+files = _ROWS.files
+stored_chunks = _ROWS.stored_chunks
 
 
 def sessions(conn: Connection) -> dict[str, int]:
@@ -82,14 +36,6 @@ def sessions(conn: Connection) -> dict[str, int]:
         (SESSION_PREFIX, SESSION_PREFIX[:-1] + ";"),
     ).fetchall()
     return {str(agent): int(rowid) for agent, rowid in rows}
-
-
-def stored_chunks(conn: Connection, session_rowid: int) -> list[StoredChunk]:
-    rows = conn.execute(
-        "SELECT id, content_hash, window_key FROM messages WHERE session_rowid = ? AND kind = ? ORDER BY id",
-        (session_rowid, KIND),
-    ).fetchall()
-    return [StoredChunk(int(r[0]), bytes(r[1]), str(r[2])) for r in rows]
 
 
 def mark_chunks(conn: Connection, ids: Sequence[int]) -> None:

@@ -18,20 +18,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openclaw_lossless import timeexpr
+from openclaw_lossless.store.model.message_days import (
+    BACKFILL_BATCH,
+    BACKFILL_KEY,
+    LANGUAGES_KEY,
+    MAX_CHARS,
+    ROLES,
+    languages,
+)
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.timeexpr import DayRange
-
-ROLES = frozenset({"user", "assistant"})
-MAX_CHARS = 4000
-BACKFILL_KEY = "message_days_backfill_below"  # meta: messages with a smaller id are still to be read
-BACKFILL_BATCH = 500
-# meta: the languages the stored days were read in; a release that reads more reads every message again
-LANGUAGES_KEY = "message_days_languages"
-
-
-def languages() -> str:
-    """The languages ``timeexpr`` reads now, as kept in ``meta``."""
-    return ",".join(sorted(timeexpr.LANGUAGES))
 
 
 def index(conn: Connection, message_id: int, role: str, text: str, created_at: float) -> None:

@@ -9,9 +9,8 @@ to be embedded again) and the days it names (read again from the new text).
 
 from __future__ import annotations
 
-import hashlib
-
 from openclaw_lossless.capture.grams import gram_text
+from openclaw_lossless.store.model.rewrite import cache_key
 from openclaw_lossless.store.sqlite import message_days, vectors
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.statements import SQLITE
@@ -76,12 +75,6 @@ def set_link_reason(conn: Connection, link_id: int, reason: str | None) -> None:
 def optimize_fts(conn: Connection) -> None:
     """Merge the FTS index's segments, so the ones that held rewritten text are gone (zeroed by secure_delete)."""
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
-
-
-def cache_key(text: str) -> bytes:
-    """The ``embedding_cache`` key of a text (its SHA-256, lone surrogates kept), as the embedder files it: both
-    backends' rewrites drop the old text's cached vector by it, so a redacted text's embedding does not stay."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def _fts_delete(conn: Connection, message_id: int, text: str, date_terms: str | None) -> None:

@@ -9,86 +9,39 @@ its subagents' transcripts (it recalls the outcome records copied when a child e
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 
-from openclaw_lossless.errors import BadRequest, InvalidSessionKey, NotFound
+from openclaw_lossless.errors import NotFound
+from openclaw_lossless.store.model.sessions import (
+    Lineage,
+    Scope,
+    SessionRef,
+    agent_of,
+    check_identifier,
+    required,
+    scope_of,
+)
 from openclaw_lossless.store.sqlite.connection import Connection
 from openclaw_lossless.store.statements import SQLITE
 from openclaw_lossless.store.statements.spawns import Spawned
 
-DEFAULT_AGENT = "main"
-_SESSION_KEY = re.compile(r"^agent:([A-Za-z0-9][A-Za-z0-9_.\-]{0,127}):\S.*$", re.S)
-_MAX_ID = 512
 
-
-@dataclass(frozen=True)
-class SessionRef:
-    rowid: int
-    session_id: str
-    session_key: str | None
-    agent_id: str
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Messages in scope: these agents' sessions but the ``excluded`` ones, plus these extra sessions.
-
-    ``session_rowids`` (the session's own, its parent's) are in scope even when ``excluded`` names them: a
-    subagent recalls its own transcript and its parent's, while its parent's agent scope leaves it out.
-    """
-
-    agent_ids: frozenset[str] = field(default_factory=frozenset)
-    session_rowids: frozenset[int] = field(default_factory=frozenset)
-    excluded: frozenset[int] = field(default_factory=frozenset)
-
-    def contains(self, agent_id: str, session_rowid: int) -> bool:
-        """Whether a message of this agent and session is in scope (the Python twin of ``sql``)."""
-        if session_rowid in self.session_rowids:
-            return True
-        return agent_id in self.agent_ids and session_rowid not in self.excluded
-
-    def sql(self, alias: str = "m") -> tuple[str, list[object]]:
-        """A WHERE fragment selecting the scope's messages, with its parameters."""
-        parts: list[str] = []
-        params: list[object] = []
-        if self.agent_ids:
-            agents = f"{alias}.agent_id IN ({','.join('?' * len(self.agent_ids))})"
-            params += sorted(self.agent_ids)
-            if self.excluded:  # one JSON parameter however many subagents the agent has spawned
-                agents = f"({agents} AND {alias}.session_rowid NOT IN (SELECT value FROM json_each(?)))"
-                params.append(json.dumps(sorted(self.excluded)))
-            parts.append(agents)
-        if self.session_rowids:
-            parts.append(f"{alias}.session_rowid IN ({','.join('?' * len(self.session_rowids))})")
-            params += sorted(self.session_rowids)
-        return ("(" + " OR ".join(parts) + ")" if parts else "0"), params
-
-
-def agent_of(session_key: str | None) -> str:
-    """The agent id a session key names; sessions without a key belong to the default agent."""
-    if session_key is None:
-        return DEFAULT_AGENT
-    match = _SESSION_KEY.match(session_key)
-    if (
-        not match
-        or len(session_key) > _MAX_ID
-        or any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in session_key)
-    ):
-        raise InvalidSessionKey(
-            f"sessionKey must look like 'agent:<agentId>:<name>' (at most {_MAX_ID} characters), "
-            f"got {session_key[:80]!r}"
-        )
-    return match.group(1)
-
-
-def check_identifier(value: str, what: str) -> str:
-    if not value or len(value) > _MAX_ID or any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
-        raise BadRequest(f"{what} must be 1-{_MAX_ID} printable characters")
-    return value
+def scope_sql(scope: Scope, alias: str = "m") -> tuple[str, list[object]]:
+    """A WHERE fragment selecting ``scope``'s messages in SQLite's SQL, with its parameters."""
+    parts: list[str] = []
+    params: list[object] = []
+    if scope.agent_ids:
+        agents = f"{alias}.agent_id IN ({','.join('?' * len(scope.agent_ids))})"
+        params += sorted(scope.agent_ids)
+        if scope.excluded:  # one JSON parameter however many subagents the agent has spawned
+            agents = f"({agents} AND {alias}.session_rowid NOT IN (SELECT value FROM json_each(?)))"
+            params.append(json.dumps(sorted(scope.excluded)))
+        parts.append(agents)
+    if scope.session_rowids:
+        parts.append(f"{alias}.session_rowid IN ({','.join('?' * len(scope.session_rowids))})")
+        params += sorted(scope.session_rowids)
+    return ("(" + " OR ".join(parts) + ")" if parts else "0"), params
 
 
 def ensure_session(conn: Connection, session_id: str, session_key: str | None) -> SessionRef:
@@ -141,13 +94,6 @@ def require_session(conn: Connection, session_id: str) -> SessionRef:
     return required(find_session(conn, session_id), session_id)
 
 
-def required(found: SessionRef | None, session_id: str) -> SessionRef:
-    """The session an operator named, as either backend found it; not stored is a 404 that says so."""
-    if found is None:
-        raise NotFound(f"no session {session_id[:80]!r} is stored")
-    return found
-
-
 def latest_session(conn: Connection) -> SessionRef:
     """The most recently active session: what ``recover`` and ``snapshot create`` mean when none is named."""
     # never an agent's workspace memory-file session (store/sqlite/memory_files.py): no one converses there
@@ -193,37 +139,6 @@ def recall_scope(conn: Connection, session: SessionRef, mode: str) -> Scope:
     return scope_of(
         session, mode, Lineage(partial(parent_key, conn), partial(_sessions_of, conn), partial(spawned_sessions, conn))
     )
-
-
-@dataclass(frozen=True)
-class Lineage:
-    """The reads a recall scope needs, bound to one backend's connection (``scope_of`` walks them)."""
-
-    parent_key: Callable[[str | None], str | None]  # the key of the session that spawned this key's, or None
-    sessions_of: Callable[[str | None], set[int]]  # every session (row id) under a key
-    spawned_sessions: Callable[[str], set[int]]  # the sessions of an agent's subagents
-
-
-def scope_of(session: SessionRef, mode: str, lineage: Lineage) -> Scope:
-    """``recall_scope`` over either backend's reads: both use it, so a session recalls the same messages on
-    SQLite and on PostgreSQL."""
-    extra = ancestor_sessions(session.session_key, lineage)
-    if mode != "agent":
-        return Scope(session_rowids=frozenset(extra | {session.rowid}))
-    own = lineage.sessions_of(session.session_key) | {session.rowid}
-    children = lineage.spawned_sessions(session.agent_id) - extra - own
-    return Scope(frozenset({session.agent_id}), frozenset(extra), frozenset(children))
-
-
-def ancestor_sessions(session_key: str | None, lineage: Lineage) -> set[int]:
-    """The sessions of every ancestor of ``session_key``, one parent link at a time (a cycle of links is walked
-    once): the walk both backends use, each reading the links with its own statement."""
-    found: set[int] = set()
-    key, seen = session_key, set[str]()
-    while (key := lineage.parent_key(key)) is not None and key not in seen:
-        seen.add(key)
-        found |= lineage.sessions_of(key)
-    return found
 
 
 def _sessions_of(conn: Connection, session_key: str | None) -> set[int]:

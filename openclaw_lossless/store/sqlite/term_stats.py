@@ -19,12 +19,10 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
+from openclaw_lossless.store.model.term_stats import CACHE_TERMS, DEFAULT_LIMIT, TermCount, keep_rarest
 from openclaw_lossless.store.sqlite.connection import Connection
 
-DEFAULT_LIMIT = 5000
-CACHE_TERMS = 20000
 _QUOTED = re.compile(r'"((?:[^"]|"")+)"')
 
 
@@ -32,38 +30,10 @@ _COUNT = "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_ft
 _PROBE = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
 
 
-@dataclass(frozen=True)
-class _Count:
-    count: int  # messages holding the word, counted up to limit + 1
-    probed_at: int  # the newest message id when counted
-
-
-def keep_rarest(terms: list[str], counts: dict[str, int], limit: int) -> list[str] | None:
-    """The words worth ranking, rarest first, while their matches stay within ``2 × limit``; ``[]`` when every
-    word is too common to rank over the whole history; None when no message holds any of them.
-
-    Shared by both backends: they count the words each its own way, and choose among them alike. A word no
-    message holds matches nothing: kept as the "rarest", it would push out every word that does.
-    """
-    held = [term for term in terms if counts[term] > 0]
-    if not held:
-        return None
-    rare = sorted((term for term in held if counts[term] <= limit), key=lambda term: counts[term])
-    if not rare:
-        return []
-    kept, postings = [rare[0]], counts[rare[0]]
-    for term in rare[1:]:
-        if postings + counts[term] > 2 * limit:
-            break
-        kept.append(term)
-        postings += counts[term]
-    return kept
-
-
 class TermStats:
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self.limit = limit
-        self._cache: OrderedDict[str, _Count] = OrderedDict()
+        self._cache: OrderedDict[str, TermCount] = OrderedDict()
         self._lock = threading.Lock()
 
     def clear(self) -> None:
@@ -97,7 +67,7 @@ class TermStats:
                 return known.count
         count = int(conn.execute(_COUNT, (f'"{term}"', self.limit + 1)).fetchone()[0])
         with self._lock:
-            self._cache[term] = _Count(count, newest)
+            self._cache[term] = TermCount(count, newest)
             if len(self._cache) > CACHE_TERMS:
                 self._cache.popitem(last=False)
         return count

@@ -8,12 +8,13 @@ lossless store answers "do we hold this already?" is SQL over its own tables, an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
 
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import Compaction, CompactionRecord
+from openclaw_lossless.store.model.transcript_ledger import claimable, claimed, keyed_originals
 from openclaw_lossless.store.sqlite import snapshots
 from openclaw_lossless.store.sqlite.connection import Connection
-from openclaw_lossless.store.sqlite.sessions import SessionRef
 from openclaw_lossless.store.statements import SQLITE
 from openclaw_lossless.store.statements.transcript_ledger import Held
 
@@ -44,11 +45,6 @@ def with_window_keys(conn: Connection, session_rowid: int, keys: Iterable[str]) 
     return keyed_originals(rows)
 
 
-def keyed_originals(rows: Iterable[Sequence[Any]]) -> list[tuple[bytes, str, str]]:
-    """``(content_hash, window_key, original)`` rows as both backends' ``with_window_keys`` answer them."""
-    return [(bytes(row[0]), str(row[1]), str(row[2])) for row in rows]
-
-
 # -- marks in meta ---------------------------------------------------------------------------------------------
 
 
@@ -66,7 +62,7 @@ def keys_under(conn: Connection, prefix: str) -> list[str]:
 # -- compactions ---------------------------------------------------------------------------------------------
 
 
-def live_compaction(conn: Connection, session_rowid: int, record: snapshots.CompactionRecord) -> int | None:
+def live_compaction(conn: Connection, session_rowid: int, record: CompactionRecord) -> int | None:
     """The id of a compaction the ``compact`` hook already recorded for this imported one, if any: same
     session and summary, or, for one inferred without a summary, one recorded where the session now ends."""
     same: str | int | None
@@ -82,8 +78,8 @@ def live_compaction(conn: Connection, session_rowid: int, record: snapshots.Comp
 
 
 def claim_compaction(
-    conn: Connection, session: SessionRef, record: snapshots.CompactionRecord, imported_reason: str
-) -> snapshots.Compaction | None:
+    conn: Connection, session: SessionRef, record: CompactionRecord, imported_reason: str
+) -> Compaction | None:
     """The ``compact`` hook takes a compaction the import recorded (reason ``imported_reason``, not yet
     claimed, same redacted summary, ``tokensBefore`` equal when both say): its reason and token counts
     replace the import's, which also marks it claimed. Returns what ``record_compaction`` would, or None."""
@@ -101,17 +97,3 @@ def claim_compaction(
     )
     named = conn.execute("SELECT name FROM snapshots WHERE compaction_id = ?", (row[0],)).fetchone()
     return claimed(row, named)
-
-
-def claimable(row: Sequence[Any], record: snapshots.CompactionRecord) -> bool:
-    """Whether an imported compaction's ``(id, tokens_before, last_message_id)`` row is the hook's: its
-    ``tokensBefore`` equal when both say one. Both backends' ``claim_compaction`` decide with it."""
-    return None in (row[1], record.tokens_before) or int(row[1]) == record.tokens_before
-
-
-def claimed(row: Sequence[Any], named: Sequence[Any] | None) -> snapshots.Compaction:
-    """What claiming the compaction of ``row`` answers, with its automatic snapshot's ``named`` row (both
-    backends): what ``record_compaction`` would have."""
-    last_id = None if row[2] is None else int(row[2])
-    snapshot = None if named is None else str(named[0])
-    return snapshots.Compaction(int(row[0]), snapshots.COMPACTED, snapshot, last_id)

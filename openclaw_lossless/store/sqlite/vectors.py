@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from openclaw_lossless.store.model.vectors import StoredVectors
 from openclaw_lossless.store.sqlite.connection import Connection
 
 TABLE = "message_vectors"
@@ -34,16 +34,6 @@ TABLE = "message_vectors"
 # a witness.
 ROWIDS_TABLE = f"{TABLE}_rowids"
 _BATCH = 50000
-
-
-@dataclass(frozen=True)
-class StoredVectors:
-    """A block of stored vectors, as arrays: what the in-memory index appends in one step."""
-
-    ids: npt.NDArray[np.int64]
-    codes: npt.NDArray[np.int8]
-    scales: npt.NDArray[np.float32]
-    sessions: npt.NDArray[np.int64]
 
 
 def create(conn: Connection, dimension: int) -> None:

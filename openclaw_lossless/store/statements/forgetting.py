@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from openclaw_lossless.errors import NotFound
+from openclaw_lossless.store.model.forgetting import Selector, check_selector
 from openclaw_lossless.store.statements import Connection, Dialect
 
 
@@ -30,3 +32,18 @@ def drop_archived_identity(dialect: Dialect, conn: Connection, session_id: str, 
         ),
         (session_id, content_hash),
     )
+
+
+def check_stored(dialect: Dialect, conn: Connection, selector: Selector) -> None:
+    """The checks both backends make (``check_selector``), then that a named session or agent is stored: a
+    forget of nothing a user named is their mistake to fix (404), never a silent no-op."""
+    check_selector(selector)
+    if selector.session is not None and not _exists(dialect, conn, "session_id", selector.session):
+        raise NotFound(f"no session {selector.session[:80]!r} is stored: nothing was forgotten")
+    if selector.agent is not None and not _exists(dialect, conn, "agent_id", selector.agent):
+        raise NotFound(f"no session of agent {selector.agent[:80]!r} is stored: nothing was forgotten")
+
+
+def _exists(dialect: Dialect, conn: Connection, column: str, value: str) -> bool:
+    row = conn.execute(dialect.sql(f"SELECT 1 FROM sessions WHERE {column} = ? LIMIT 1"), (value,)).fetchone()
+    return row is not None

@@ -7,10 +7,10 @@ or of the session's events, so a page costs what it holds on either store.
 
 from __future__ import annotations
 
-from openclaw_lossless.store.sqlite.messages import MessageView, message_view
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import CompactionMark
-from openclaw_lossless.store.sqlite.timelines import (
+from openclaw_lossless.store.model.messages import MessageView, message_view
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import CompactionMark
+from openclaw_lossless.store.model.timelines import (
     NO_MESSAGE,
     KeyNeighbour,
     Parent,

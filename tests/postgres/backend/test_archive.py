@@ -12,8 +12,8 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+from openclaw_lossless.store.model.archive import Pruned, WouldPrune
 from openclaw_lossless.store.postgres import archive, messages
-from openclaw_lossless.store.postgres.archive import Pruned, WouldPrune
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.postgres.transfer.restore import restore_jsonl as pg_import
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations

@@ -16,6 +16,9 @@ from openclaw_lossless.capture.redact import Redactor, Rule
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.copy import CopyMismatch, Side, copy_store, tally
+from openclaw_lossless.store.model.forgetting import Selector
+from openclaw_lossless.store.model.messages import turn_identities
+from openclaw_lossless.store.model.transfer.export import ExportScope
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite import forgetting
@@ -23,7 +26,6 @@ from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.transfer import ExportScope
 from tests.conversation import conversation
 from tests.helpers import make_settings
 from tests.postgres.backend.test_messages import commit as pg_commit
@@ -167,7 +169,7 @@ def test_the_ids_the_source_gave_to_forgotten_messages_are_given_by_no_target(
         for turn in conversation(3):
             _commit(sidecar, turn.key, "s-main", MAIN, turn.messages)
         newest = int(sidecar.db.reader().execute("SELECT max(id) FROM messages").fetchone()[0])
-        gone = forgetting.run(sidecar.db, None, tmp_path / "archive", forgetting.Selector(ids=(newest - 1, newest)),
+        gone = forgetting.run(sidecar.db, None, tmp_path / "archive", Selector(ids=(newest - 1, newest)),
                           dry_run=False)  # fmt: skip
         assert gone.removed == 2
         source = Side(sidecar.db, sqlite_transfer)
@@ -185,7 +187,7 @@ def test_the_ids_the_source_gave_to_forgotten_messages_are_given_by_no_target(
     _, [on_sqlite] = empty_lite.db.write(
         lambda conn: sqlite_messages.commit_turn(
             conn, sqlite_sessions.ensure_session(conn, "s-main", MAIN), "after-copy",
-            sqlite_messages.turn_identities([said("Stored after the copy.")], "after-copy"), heartbeat=False,
+            turn_identities([said("Stored after the copy.")], "after-copy"), heartbeat=False,
         )
     )  # fmt: skip
     assert on_sqlite == newest + 1

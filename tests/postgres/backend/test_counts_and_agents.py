@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from openclaw_lossless.errors import StoreReadOnly, StoreUnavailable
+from openclaw_lossless.store.model.messages import turn_identities
 from openclaw_lossless.store.postgres import agents, counts, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import agents as sqlite_agents
@@ -50,7 +51,7 @@ def answers(db: Any, modules: tuple[ModuleType, ModuleType, ModuleType, ModuleTy
 
         def work(conn: Any, sid: str = sid, key: str = key, texts: list[str] = texts) -> Any:
             session = sessions_of.ensure_session(conn, sid, SESSIONS[sid])
-            records = sqlite_messages.turn_identities([said(text) for text in texts], key)
+            records = turn_identities([said(text) for text in texts], key)
             return messages_of.commit_turn(conn, session, key, records, heartbeat=False)
 
         db.write(work)

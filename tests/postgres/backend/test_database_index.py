@@ -13,10 +13,10 @@ import numpy.typing as npt
 from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.index import VectorIndex, store_vectors
 from openclaw_lossless.store.backend import SQLITE, Backend, postgres
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres.connection import Database
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_messages import said
 from tests.postgres.backend.test_vectors import DIMENSION, clustered, stored_messages, unit, write

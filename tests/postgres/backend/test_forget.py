@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from openclaw_lossless.errors import BadRequest, NotFound, StoreUnavailable
+from openclaw_lossless.store.model.forgetting import Forgotten, Selector
+from openclaw_lossless.store.model.messages import turn_identities
 from openclaw_lossless.store.postgres import archive, forgetting, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import forgetting as sqlite_forget
@@ -19,7 +21,6 @@ from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.forgetting import Forgotten, Selector
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_archive import fill, half_way, lines
 from tests.postgres.backend.test_messages import MAY_8_2023, said
@@ -50,7 +51,7 @@ class Backend:
 
         def work(conn: Any) -> list[int]:
             session = self.sessions.ensure_session(conn, session_id, session_key)
-            identified = sqlite_messages.turn_identities(records, key)
+            identified = turn_identities(records, key)
             status, ids = self.messages.commit_turn(conn, session, key, identified, heartbeat=False)
             assert status == "committed"
             return list(ids)

@@ -16,6 +16,7 @@ import pytest
 
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import Redactor
+from openclaw_lossless.store.model.sessions import Scope, SessionRef
 from openclaw_lossless.store.postgres import fulltext, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.postgres.term_stats import TermStats
@@ -24,7 +25,6 @@ from openclaw_lossless.store.sqlite import messages as sqlite_messages
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.sessions import Scope, SessionRef
 
 OPTIONS = CaptureOptions(redactor=Redactor(()))
 DAY = 86_400.0

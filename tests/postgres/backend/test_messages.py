@@ -17,6 +17,7 @@ import pytest
 
 from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, capture
 from openclaw_lossless.capture.redact import Redactor
+from openclaw_lossless.store.model.messages import turn_identities
 from openclaw_lossless.store.postgres import backlog, message_days, messages, sessions
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
@@ -43,7 +44,7 @@ def said(text: str, at: float | None = MAY_8_2023, role: str = "user") -> Messag
 def commit(db: Database, key: str, records: list[MessageRecord], session_id: str = "s1") -> tuple[str, list[int]]:
     def work(conn: Connection) -> tuple[str, list[int]]:
         session = sessions.ensure_session(conn, session_id, f"agent:main:{session_id}")
-        return messages.commit_turn(conn, session, key, sqlite_messages.turn_identities(records, key), heartbeat=False)
+        return messages.commit_turn(conn, session, key, turn_identities(records, key), heartbeat=False)
 
     return db.write(work)
 
@@ -195,7 +196,7 @@ def replay_turns(db: Any, backend: Any, mark: str) -> Outcome:
     ))  # fmt: skip
     outcome: Outcome = []
     for key, records in TURNS:
-        identified = sqlite_messages.turn_identities(records, key)
+        identified = turn_identities(records, key)
 
         def work(conn: Any, key: str = key, identified: list[MessageRecord] = identified) -> Any:
             session = sessions_of.ensure_session(conn, "s1", "agent:main:s1")

@@ -14,9 +14,9 @@ from psycopg import sql
 
 from openclaw_lossless.errors import SchemaTooNew
 from openclaw_lossless.recall.search import fts_query
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres import archive, fulltext, keyword_pairs, messages, migrations, sessions, vectors
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import Scope
 from openclaw_lossless.store.statements.keyword_pairs import PairsProgress
 from tests.postgres.backend import workers
 from tests.postgres.backend.conftest import Place

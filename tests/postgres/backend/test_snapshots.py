@@ -22,6 +22,9 @@ import pytest
 
 from openclaw_lossless.capture.records import MessageRecord
 from openclaw_lossless.errors import InvalidName
+from openclaw_lossless.store.model.messages import turn_identities
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.snapshots import STATUSES, CompactionRecord
 from openclaw_lossless.store.postgres import messages, sessions, snapshots, subagents
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
@@ -30,8 +33,6 @@ from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import snapshots as sqlite_snapshots
 from openclaw_lossless.store.sqlite import subagents as sqlite_subagents
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
 from openclaw_lossless.store.statements import POSTGRES, SQLITE
 from openclaw_lossless.store.statements.timelines import Timelines
 from tests.postgres.backend.conftest import Place
@@ -72,7 +73,7 @@ class Backend:
     def commit(self, session_id: str, key: str, records: Sequence[MessageRecord], session_key: str = MAIN) -> list[int]:
         def work(conn: Any) -> list[int]:
             session = self.sessions.ensure_session(conn, session_id, session_key)
-            identified = sqlite_messages.turn_identities(list(records), key)
+            identified = turn_identities(list(records), key)
             _, ids = self.messages.commit_turn(conn, session, key, identified, heartbeat=False)
             return list(ids)
 
@@ -154,7 +155,7 @@ def reads_of_snapshots(b: Backend) -> list[Any]:
         [b.snapshots.find_compaction(conn, n) for n in range(1, 9)],
         b.snapshots.list_compactions(conn, 10),
         b.snapshots.list_compactions(conn, 2),
-        [b.snapshots.list_compactions(conn, 10, status) for status in sqlite_snapshots.STATUSES],
+        [b.snapshots.list_compactions(conn, 10, status) for status in STATUSES],
         b.snapshots.compaction_counts(conn),
     ]
 

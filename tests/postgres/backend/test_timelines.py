@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from openclaw_lossless.store.model.timelines import Timeline, Window
 from openclaw_lossless.store.postgres.connection import Database
-from openclaw_lossless.store.sqlite.timelines import Timeline, Window
 from tests.postgres.backend.test_messages import said
 from tests.postgres.backend.test_snapshots import (
     COMPACTED,

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from openclaw_lossless.store.model.messages import turn_identities
+from openclaw_lossless.store.model.snapshots import COMPACTED, Compaction, CompactionRecord
 from openclaw_lossless.store.postgres import messages, meta, sessions, transcript_ledger
 from openclaw_lossless.store.postgres.connection import Connection, Database
 from openclaw_lossless.store.sqlite import messages as sqlite_messages
@@ -20,7 +22,6 @@ from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import sessions as sqlite_sessions
 from openclaw_lossless.store.sqlite import transcript_ledger as sqlite_ledger
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, Compaction, CompactionRecord
 from tests.postgres.backend.test_messages import MAY_8_2023, commit, said
 
 IMPORTED = "imported from the transcript"
@@ -63,7 +64,7 @@ def build(b: Backend) -> dict[str, int]:
     session row ids by session id."""
     rowids = {sid: b.session(sid).rowid for sid in CREATED}
     for sid, key, said_at in TURNS:
-        records = sqlite_messages.turn_identities([said(text, at=at) for text, at in said_at], key)
+        records = turn_identities([said(text, at=at) for text, at in said_at], key)
 
         def work(conn: Any, sid: str = sid, key: str = key, records: Any = records) -> Any:
             session = b.sessions.ensure_session(conn, sid, f"agent:main:{sid}")

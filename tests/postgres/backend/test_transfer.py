@@ -19,6 +19,11 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, cap
 from openclaw_lossless.capture.redact import Redactor
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.sidecar import Sidecar
+from openclaw_lossless.store.model.forgetting import Selector
+from openclaw_lossless.store.model.messages import turn_identities
+from openclaw_lossless.store.model.snapshots import CompactionRecord
+from openclaw_lossless.store.model.transfer.export import ExportScope
+from openclaw_lossless.store.model.transfer.restore import RestoreReport, Unreadable
 from openclaw_lossless.store.postgres import messages, sessions
 from openclaw_lossless.store.postgres import transfer as pg_transfer
 from openclaw_lossless.store.postgres.connection import Connection, Database
@@ -26,9 +31,6 @@ from openclaw_lossless.store.sqlite import forgetting
 from openclaw_lossless.store.sqlite import migrations as sqlite_migrations
 from openclaw_lossless.store.sqlite import transfer as sqlite_transfer
 from openclaw_lossless.store.sqlite.connection import Database as SqliteDatabase
-from openclaw_lossless.store.sqlite.messages import turn_identities
-from openclaw_lossless.store.sqlite.snapshots import CompactionRecord
-from openclaw_lossless.store.sqlite.transfer import ExportScope, RestoreReport, Unreadable
 from tests.conversation import conversation
 from tests.helpers import make_settings
 from tests.postgres.backend.conftest import Place
@@ -76,7 +78,7 @@ def fill(state: Path) -> tuple[Path, CaptureOptions]:
         sidecar.ingest.subagent_spawn(MAIN, "agent:main:subagent:8", None)
         for turn in conversation(2, session="s-ops", seed=9):
             _commit(sidecar, turn.key, "s-ops", OPS, turn.messages)
-        forgotten = forgetting.run(sidecar.db, None, state / "archive", forgetting.Selector(ids=(3,)), dry_run=False)
+        forgotten = forgetting.run(sidecar.db, None, state / "archive", Selector(ids=(3,)), dry_run=False)
         assert forgotten.removed == 1
         return state / "lossless.sqlite", sidecar.capture_options
     finally:

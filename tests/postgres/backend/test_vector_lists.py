@@ -17,9 +17,9 @@ from openclaw_lossless.embed.database_index import DatabaseIndex
 from openclaw_lossless.embed.index import LATER_SHORTLIST
 from openclaw_lossless.sidecar import Sidecar
 from openclaw_lossless.store.backend import postgres
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres import migrations, vectors
 from openclaw_lossless.store.postgres.connection import Database, set_search_path
-from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.helpers import HashEmbedder, make_settings
 from tests.postgres.backend.conftest import Place
 from tests.postgres.backend.test_vectors import DIMENSION, clustered, stored_messages, unit, vector_indexes, write

@@ -12,9 +12,9 @@ import numpy.typing as npt
 import pytest
 
 from openclaw_lossless.store import quantize
+from openclaw_lossless.store.model.sessions import Scope
 from openclaw_lossless.store.postgres import backlog, messages, sessions, vectors
 from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.sqlite.sessions import Scope
 from tests.postgres.backend.test_messages import said
 
 DIMENSION = 384

@@ -15,25 +15,17 @@ from typing import Any
 
 from psycopg import pq
 
+from openclaw_lossless.store.model.transfer.export import ExportScope, message_line, refuse_unstored
 from openclaw_lossless.store.postgres.connection import Connection
-from openclaw_lossless.store.sqlite.transfer import export as sqlite_export
-from openclaw_lossless.store.sqlite.transfer.export import (
-    MESSAGES,
-    ExportScope,
-    message_line,
-    refuse_unstored,
-    typed_records,
-)
+from openclaw_lossless.store.statements.transfer.export import EXPORT_TABLES, MESSAGES, typed_records
 
 ROWS_PER_FETCH = 500
 
-# The SQLite export's tables, columns and joins (plain SQL, the same here), with ties between equal times
+# The export's tables, columns and joins (plain SQL, the same here), with ties between equal times
 # ordered by bytes, as SQLite's BINARY orders text: a database's own collation may order them otherwise.
 _BYTE_ORDER = {"session": 's.created_at, s.session_id COLLATE "C"',
                "turn": 'x.committed_at, x.advancement_key COLLATE "C"'}  # fmt: skip
-_TABLES = tuple(
-    (kind, source, _BYTE_ORDER.get(kind, order), fields) for kind, source, order, fields in sqlite_export._TABLES
-)
+_TABLES = tuple((kind, source, _BYTE_ORDER.get(kind, order), fields) for kind, source, order, fields in EXPORT_TABLES)
 
 
 def messages_where(scope: ExportScope) -> tuple[str, tuple[Any, ...]]:

@@ -34,12 +34,8 @@ import psycopg
 
 from openclaw_lossless.capture.records import CaptureOptions
 from openclaw_lossless.errors import BadRequest
-from openclaw_lossless.store.postgres import messages
-from openclaw_lossless.store.postgres.connection import Connection, Database
-from openclaw_lossless.store.postgres.forgetting import honour
-from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
-from openclaw_lossless.store.sqlite.sessions import SessionRef
-from openclaw_lossless.store.sqlite.transfer.lines import (
+from openclaw_lossless.store.model.sessions import SessionRef
+from openclaw_lossless.store.model.transfer.lines import (
     CompactionLine,
     ForgottenLine,
     Line,
@@ -49,7 +45,7 @@ from openclaw_lossless.store.sqlite.transfer.lines import (
     SnapshotLine,
     TurnLine,
 )
-from openclaw_lossless.store.sqlite.transfer.restore import (
+from openclaw_lossless.store.model.transfer.restore import (
     Outcome,
     RestoreReport,
     apply_line,
@@ -60,6 +56,10 @@ from openclaw_lossless.store.sqlite.transfer.restore import (
     remember_move,
     snapshot_name,
 )
+from openclaw_lossless.store.postgres import messages
+from openclaw_lossless.store.postgres.connection import Connection, Database
+from openclaw_lossless.store.postgres.forgetting import honour
+from openclaw_lossless.store.postgres.sessions import ensure_session, find_session
 
 # A line the checks let through but the server refuses costs that line (counted malformed), never the batch:
 # a constraint, a value out of a column's range (a turn's ``integer`` message count), what a text cannot hold.

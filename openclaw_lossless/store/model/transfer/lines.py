@@ -24,10 +24,10 @@ from openclaw_lossless.capture.records import CaptureOptions, MessageRecord, can
 from openclaw_lossless.errors import BadRequest
 from openclaw_lossless.memory_files.chunk_records import CITATION as MEMORY_CITATION
 from openclaw_lossless.memory_files.chunk_records import chunk_record
-from openclaw_lossless.store.sqlite.memory_files import KIND as MEMORY_KIND
-from openclaw_lossless.store.sqlite.sessions import agent_of, check_identifier
-from openclaw_lossless.store.sqlite.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
-from openclaw_lossless.store.sqlite.subagents import outcome_identity
+from openclaw_lossless.store.model.memory_files import KIND as MEMORY_KIND
+from openclaw_lossless.store.model.sessions import agent_of, check_identifier
+from openclaw_lossless.store.model.snapshots import COMPACTED, NOT_COMPACTED, STATUSES, check_name
+from openclaw_lossless.store.model.subagents import outcome_identity
 
 _REQUIRED = ("id", "sessionId", "role", "createdAt", "message", "text", "contentHash", "windowKey", "tokens")
 _MAX_INT = 2**63 - 1  # SQLite's INTEGER
