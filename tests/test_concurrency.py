@@ -158,6 +158,9 @@ def drain(server: SidecarProcess, timeout: float = 300) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+# SQLite's one writer is what 16 sessions contend for; PostgreSQL's concurrent writers are loaded by
+# tests/postgres/test_many_sidecars.py, and three more minutes of this would add no finding there.
+@pytest.mark.sqlite_only
 def test_sixteen_sessions_commit_and_assemble_without_errors_locks_or_growth(tmp_path: Path) -> None:
     """Phase one: every session commits new turns and assembles (throughput, p95, no errors, no locks).
     Phase two, once the backlog is embedded: the same traffic shape with the data held still (each commit

@@ -27,6 +27,7 @@ import openclaw_lossless
 from openclaw_lossless import doctor
 from openclaw_lossless.cli.main import main
 from openclaw_lossless.config import Settings
+from openclaw_lossless.doctor import reach
 from openclaw_lossless.doctor.findings import Finding
 from openclaw_lossless.doctor.gateway import lock_path
 from tests.helpers import free_port, live_sidecar, make_settings
@@ -162,8 +163,10 @@ def test_includes_are_resolved_and_a_broken_one_is_named(home: Path, tmp_path: P
     ids=["slot-missing", "entry-disabled", "entry-missing", "denied", "not-allowed", "all-off", "not-installed"],
 )
 def test_each_broken_link_is_reported_with_its_fix(
-    home: Path, tmp_path: Path, edit: Any, check: str, code: str
+    home: Path, tmp_path: Path, edit: Any, check: str, code: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A removed entry takes its sidecarUrl with it: the default port must not be whatever runs on this machine.
+    monkeypatch.setattr(reach, "DEFAULT_URL", quiet_url())
     config = linked_config(sidecarUrl=quiet_url())
     edit(config)
     write_config(home / ".openclaw", config)

@@ -57,8 +57,6 @@ def test_outage_brought_back_by_the_plugin(report: Report) -> None:
 
 
 def test_outage_overflow_every_silent_turn_is_trimmed_and_stored_once(report: Report) -> None:
-    if "outageOverflow" not in report["scenarios"]:
-        pytest.skip("played on the SQLite pass only (driver.SQLITE_PASS_ONLY)")
     assert_silent_outage_trimmed_and_spooled(report, scenario(report, "outageOverflow"))
 
 
