@@ -13,7 +13,8 @@ Nothing here changes the store, also on a damaged one or one a newer version wro
   operator gets the full one with ``CREATE EXTENSION amcheck`` run once as a superuser (and, for a role that
   is not one, ``GRANT EXECUTE`` on amcheck's ``verify_heapam`` and ``bt_index_check``).
 - ``fts_problem`` recomputes every message's keyword entry (the ``search`` column) from its text with the
-  column's own definition, read from the catalog, and compares: a stored ``tsvector`` differs when the text
+  function its trigger calls (``keyword_entry``; before m009, the generated column's definition, read from
+  the catalog), and compares: a stored ``tsvector`` differs when the text
   search configuration or its dictionaries changed after it was written (an upgrade's new stemmer, an
   altered ``lossless`` configuration, an edited ``unaccent`` rules file). Like FTS5's own check it reads
   every message (about 20 s at a million: docs/decisions/0009).
@@ -241,16 +242,23 @@ def _first_line(exc: Exception) -> str:
 # -- the keyword index -----------------------------------------------------------------------------------------
 
 
+# How a message's keyword entry is computed: by the trigger m009 made, or, in a store migrated before it, by
+# the generated column's own expression.
+_KEYWORD_ENTRY = (
+    "SELECT 'keyword_entry(text, date_terms, grams)' FROM pg_trigger"
+    " WHERE tgrelid = 'messages'::regclass AND tgname = 'messages_keyword_entry' AND tgenabled <> 'D'"
+    " UNION ALL SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a"
+    " ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'messages'::regclass"
+    " AND a.attname = 'search' AND a.attgenerated = 's' LIMIT 1"
+)
+
+
 def fts_problem(conn: Connection) -> str | None:
     """Whether every message's keyword entry is what its text gives now; a sentence naming the first ones
     that differ, or None when they all agree."""
-    row = conn.execute(
-        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a"
-        " ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'messages'::regclass"
-        " AND a.attname = 'search' AND a.attgenerated = 's'"
-    ).fetchone()
+    row = conn.execute(_KEYWORD_ENTRY).fetchone()
     if row is None:
-        return "messages.search is not computed from the text (the column's definition is gone)"
+        return "messages.search is not computed from the text (its trigger or the column's definition is gone)"
     with conn.transaction(force_rollback=True):
         differ = conn.execute(
             sql.SQL(

@@ -425,8 +425,8 @@ def in_time(conn: Connection) -> Connection:
 def rebuild(conn: Connection, batch: int) -> Iterator[int]:
     """Derive every message's ``search`` vector again, ``batch`` messages at a time; yields each batch's count.
 
-    The vector is a generated column: rewriting its inputs (the text, and the date words and pairs of
-    characters computed again from ``created_at`` and the text) makes PostgreSQL compute it again with the
+    The vector is computed by a trigger (``keyword_entry``, m009): rewriting its inputs (the text, and the date
+    words and pairs of characters computed again from ``created_at`` and the text) computes it again with the
     current text search configuration. Run it to the end in one write transaction: readers keep the old
     vectors until it commits, and an interrupted rebuild leaves them as they were. Each message is rewritten
     once (dead row versions for VACUUM).

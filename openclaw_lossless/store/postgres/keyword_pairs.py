@@ -2,8 +2,8 @@
 
 The SQLite module's rule (``store/sqlite/keyword_pairs.py``): m009 makes the ``search`` vector hold the
 pairs and records a cursor; the server pairs the older messages newest first, a batch per transaction,
-each committing with the cursor. Setting ``messages.grams`` recomputes the row's generated ``search``
-vector and its GIN entry in that transaction. The step holds a lock on the cursor, so two sidecars take
+each committing with the cursor. Setting ``messages.grams`` recomputes the row's ``search`` vector (its
+trigger) and its GIN entry in that transaction. The step holds a lock on the cursor, so two sidecars take
 turns; a row that has its pairs already is left as it is.
 """
 

@@ -309,24 +309,36 @@ def m009_unspaced_grams(conn: Connection) -> None:
     ``我下周要去北京出差``) matched nothing. Each message's pairs (``capture/grams.py``) are stored in
     ``messages.grams`` (NULL for text with no such run: most messages, whose keyword entry and ranking stay
     as they were) and the ``search`` vector is computed from the text, the date words and the pairs. A
-    generated column's expression cannot be changed before PostgreSQL 17, so ``search`` and its index are
-    made again here (one rewrite of the table, one index build, under the migration lock). The messages
-    already stored are paired afterwards by the server, in the background and resumably
-    (``store/postgres/keyword_pairs.py``): setting a row's pairs recomputes its vector.
+    generated column's expression cannot be changed before PostgreSQL 17, and making it again would rewrite
+    every row and rebuild the index under the migration lock (minutes at a million messages, every sidecar
+    waiting). So ``search`` stops being generated (``DROP EXPRESSION``: the catalog only, its values kept) and
+    a trigger computes it with ``keyword_entry`` from now on. A stored vector is already what the function
+    gives for a message with no pairs yet, so neither the table nor its index is touched, at any size
+    (docs/decisions/0302). The messages already stored are paired afterwards by the server, in the background
+    and resumably (``store/postgres/keyword_pairs.py``): setting a row's pairs recomputes its vector.
     """
     conn.execute("ALTER TABLE messages ADD COLUMN IF NOT EXISTS grams text")  # a test's older store may have it
-    btree_gin = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (IDS_BESIDE_WORDS,)).fetchone()
-    conn.execute("ALTER TABLE messages DROP COLUMN search")  # its index goes with it
-    log.info("keyword index with pairs of characters (m009): computing every message's keyword entry")
     conn.execute(
-        f"""ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
-            to_tsvector('lossless', left(text, {INDEXED_CHARS}))
-            || to_tsvector('lossless', coalesce(date_terms, ''))
-            || to_tsvector('lossless', coalesce(grams, ''))
-        ) STORED, ALTER COLUMN search SET STORAGE MAIN"""
+        f"""CREATE FUNCTION keyword_entry(body text, dates text, pairs text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+            SELECT to_tsvector('lossless', left(body, {INDEXED_CHARS}))
+                || to_tsvector('lossless', coalesce(dates, ''))
+                || to_tsvector('lossless', coalesce(pairs, ''))
+        $$"""
     )
-    words = WORDS_BY_ID if btree_gin else "USING gin (search) WITH (fastupdate = off)"
-    conn.execute(f"CREATE INDEX messages_search ON messages {words}")
+    conn.execute(
+        """CREATE FUNCTION messages_keyword_entry() RETURNS trigger
+        LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            NEW.search := keyword_entry(NEW.text, NEW.date_terms, NEW.grams);
+            RETURN NEW;
+        END $$"""
+    )
+    conn.execute("ALTER TABLE messages ALTER COLUMN search DROP EXPRESSION")
+    conn.execute(
+        "CREATE TRIGGER messages_keyword_entry BEFORE INSERT OR UPDATE OF text, date_terms, grams ON messages"
+        " FOR EACH ROW EXECUTE FUNCTION messages_keyword_entry()"
+    )
     keyword_pairs.queue_all(conn, meta, "m009")
 
 

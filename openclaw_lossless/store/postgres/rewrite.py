@@ -1,10 +1,10 @@
 """Stored text rewritten in place (``redact --rescan``) on PostgreSQL: ``store/sqlite/rewrite.py``'s calls.
 
 A message's text lives in more places than its row, as on SQLite, but fewer of them need telling here: its
-keyword entry (``messages.search``) is a generated column, recomputed by the server from the new text in the
-same ``UPDATE``, and its GIN index entries follow the row. Its vector and the cached embedding of its old
-text are derived from that text, so both go and the message is queued to be embedded again; the days it
-names are read again from the new text.
+keyword entry (``messages.search``) is recomputed by the server from the new text in the same ``UPDATE`` (a
+trigger; a generated column before m009), and its GIN index entries follow the row. Its vector and the cached
+embedding of its old text are derived from that text, so both go and the message is queued to be embedded
+again; the days it names are read again from the new text.
 
 An ``UPDATE`` leaves the old row version (old text, old keyword entry) in the table, invisible to every
 query, until ``VACUUM`` removes it and its index entries, and the GIN index keeps the old words themselves

@@ -1,7 +1,7 @@
 """The pages ``redact --rescan`` reads and the renames it makes, alike on both backends (``api.Rewrite``).
 
 A rescan reads each table a page at a time, by id after a cursor; these statements are the same on either
-store. How a changed row is written back is not (FTS5's external index, PostgreSQL's generated keyword
+store. How a changed row is written back is not (FTS5's external index, PostgreSQL's computed keyword
 column and NUL-free text), so that stays in each backend's ``rewrite.py``.
 """
 

@@ -247,9 +247,9 @@ RELEASE_TEXTS = [
 def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_after_m009(
     place: Place, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """m009 computes every keyword entry again and queues the messages a store already holds; the backfill
-    (``keyword_pairs.step``) pairs them: words inside Chinese and Japanese runs are then found, the Latin words
-    as before (meanwhile too), and the index keeps the ids beside them."""
+    """m009 leaves every keyword entry and the index as they are (no rewrite, at any size) and queues the messages
+    a store already holds; the backfill (``keyword_pairs.step``) pairs them: words inside Chinese and Japanese
+    runs are then found, the Latin words as before (meanwhile too), and the index keeps the ids beside them."""
     db = Database(place.url, schema=place.schema, write_pool_size=1, read_pool_size=1)
     try:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:8])  # up to m008: the release before pairs
@@ -280,8 +280,11 @@ def test_a_store_of_the_release_before_pairs_finds_a_word_inside_unspaced_text_a
             return [ident for ident, _ in hits]
 
         assert found("北京") == [] and found("ferry") == [ids[2]]
+        files = "SELECT pg_relation_filenode('messages'), pg_relation_filenode('messages_search')"
+        before = db.reader().execute(files).fetchone()
         with caplog.at_level("INFO"):
             assert migrations.migrate(db) == ALL[ALL.index("m009_unspaced_grams") :]
+            assert db.reader().execute(files).fetchone() == before  # neither the table nor its index rewritten
             assert "m009): 3 stored messages are paired in the background" in caplog.text
             assert found("北京") == [] and found("ferry") == [ids[2]]  # not yet paired; spaced text as before
             assert db.write(keyword_pairs.progress) == PairsProgress(ids[-1] + 1, 0, 3)
