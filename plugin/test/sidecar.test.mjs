@@ -27,8 +27,6 @@ const GATEWAY_ONCE = fileURLToPath(new URL("./fixtures/gateway-once.mjs", import
 const GATEWAY_WATCH = fileURLToPath(new URL("./fixtures/gateway-watch.mjs", import.meta.url));
 const FAST = { firstDelayMs: 50, maxDelayMs: 200, maxCrashes: 5, windowMs: 60_000, coolDownMs: 60_000, watchMs: 100, pollMs: 50 };
 
-
-
 async function until(check, what, timeoutMs = 20000) {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {

@@ -23,8 +23,6 @@ import { freePort, recorder } from "./fixtures/helpers.mjs";
 const SECRET_TEXT = "the vault code is 4-8-15-16";
 const ENGINE = fileURLToPath(new URL("../index.js", import.meta.url));
 
-
-
 /** A sidecar that stores each advancementKey once, in arrival order; `refuse` names keys it answers 422 for. */
 async function sidecar(port, stateDir, { refuse = new Set(), busy = { now: false } } = {}) {
   writeFileSync(join(stateDir, "token"), "spool-token", { mode: 0o600 });
